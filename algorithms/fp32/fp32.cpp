@@ -1,0 +1,39 @@
+#include "algorithms/fp32/fp32.hpp"
+
+#include <cstring>
+
+#include "kernels/parallel.hpp"
+
+namespace ccsim::algo {
+
+CompressorInfo Fp32Compressor::info() {
+  return {"fp32", "uncompressed fp32 baseline: 32 bits/element, fp32 sums at every hop", ParamTable(),
+          [](const Params&) { return std::make_unique<Fp32Compressor>(); }};
+}
+
+void Fp32Compressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext&, const kern::RngKey&,
+                            std::span<uint8_t> out) {
+  std::memcpy(out.data(), x.data(), 4 * spec.count);
+}
+
+void Fp32Compressor::decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&, std::span<float> out) {
+  std::memcpy(out.data(), in.data(), 4 * spec.count);
+}
+
+void Fp32Compressor::decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
+                                       std::span<float> acc) {
+  const auto* src = reinterpret_cast<const float*>(in.data());
+  float* dst = acc.data();
+  kern::parallel_for(spec.count, 1 << 16, [=](uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) dst[i] += src[i];
+  });
+}
+
+void Fp32Compressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                              std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                              std::span<uint8_t> out) {
+  decode_accumulate(in, spec, hop_in, acc);
+  encode(acc, spec, hop_out, key, out);
+}
+
+}  // namespace ccsim::algo

@@ -1,0 +1,50 @@
+#pragma once
+/// \file
+/// The numerics interpreter: executes a collective schedule on real per-rank fp32 buffers, running
+/// the compressor at every kernel op, and the error metrics computed from what ranks end with.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "algorithms/compressor.hpp"
+#include "sim/base/status.hpp"
+#include "topology/schedule.hpp"
+
+namespace ccsim::algo {
+
+/// Fills every op's `bytes`: transfers get the compressor's exact wire size of their message,
+/// kernels their memory traffic. Both interpreters read these numbers.
+void bind_schedule(topo::Schedule& schedule, const Compressor& compressor);
+
+/// Identifies the random streams of one numerics run.
+struct NumericsOptions {
+  uint64_t seed = 0;
+  uint32_t round = 0;
+};
+
+/// What a numerics run observed.
+struct NumericsStats {
+  uint64_t wire_bytes = 0;      ///< sum of encoded message bytes over all transfers
+  uint64_t kernels_run = 0;
+  uint64_t peak_message_bytes = 0;  ///< largest total of encoded messages alive at once
+};
+
+/// Runs `schedule` in op order. On entry `buffers[r]` holds rank r's input (schedule.elements()
+/// values); on return it holds what rank r ends with. Kernel op k on rank r draws randomness from
+/// RngKey{seed, round, r, k mod 2^24}.
+/// REQUIRES: buffers.size() == schedule.num_ranks(); schedule bound to `compressor`.
+Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
+                                   std::span<const std::span<float>> buffers, const NumericsOptions& options);
+
+/// Error of one rank's result against the exact aggregate.
+struct ErrorStats {
+  double sq_error = 0;  ///< ‖X − X̂‖²
+  double sq_norm = 0;   ///< ‖X‖²
+};
+ErrorStats error_stats(std::span<const float> exact, std::span<const float> got);
+/// vNMSE = mean over ranks of ‖X − X̂_r‖² / ‖X‖². Zero when every rank is exact (even if X = 0);
+/// +inf when X = 0 but some rank is not.
+double vnmse(std::span<const ErrorStats> per_rank);
+
+}  // namespace ccsim::algo

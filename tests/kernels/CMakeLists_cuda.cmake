@@ -1,0 +1,8 @@
+# CUDA kernel tests; include()d from tests/CMakeLists.txt. They carry the `gpu` label and skip
+# themselves (GTEST_SKIP) when no device is present, so CPU-only machines with nvcc still pass.
+if(CCSIM_HAVE_CUDA)
+  ccsim_add_test(NAME quant_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/quant_cuda_test.cu
+    DEPS ccsim_kernels_cuda fmt::fmt
+    LABELS gpu unit)
+endif()

@@ -1,0 +1,372 @@
+// The CUDA BF16 and block-int8 codecs against their CPU references (kernels/quant/*.cpp): encoded
+// bytes must match exactly (memcmp), decoded floats bit for bit. Seeded inputs over sizes, block
+// sizes, rounding modes and input families; every case logs its parameters. GPU tests skip when
+// no device is present, so the suite passes on CPU-only machines.
+
+// fmt 9 turns FMT_CONSTEXPR off under nvcc (a workaround for old nvcc), which breaks its C++20
+// consteval format-string check; nvcc 13 compiles the constexpr path, as g++ does (same value as
+// in the g++-compiled libraries, so no ODR difference). Must precede every fmt include.
+#ifndef FMT_USE_CONSTEXPR
+#define FMT_USE_CONSTEXPR 1
+#endif
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/quant_cuda.hpp"
+#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/block_int8.hpp"
+
+namespace ccsim::kern {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                             \
+  do {                                                                                 \
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: skipping GPU test"; \
+  } while (0)
+
+#define ASSERT_CUDA_OK(expr) ASSERT_EQ(cudaSuccess, (expr)) << cudaGetErrorString(cudaGetLastError())
+#define ASSERT_STATUS_OK(expr)            \
+  do {                                    \
+    const ::ccsim::Status s_ = (expr);    \
+    ASSERT_TRUE(s_.ok()) << s_.message(); \
+  } while (0)
+
+// Device memory owned for the length of a test; `offset_bytes` shifts the pointer handed out so
+// tests can exercise unaligned (non-vectorized) paths. REQUIRES: offset_bytes % alignof(T) == 0.
+template <class T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(uint64_t count, uint64_t offset_bytes = 0) : bytes_(count * sizeof(T) + offset_bytes + 16) {
+    if (cudaMalloc(&base_, bytes_) != cudaSuccess) base_ = nullptr;
+    ptr_ = base_ == nullptr ? nullptr : reinterpret_cast<T*>(static_cast<uint8_t*>(base_) + offset_bytes);
+  }
+  ~DeviceBuffer() { cudaFree(base_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* get() const { return ptr_; }
+  cudaError_t upload(const std::vector<T>& v) {
+    return cudaMemcpy(ptr_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  cudaError_t download(std::vector<T>& v) const {
+    return cudaMemcpy(v.data(), ptr_, v.size() * sizeof(T), cudaMemcpyDeviceToHost);
+  }
+
+ private:
+  uint64_t bytes_;
+  void* base_ = nullptr;
+  T* ptr_ = nullptr;
+};
+
+// --- inputs --------------------------------------------------------------------------------------
+
+enum class Input { kNormal, kZeros, kDenormals, kHuge, kMixed, kNonFinite };
+
+std::string input_name(Input in) {
+  switch (in) {
+    case Input::kNormal: return "normal";
+    case Input::kZeros: return "zeros";
+    case Input::kDenormals: return "denormals";
+    case Input::kHuge: return "huge";
+    case Input::kMixed: return "mixed";
+    case Input::kNonFinite: return "nonfinite";
+  }
+  return "?";
+}
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+uint32_t to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// Seeded inputs of one family. kNormal spans 16 decades; kMixed draws each element from zeros,
+// denormals, bf16 rounding ties, ordinary values and values near FLT_MAX, with random signs.
+std::vector<float> make_input(Input kind, uint64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> unit(0.5f, 1.0f);
+  std::uniform_int_distribution<int> decade(-8, 8);
+  std::bernoulli_distribution negative(0.5);
+  std::vector<float> x(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const float sign = negative(rng) ? -1.0f : 1.0f;
+    switch (kind) {
+      case Input::kNormal: x[i] = normal(rng) * std::pow(10.0f, static_cast<float>(decade(rng))); break;
+      case Input::kZeros: x[i] = sign * 0.0f; break;
+      case Input::kDenormals: x[i] = sign * (i % 7 == 0 ? from_bits(1) : 1e-40f * unit(rng)); break;
+      case Input::kHuge: x[i] = sign * 3e38f * unit(rng) * (i % 5 == 0 ? 1.1f : 1.0f); break;
+      case Input::kMixed: {
+        switch (rng() % 8) {
+          case 0: x[i] = sign * 0.0f; break;
+          case 1: x[i] = sign * 1e-40f * unit(rng); break;
+          case 2: x[i] = sign * from_bits(0x3F808000u | static_cast<uint32_t>(rng() & 0x10000u)); break;  // tie
+          case 3: x[i] = sign * FLT_MAX; break;
+          case 4: x[i] = sign * 3e38f * unit(rng); break;
+          case 5: x[i] = sign * FLT_MIN; break;
+          default: x[i] = normal(rng) * std::pow(10.0f, static_cast<float>(decade(rng))); break;
+        }
+        break;
+      }
+      case Input::kNonFinite: {
+        const uint64_t r = rng() % 6;
+        x[i] = r == 0   ? sign * INFINITY
+               : r == 1 ? from_bits(0x7FC00000u | static_cast<uint32_t>(rng() & 0x3FFFFF))  // quiet NaN
+               : r == 2 ? from_bits(0xFF800001u | static_cast<uint32_t>(rng() & 0x3FFFFF))  // signaling NaN
+                        : normal(rng);
+        break;
+      }
+    }
+  }
+  return x;
+}
+
+// A seed that differs for every parameter combination but is fixed from run to run.
+uint64_t case_seed(uint64_t n, uint64_t a, uint64_t b, uint64_t c) {
+  return 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull) ^ (a << 40) ^ (b << 20) ^ (c << 8);
+}
+
+// Float arrays equal bit for bit. With `nan_payload_may_differ`, a NaN matches any NaN: the GPU
+// returns the canonical NaN from arithmetic, the CPU an operand's payload (see quant_cuda.hpp).
+void expect_same_floats(const std::vector<float>& cpu, const std::vector<float>& gpu, bool nan_payload_may_differ) {
+  ASSERT_EQ(cpu.size(), gpu.size());
+  uint64_t mismatches = 0;
+  for (uint64_t i = 0; i < cpu.size(); ++i) {
+    if (nan_payload_may_differ && std::isnan(cpu[i]) && std::isnan(gpu[i])) continue;
+    if (to_bits(cpu[i]) != to_bits(gpu[i]) && ++mismatches <= 5) {
+      ADD_FAILURE() << fmt::format("element {}: cpu {:#010x} ({}) gpu {:#010x} ({})", i, to_bits(cpu[i]), cpu[i],
+                                   to_bits(gpu[i]), gpu[i]);
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+}
+
+void expect_same_bytes(const void* cpu, const void* gpu, uint64_t bytes) {
+  if (std::memcmp(cpu, gpu, bytes) == 0) return;
+  const auto* c = static_cast<const uint8_t*>(cpu);
+  const auto* g = static_cast<const uint8_t*>(gpu);
+  uint64_t i = 0;
+  while (c[i] == g[i]) ++i;
+  ADD_FAILURE() << fmt::format("encoded bytes differ, first at byte {} of {}: cpu {:#04x} gpu {:#04x}", i, bytes, c[i],
+                               g[i]);
+}
+
+// --- BF16 ----------------------------------------------------------------------------------------
+
+// Runs the three BF16 ops on both sides and compares. The offsets shift the device float and bf16
+// buffers off their vector alignment (multiples of 4 and 2 bytes respectively).
+void check_bf16(const std::vector<float>& x, uint64_t seed, uint64_t float_offset, uint64_t bf16_offset,
+                bool nan_payload_may_differ) {
+  const uint64_t n = x.size();
+  std::vector<uint16_t> cpu_enc(n), gpu_enc(n);
+  bf16_encode(x.data(), n, cpu_enc.data());
+  DeviceBuffer<float> d_x(n, float_offset);
+  DeviceBuffer<uint16_t> d_enc(n, bf16_offset);
+  ASSERT_NE(d_x.get(), nullptr);
+  ASSERT_NE(d_enc.get(), nullptr);
+  ASSERT_CUDA_OK(d_x.upload(x));
+  ASSERT_STATUS_OK(bf16_encode_cuda(d_x.get(), n, d_enc.get()));
+  ASSERT_CUDA_OK(d_enc.download(gpu_enc));
+  expect_same_bytes(cpu_enc.data(), gpu_enc.data(), n * sizeof(uint16_t));
+
+  std::vector<float> cpu_dec(n), gpu_dec(n);
+  bf16_decode(cpu_enc.data(), n, cpu_dec.data());
+  DeviceBuffer<float> d_dec(n, float_offset);
+  ASSERT_NE(d_dec.get(), nullptr);
+  ASSERT_CUDA_OK(d_enc.upload(cpu_enc));
+  ASSERT_STATUS_OK(bf16_decode_cuda(d_enc.get(), n, d_dec.get()));
+  ASSERT_CUDA_OK(d_dec.download(gpu_dec));
+  {
+    SCOPED_TRACE("decode");
+    expect_same_floats(cpu_dec, gpu_dec, false);  // a pure bit copy: exact even for NaN
+  }
+
+  std::vector<float> cpu_acc = make_input(Input::kNormal, n, seed + 1), gpu_acc(n);
+  ASSERT_CUDA_OK(d_dec.upload(cpu_acc));
+  bf16_decode_accumulate(cpu_enc.data(), n, cpu_acc.data());
+  ASSERT_STATUS_OK(bf16_decode_accumulate_cuda(d_enc.get(), n, d_dec.get()));
+  ASSERT_CUDA_OK(d_dec.download(gpu_acc));
+  {
+    SCOPED_TRACE("decode_accumulate");
+    expect_same_floats(cpu_acc, gpu_acc, nan_payload_may_differ);
+  }
+}
+
+class Bf16Cuda : public ::testing::TestWithParam<std::tuple<uint64_t, Input>> {};
+
+TEST_P(Bf16Cuda, MatchesReferenceBitwise) {
+  SKIP_WITHOUT_GPU();
+  const auto [n, input] = GetParam();
+  const uint64_t seed = case_seed(n, static_cast<uint64_t>(input), 0, 0);
+  SCOPED_TRACE(fmt::format("n={} input={} seed={:#x}", n, input_name(input), seed));
+  check_bf16(make_input(input, n, seed), seed, 0, 0, input == Input::kNonFinite);
+}
+
+std::string bf16_case_name(const ::testing::TestParamInfo<Bf16Cuda::ParamType>& info) {
+  const auto& [n, input] = info.param;
+  return fmt::format("n{}_{}", n, input_name(input));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Bf16Cuda,
+                         ::testing::Combine(::testing::Values(1u, 31u, 32u, 33u, 4097u, 1u << 20),
+                                            ::testing::Values(Input::kNormal, Input::kZeros, Input::kDenormals,
+                                                              Input::kHuge, Input::kMixed, Input::kNonFinite)),
+                         bf16_case_name);
+
+TEST(Bf16CudaUnaligned, MatchesReferenceWithMisalignedBuffers) {
+  SKIP_WITHOUT_GPU();
+  // (float, bf16) byte offsets: off vector alignment for floats, for bf16, for both; both shifted but
+  // still aligned (the vector path on non-base pointers).
+  for (const auto& [float_offset, bf16_offset] : {std::pair<uint64_t, uint64_t>{4, 0}, {0, 2}, {8, 6}, {16, 8}}) {
+    const uint64_t n = 4097, seed = case_seed(n, float_offset, bf16_offset, 1);
+    SCOPED_TRACE(fmt::format("n={} float_offset={} bf16_offset={} seed={:#x}", n, float_offset, bf16_offset, seed));
+    check_bf16(make_input(Input::kMixed, n, seed), seed, float_offset, bf16_offset, false);
+  }
+}
+
+// --- block int8 ----------------------------------------------------------------------------------
+
+std::string rounding_name(Rounding r) { return r == Rounding::kNearest ? "nearest" : "stochastic"; }
+
+// Runs encode, decode and decode-accumulate on both sides and compares. The offsets shift the
+// device float buffers (by multiples of 4 bytes) and the wire buffer (by any byte count).
+void check_block_int8(const std::vector<float>& x, uint32_t block, Rounding rounding, uint64_t seed,
+                      uint64_t float_offset, uint64_t wire_offset, bool nan_payload_may_differ) {
+  const uint64_t n = x.size(), wire = block_int8_bytes(n, block);
+  const RngKey key{seed, 3, 5, 7};
+  const uint64_t index_base = 1'000'003;  // not a multiple of 4: chunks start mid Philox block
+  std::vector<uint8_t> cpu_enc(wire), gpu_enc(wire);
+  block_int8_encode(x.data(), n, block, rounding, key, index_base, cpu_enc.data());
+  DeviceBuffer<float> d_x(n, float_offset);
+  DeviceBuffer<uint8_t> d_enc(wire, wire_offset);
+  ASSERT_NE(d_x.get(), nullptr);
+  ASSERT_NE(d_enc.get(), nullptr);
+  ASSERT_CUDA_OK(d_x.upload(x));
+  ASSERT_STATUS_OK(block_int8_encode_cuda(d_x.get(), n, block, rounding, key, index_base, d_enc.get()));
+  ASSERT_CUDA_OK(d_enc.download(gpu_enc));
+  expect_same_bytes(cpu_enc.data(), gpu_enc.data(), wire);
+
+  std::vector<float> cpu_dec(n), gpu_dec(n);
+  block_int8_decode(cpu_enc.data(), n, block, cpu_dec.data());
+  DeviceBuffer<float> d_dec(n, float_offset);
+  ASSERT_NE(d_dec.get(), nullptr);
+  ASSERT_CUDA_OK(d_enc.upload(cpu_enc));
+  ASSERT_STATUS_OK(block_int8_decode_cuda(d_enc.get(), n, block, d_dec.get()));
+  ASSERT_CUDA_OK(d_dec.download(gpu_dec));
+  {
+    SCOPED_TRACE("decode");
+    expect_same_floats(cpu_dec, gpu_dec, nan_payload_may_differ);  // 0 * inf in an inf block is NaN
+  }
+
+  std::vector<float> cpu_acc = make_input(Input::kNormal, n, seed + 1), gpu_acc(n);
+  ASSERT_CUDA_OK(d_dec.upload(cpu_acc));
+  block_int8_decode_accumulate(cpu_enc.data(), n, block, cpu_acc.data());
+  ASSERT_STATUS_OK(block_int8_decode_accumulate_cuda(d_enc.get(), n, block, d_dec.get()));
+  ASSERT_CUDA_OK(d_dec.download(gpu_acc));
+  {
+    SCOPED_TRACE("decode_accumulate");
+    expect_same_floats(cpu_acc, gpu_acc, nan_payload_may_differ);
+  }
+}
+
+class BlockInt8Cuda : public ::testing::TestWithParam<std::tuple<uint64_t, uint32_t, Rounding, Input>> {};
+
+TEST_P(BlockInt8Cuda, MatchesReferenceBitwise) {
+  SKIP_WITHOUT_GPU();
+  const auto [n, block, rounding, input] = GetParam();
+  const uint64_t seed = case_seed(n, block, static_cast<uint64_t>(rounding), static_cast<uint64_t>(input));
+  SCOPED_TRACE(fmt::format("n={} block={} rounding={} input={} seed={:#x}", n, block, rounding_name(rounding),
+                           input_name(input), seed));
+  check_block_int8(make_input(input, n, seed), block, rounding, seed, 0, 0, input == Input::kNonFinite);
+}
+
+std::string block_int8_case_name(const ::testing::TestParamInfo<BlockInt8Cuda::ParamType>& info) {
+  const auto& [n, block, rounding, input] = info.param;
+  return fmt::format("n{}_block{}_{}_{}", n, block, rounding_name(rounding), input_name(input));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, BlockInt8Cuda,
+                         ::testing::Combine(::testing::Values(1u, 31u, 32u, 33u, 4097u, 1u << 20),
+                                            ::testing::Values(32u, 64u, 256u),
+                                            ::testing::Values(Rounding::kNearest, Rounding::kStochastic),
+                                            ::testing::Values(Input::kNormal, Input::kZeros, Input::kDenormals,
+                                                              Input::kHuge, Input::kMixed, Input::kNonFinite)),
+                         block_int8_case_name);
+
+// Block sizes that take the other kernel shapes: sub-warp groups, a warp looping, the whole CTA.
+TEST(BlockInt8CudaShapes, MatchesReferenceForEveryGroupShape) {
+  SKIP_WITHOUT_GPU();
+  for (const uint32_t block : {1u, 3u, 8u, 17u, 1000u, 2049u, 65536u}) {
+    for (const Rounding rounding : {Rounding::kNearest, Rounding::kStochastic}) {
+      const uint64_t n = 200'003, seed = case_seed(n, block, static_cast<uint64_t>(rounding), 9);
+      SCOPED_TRACE(
+          fmt::format("n={} block={} rounding={} input=mixed seed={:#x}", n, block, rounding_name(rounding), seed));
+      check_block_int8(make_input(Input::kMixed, n, seed), block, rounding, seed, 0, 0, false);
+    }
+  }
+}
+
+TEST(BlockInt8CudaUnaligned, MatchesReferenceWithMisalignedBuffers) {
+  SKIP_WITHOUT_GPU();
+  // (float, wire) byte offsets: the wire buffer, hence its fp32 maxima, may start at any byte.
+  for (const auto& [float_offset, wire_offset] : {std::pair<uint64_t, uint64_t>{0, 1}, {4, 2}, {8, 3}, {12, 4}}) {
+    const uint64_t n = 4097, seed = case_seed(n, float_offset, wire_offset, 2);
+    SCOPED_TRACE(
+        fmt::format("n={} block=64 float_offset={} wire_offset={} seed={:#x}", n, float_offset, wire_offset, seed));
+    check_block_int8(make_input(Input::kNormal, n, seed), 64, Rounding::kStochastic, seed, float_offset, wire_offset,
+                     false);
+  }
+}
+
+// --- arguments (checked before any launch: needs no device) -------------------------------------
+
+TEST(QuantCudaArguments, RejectsBadBlockSizeAndNullPointers) {
+  float* d_x = nullptr;
+  uint8_t* d_out = nullptr;
+  for (const uint32_t block : {0u, kBlockInt8CudaMaxBlock + 1}) {
+    SCOPED_TRACE(fmt::format("block={}", block));
+    EXPECT_EQ(block_int8_encode_cuda(d_x, 10, block, Rounding::kNearest, RngKey{}, 0, d_out).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(block_int8_decode_cuda(d_out, 10, block, d_x).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(block_int8_decode_accumulate_cuda(d_out, 10, block, d_x).code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(block_int8_encode_cuda(d_x, 10, 32, Rounding::kNearest, RngKey{}, 0, d_out).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(bf16_encode_cuda(d_x, 10, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bf16_decode_cuda(nullptr, 10, d_x).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bf16_decode_accumulate_cuda(nullptr, 10, d_x).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(QuantCudaArguments, EmptyChunkIsANoOp) {
+  EXPECT_TRUE(bf16_encode_cuda(nullptr, 0, nullptr).ok());
+  EXPECT_TRUE(bf16_decode_accumulate_cuda(nullptr, 0, nullptr).ok());
+  EXPECT_TRUE(block_int8_encode_cuda(nullptr, 0, 32, Rounding::kStochastic, RngKey{}, 0, nullptr).ok());
+  EXPECT_TRUE(block_int8_decode_cuda(nullptr, 0, 32, nullptr).ok());
+}
+
+TEST(QuantCudaArguments, CudaStatusMapsErrors) {
+  EXPECT_TRUE(cuda_status(cudaSuccess, "op").ok());
+  const Status s = cuda_status(cudaErrorInvalidValue, "op");
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("op: cudaErrorInvalidValue"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace ccsim::kern

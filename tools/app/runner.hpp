@@ -1,0 +1,62 @@
+#pragma once
+/// \file
+/// Runs a loaded scenario end to end: topology, gradients, then for each compression scheme the
+/// collective's schedule through both interpreters (timing and numerics), and writes the outputs.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "sim/base/status.hpp"
+#include "tools/app/scenario_io.hpp"
+
+namespace ccsim::app {
+
+/// What one compression scheme produced.
+struct SchemeResult {
+  std::string scheme;
+  nlohmann::json params;
+  uint64_t tensor_wire_bytes = 0;  ///< S: one rank's whole tensor encoded once
+  double bits_per_element = 0;     ///< 8·S / elements
+  uint64_t wire_bytes_total = 0;   ///< bytes over all transfers of the schedule
+  uint64_t transfers = 0;
+  double time_s = 0;               ///< simulated collective time
+  double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
+  double kernel_time_s = 0;        ///< max over ranks of time spent in compression kernels
+  double vnmse = 0;                ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖²
+  double vnmse_max_rank = 0;       ///< worst rank's normalized error
+  bool unbiased = false;
+};
+
+/// Everything a run measured.
+struct RunReport {
+  LoadedScenario loaded;
+  uint64_t elements = 0;
+  std::string topology_desc;
+  std::string gradients_desc;
+  std::string kernel_cost_desc;
+  std::string analytic_desc;
+  std::vector<SchemeResult> results;
+};
+
+/// Runs the scenario. Input problems found only now (unreadable or inconsistent gradient files)
+/// are input errors (exit code 2); anything else is a runtime failure.
+Result<RunReport> run_scenario(const LoadedScenario& loaded);
+
+/// Writes scenario.resolved.json, summary.json and results.csv into `dir` (created if needed).
+/// Each file is written under a temporary name and renamed only once all are complete.
+Status write_outputs(const RunReport& report, const std::string& dir);
+
+/// The human-readable terminal summary.
+std::string format_summary(const RunReport& report, const std::string& out_dir);
+
+/// summary.json's content.
+nlohmann::json summary_json(const RunReport& report);
+/// results.csv's content.
+std::string results_csv(const RunReport& report);
+
+/// The ccsim version string ("0.1.0").
+const char* ccsim_version();
+
+}  // namespace ccsim::app

@@ -1,0 +1,111 @@
+#include "traces/npy.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+namespace ccsim::traces {
+namespace {
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  float v;
+  if (exp == 0) v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31) v = man ? std::nanf("") : INFINITY;
+  else v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+}  // namespace
+
+Result<NpyArray> read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(fmt::format("{}: cannot open gradient file", path));
+  char magic[6];
+  in.read(magic, 6);
+  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0) return invalid_argument(fmt::format("{}: not a .npy file (bad magic)", path));
+  unsigned char ver[2];
+  in.read(reinterpret_cast<char*>(ver), 2);
+  uint32_t header_len = 0;
+  if (ver[0] == 1) {
+    unsigned char l[2];
+    in.read(reinterpret_cast<char*>(l), 2);
+    header_len = l[0] | (l[1] << 8);
+  } else if (ver[0] == 2 || ver[0] == 3) {
+    unsigned char l[4];
+    in.read(reinterpret_cast<char*>(l), 4);
+    header_len = l[0] | (l[1] << 8) | (l[2] << 16) | (static_cast<uint32_t>(l[3]) << 24);
+  } else {
+    return invalid_argument(fmt::format("{}: unsupported .npy version {}", path, ver[0]));
+  }
+  std::string header(header_len, '\0');
+  in.read(header.data(), header_len);
+  if (!in) return invalid_argument(fmt::format("{}: truncated .npy header", path));
+
+  std::smatch m;
+  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']*)'")))
+    return invalid_argument(fmt::format("{}: .npy header has no 'descr'", path));
+  const std::string descr = m[1];
+  if (descr != "<f4" && descr != "<f2")
+    return invalid_argument(fmt::format("{}: expected dtype float32 ('<f4') or float16 ('<f2'), got '{}'", path, descr));
+  if (std::regex_search(header, std::regex("'fortran_order':\\s*True")))
+    return invalid_argument(fmt::format("{}: Fortran-ordered arrays are not supported; save with C order", path));
+  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
+    return invalid_argument(fmt::format("{}: .npy header has no 'shape'", path));
+  NpyArray arr;
+  uint64_t n = 1;
+  const std::string dims = m[1];
+  const std::regex digits("\\d+");
+  for (std::sregex_iterator it(dims.begin(), dims.end(), digits), end; it != end; ++it) {
+    arr.shape.push_back(std::stoull(it->str()));
+    n *= arr.shape.back();
+  }
+  const size_t width = descr == "<f4" ? 4 : 2;
+  std::vector<char> raw(n * width);
+  in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+  if (static_cast<uint64_t>(in.gcount()) != raw.size())
+    return invalid_argument(fmt::format("{}: expected {} values of {} bytes, file is truncated", path, n, width));
+  arr.values.resize(n);
+  if (width == 4) {
+    std::memcpy(arr.values.data(), raw.data(), raw.size());
+  } else {
+    for (uint64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      arr.values[i] = half_to_float(h);
+    }
+  }
+  return arr;
+}
+
+Status write_npy_f32(const std::string& path, const std::vector<uint64_t>& shape, const std::vector<float>& values) {
+  std::string dims;
+  for (uint64_t d : shape) dims += fmt::format("{}, ", d);
+  if (shape.size() > 1) dims.resize(dims.size() - 2);
+  std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims);
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return io_error(fmt::format("{}: cannot write", tmp));
+    out.write("\x93NUMPY\x01\x00", 8);
+    const uint16_t len = static_cast<uint16_t>(header.size());
+    const char l[2] = {static_cast<char>(len & 0xFF), static_cast<char>(len >> 8)};
+    out.write(l, 2);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+    if (!out) return io_error(fmt::format("{}: write failed", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return io_error(fmt::format("{}: rename failed: {}", path, ec.message()));
+  return ok_status();
+}
+
+}  // namespace ccsim::traces

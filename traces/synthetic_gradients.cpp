@@ -1,0 +1,117 @@
+#include "traces/synthetic_gradients.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/parallel.hpp"
+#include "kernels/philox.hpp"
+#include "sim/base/check.hpp"
+
+namespace ccsim::traces {
+namespace {
+
+// Philox streams of the generator (distinct from compression-kernel streams by construction:
+// those keys use round/rank of the collective, these use rank = worker + 1 or 0 for shared).
+constexpr uint32_t kStreamLayers = 0xA00001;
+constexpr uint32_t kStreamEnvelope = 0xA00002;
+constexpr uint32_t kStreamNoise = 0xA00003;
+constexpr float kTwoPi = 6.2831853071795864769f;
+
+// Two standard normals from one Philox block (Box–Muller); element pair index `pair`.
+inline void normal_pair(const kern::RngKey& key, uint64_t pair, float& z0, float& z1) {
+  const kern::U32x4 r = kern::philox_block(key, pair);
+  // u1 in (0, 1] so the log is finite.
+  const float u1 = 1.0f - kern::u32_to_unit_float(r.v[0]);
+  const float u2 = kern::u32_to_unit_float(r.v[1]);
+  const float radius = std::sqrt(-2.0f * std::log(u1));
+  z0 = radius * std::cos(kTwoPi * u2);
+  z1 = radius * std::sin(kTwoPi * u2);
+}
+
+inline float normal_at(const kern::RngKey& key, uint64_t index) {
+  float z0, z1;
+  normal_pair(key, index >> 1, z0, z1);
+  return (index & 1) ? z1 : z0;
+}
+
+}  // namespace
+
+std::vector<uint64_t> synthetic_layer_offsets(const SyntheticGradientSpec& spec, uint64_t seed) {
+  const uint32_t layers = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(spec.layers, spec.elements)));
+  const kern::RngKey key{seed, 0, 0, kStreamLayers};
+  std::vector<double> weight(layers);
+  double total = 0;
+  for (uint32_t l = 0; l < layers; ++l) {
+    weight[l] = std::pow(4.0, static_cast<double>(kern::uniform_at(key, 2 * l)));  // 1x .. 4x
+    total += weight[l];
+  }
+  std::vector<uint64_t> off(layers + 1, 0);
+  double acc = 0;
+  for (uint32_t l = 0; l < layers; ++l) {
+    acc += weight[l];
+    off[l + 1] = (l + 1 == layers) ? spec.elements
+                                   : std::max(off[l] + 1, static_cast<uint64_t>(acc / total * static_cast<double>(spec.elements)));
+  }
+  return off;
+}
+
+void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t seed,
+                                  std::span<const std::span<float>> workers) {
+  for (const auto& w : workers) CCSIM_CHECK(w.size() == spec.elements, "worker buffer has {} elements, want {}", w.size(), spec.elements);
+  if (spec.elements == 0 || workers.empty()) return;
+  const std::vector<uint64_t> off = synthetic_layer_offsets(spec, seed);
+  const uint32_t layers = static_cast<uint32_t>(off.size() - 1);
+  std::vector<float> layer_scale(layers);
+  const kern::RngKey layer_key{seed, 0, 0, kStreamLayers};
+  for (uint32_t l = 0; l < layers; ++l)
+    layer_scale[l] = static_cast<float>(std::pow(10.0, -spec.scale_decades * kern::uniform_at(layer_key, 2 * l + 1)));
+
+  const float a_shared = static_cast<float>(std::sqrt(spec.correlation));
+  const float a_own = static_cast<float>(std::sqrt(1.0 - spec.correlation));
+  const float sigma = static_cast<float>(spec.envelope_sigma);
+  const uint32_t span = std::max<uint32_t>(1, spec.envelope_span);
+  const kern::RngKey env_key{seed, 0, 0, kStreamEnvelope};
+  const kern::RngKey shared_key{seed, 0, 0, kStreamNoise};
+
+  // Tiles of whole layers' slices; within a tile the shared part is computed once for all workers.
+  constexpr uint64_t kTile = 1 << 14;
+  const uint64_t tiles = (spec.elements + kTile - 1) / kTile;
+  kern::parallel_for(tiles, 4, [&](uint64_t t0, uint64_t t1) {
+    std::vector<float> base(kTile);
+    for (uint64_t t = t0; t < t1; ++t) {
+      const uint64_t begin = t * kTile, end = std::min(spec.elements, begin + kTile);
+      uint32_t layer = static_cast<uint32_t>(std::upper_bound(off.begin(), off.end(), begin) - off.begin() - 1);
+      uint64_t env_index = UINT64_MAX;
+      float env = 0.0f;
+      for (uint64_t i = begin; i < end; ++i) {
+        while (i >= off[layer + 1]) ++layer;
+        if (i / span != env_index) {
+          env_index = i / span;
+          env = std::exp(sigma * normal_at(env_key, env_index));
+        }
+        base[i - begin] = layer_scale[layer] * env;
+      }
+      // Shared component: value = base * (a_shared z_s + a_own z_w); pairs share one Philox block.
+      std::vector<float> shared(end - begin);
+      for (uint64_t i = begin; i < end; i += 2) {
+        float z0, z1;
+        normal_pair(shared_key, i >> 1, z0, z1);
+        shared[i - begin] = a_shared * z0;
+        if (i + 1 < end) shared[i + 1 - begin] = a_shared * z1;
+      }
+      for (size_t w = 0; w < workers.size(); ++w) {
+        const kern::RngKey own_key{seed, 0, static_cast<uint32_t>(w + 1), kStreamNoise};
+        float* out = workers[w].data();
+        for (uint64_t i = begin; i < end; i += 2) {
+          float z0, z1;
+          normal_pair(own_key, i >> 1, z0, z1);
+          // `begin` is even (tiles are even-sized), so i is the even element of its pair.
+          out[i] = base[i - begin] * (shared[i - begin] + a_own * z0);
+          if (i + 1 < end) out[i + 1] = base[i + 1 - begin] * (shared[i + 1 - begin] + a_own * z1);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace ccsim::traces
