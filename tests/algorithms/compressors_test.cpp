@@ -1,0 +1,135 @@
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "algorithms/registry.hpp"
+
+namespace ccsim::algo {
+namespace {
+
+std::vector<float> test_vector(size_t n) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = std::sin(static_cast<float>(i) * 0.7f) * std::pow(10.0f, static_cast<float>(i % 5) - 3);
+  return x;
+}
+
+TEST(Registry, ListsBuiltinsAndRejectsUnknownNames) {
+  auto& reg = CompressorRegistry::global();
+  for (const char* name : {"fp32", "bf16", "int8"}) EXPECT_NE(reg.find(name), nullptr) << name;
+  auto bad = reg.create("int9", nlohmann::json::object());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(bad.status().message().find("valid: fp32, bf16, int8"), std::string::npos) << bad.status().message();
+}
+
+TEST(Registry, ValidatesParametersWithoutClamping) {
+  auto& reg = CompressorRegistry::global();
+  auto r = reg.create("int8", {{"block", 100}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/params/block: expected a power of two"), std::string::npos) << r.status().message();
+  r = reg.create("int8", {{"blok", 64}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("did you mean 'block'"), std::string::npos) << r.status().message();
+  r = reg.create("int8", {{"block", 1 << 20}});
+  EXPECT_FALSE(r.ok());
+  r = reg.create("int8", {{"rounding", "nearst"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("did you mean 'nearest'"), std::string::npos);
+  EXPECT_TRUE(reg.create("int8", {{"block", 64}, {"rounding", "nearest"}}).ok());
+}
+
+struct Case {
+  const char* name;
+  nlohmann::json params;
+  uint64_t (*expected_bytes)(uint64_t);
+};
+
+class EveryCompressor : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EveryCompressor, WireSizeMatchesDeclaredFormat) {
+  const Case& c = GetParam();
+  auto comp = CompressorRegistry::global().create(c.name, c.params);
+  ASSERT_TRUE(comp.ok()) << comp.status().message();
+  for (uint64_t n : {1ull, 31ull, 32ull, 33ull, 4097ull, 100000ull}) {
+    SCOPED_TRACE(fmt::format("{} n={}", c.name, n));
+    const TensorSpec spec{7, n};
+    EXPECT_EQ((*comp)->wire_bytes(spec, {1, 8}), c.expected_bytes(n));
+    EXPECT_EQ((*comp)->wire_bytes(spec, {8, 8}), c.expected_bytes(n));
+  }
+}
+
+TEST_P(EveryCompressor, FusedHopEqualsDecodeAccumulateThenEncode) {
+  const Case& c = GetParam();
+  auto made = CompressorRegistry::global().create(c.name, c.params);
+  ASSERT_TRUE(made.ok());
+  Compressor& comp = **made;
+  const uint64_t n = 5000;
+  const TensorSpec spec{1000, n};
+  const auto x = test_vector(n), y = test_vector(n + 3);
+  const kern::RngKey k1{1, 0, 0, 1}, k2{1, 0, 1, 2};
+  std::vector<uint8_t> msg(comp.wire_bytes(spec, {1, 4}));
+  comp.encode(x, spec, {1, 4}, k1, msg);
+
+  std::vector<float> acc_a(y.begin(), y.begin() + n), acc_b = acc_a;
+  std::vector<uint8_t> out_a(comp.wire_bytes(spec, {2, 4})), out_b(out_a.size());
+  comp.decode_accumulate_encode(msg, spec, {1, 4}, acc_a, {2, 4}, k2, out_a);
+  comp.decode_accumulate(msg, spec, {1, 4}, acc_b);
+  comp.encode(acc_b, spec, {2, 4}, k2, out_b);
+  EXPECT_EQ(acc_a, acc_b);
+  EXPECT_EQ(out_a, out_b);
+
+  // decode == decode_accumulate into zeros.
+  std::vector<float> d(n), z(n, 0.0f);
+  comp.decode(msg, spec, {1, 4}, d);
+  comp.decode_accumulate(msg, spec, {1, 4}, z);
+  EXPECT_EQ(d, z);
+}
+
+TEST_P(EveryCompressor, UnbiasedWhereClaimed) {
+  const Case& c = GetParam();
+  auto made = CompressorRegistry::global().create(c.name, c.params);
+  ASSERT_TRUE(made.ok());
+  Compressor& comp = **made;
+  if (!comp.unbiased()) GTEST_SKIP() << c.name << " does not claim unbiasedness";
+  const uint64_t n = 512;
+  const TensorSpec spec{0, n};
+  const auto x = test_vector(n);
+  std::vector<double> mean(n, 0.0), sq(n, 0.0);
+  const int trials = 3000;
+  std::vector<uint8_t> msg(comp.wire_bytes(spec, {1, 1}));
+  std::vector<float> d(n);
+  for (int t = 0; t < trials; ++t) {
+    comp.encode(x, spec, {1, 1}, kern::RngKey{static_cast<uint64_t>(t) + 100, 0, 0, 0}, msg);
+    comp.decode(msg, spec, {1, 1}, d);
+    for (uint64_t i = 0; i < n; ++i) {
+      mean[i] += d[i];
+      sq[i] += static_cast<double>(d[i]) * d[i];
+    }
+  }
+  // For an unbiased scheme, bias b_i = mean_i - x_i has E[b_i^2] = var_i / trials, so
+  // sum b_i^2 concentrates around sum var_i / trials (chi-square, 512 degrees of freedom); 2x that
+  // is a > 8 sigma excursion. A biased scheme (nearest rounding) exceeds it by orders of magnitude.
+  // Per-element z-scores would be fooled by rare roundings that never occur in the sample.
+  double bias2 = 0, var_sum = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const double m = mean[i] / trials, var = std::max(0.0, sq[i] / trials - m * m);
+    bias2 += (m - x[i]) * (m - x[i]);
+    var_sum += var;
+  }
+  EXPECT_GT(var_sum, 0.0);
+  EXPECT_LT(bias2, 2.0 * var_sum / trials) << "sum of squared biases vs its expected value under unbiasedness";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Builtins, EveryCompressor,
+    ::testing::Values(Case{"fp32", nlohmann::json::object(), [](uint64_t n) { return 4 * n; }},
+                      Case{"bf16", nlohmann::json::object(), [](uint64_t n) { return 2 * n; }},
+                      Case{"int8", {{"block", 32}}, [](uint64_t n) { return n + 4 * ((n + 31) / 32); }},
+                      Case{"int8", {{"block", 256}, {"rounding", "nearest"}},
+                           [](uint64_t n) { return n + 4 * ((n + 255) / 256); }}),
+    [](const auto& p) { return fmt::format("{}_{}", p.param.name, p.index); });
+
+}  // namespace
+}  // namespace ccsim::algo
