@@ -28,8 +28,15 @@ ccsim_install_packages() {
   fi
   echo "ccsim: installing Debian packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  local log
+  log="$(mktemp)"
+  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "ccsim: apt-get could not install: ${missing[*]}" >&2
+    exit 1
+  fi
+  rm -f "$log"
 }
 
 ccsim_configure() {

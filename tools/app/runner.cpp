@@ -111,6 +111,9 @@ Status write_atomically(const std::vector<std::pair<fs::path, std::string>>& fil
   return ok_status();
 }
 
+// Rounding noise below 1e-9 % prints as +0.0000%, not -0.0000%.
+double display_zero(double x) { return std::fabs(x) < 1e-9 ? 0.0 : x; }
+
 std::string csv_escape(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -283,7 +286,8 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
                        format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(s.cluster.nodes), UnitKind::kBytes),
                        format_quantity(r.time_s, UnitKind::kTime),
                        has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
-                       has ? fmt::format("{:+.4f}%", 100.0 * (r.time_s / r.analytic_time_s - 1.0)) : "-", r.vnmse);
+                       has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
+                       r.vnmse);
   }
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv}}\n", out_dir);
   return out;
