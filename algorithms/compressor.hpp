@@ -79,4 +79,16 @@ class Compressor {
   virtual Status can_implement(const TensorSpec& /*spec*/) const { return ok_status(); }
 };
 
+/// Base for schemes whose fused hop is, by definition, decode_accumulate followed by encode (the
+/// CPU references of simple formats; their CUDA versions fuse the two passes).
+class UnfusedHopCompressor : public Compressor {
+ public:
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) final {
+    decode_accumulate(in, spec, hop_in, acc);
+    encode(acc, spec, hop_out, key, out);
+  }
+};
+
 }  // namespace ccsim::algo

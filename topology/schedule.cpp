@@ -14,6 +14,15 @@ std::string_view kernel_kind_name(KernelKind k) {
   return "?";
 }
 
+void Schedule::append_deps(Op& op, OpId id, std::initializer_list<OpId> deps) {
+  op.deps_begin = static_cast<uint32_t>(deps_.size());
+  for (OpId d : deps) {
+    CCSIM_CHECK(d < id, "dependency {} of op {} is not earlier", d, id);
+    deps_.push_back(d);
+  }
+  op.deps_end = static_cast<uint32_t>(deps_.size());
+}
+
 uint32_t Schedule::add_chunk(uint64_t offset, uint64_t count) {
   CCSIM_CHECK(offset + count <= elements_, "chunk [{}, +{}) outside {} elements", offset, count, elements_);
   chunks_.push_back(Chunk{offset, count});
@@ -33,12 +42,7 @@ OpId Schedule::add_kernel(KernelKind kind, uint32_t rank, uint32_t chunk, OpId m
   op.chunk = chunk;
   op.message = message;
   op.summed = summed;
-  op.deps_begin = static_cast<uint32_t>(deps_.size());
-  for (OpId d : deps) {
-    CCSIM_CHECK(d < id, "dependency {} of op {} is not earlier", d, id);
-    deps_.push_back(d);
-  }
-  op.deps_end = static_cast<uint32_t>(deps_.size());
+  append_deps(op, id, deps);
   ops_.push_back(op);
   return id;
 }
@@ -54,12 +58,7 @@ OpId Schedule::add_transfer(uint32_t src, uint32_t dst, OpId message, std::initi
   op.chunk = ops_[message].chunk;
   op.message = message;
   op.summed = ops_[message].summed;
-  op.deps_begin = static_cast<uint32_t>(deps_.size());
-  for (OpId d : deps) {
-    CCSIM_CHECK(d < id, "dependency {} of op {} is not earlier", d, id);
-    deps_.push_back(d);
-  }
-  op.deps_end = static_cast<uint32_t>(deps_.size());
+  append_deps(op, id, deps);
   ops_.push_back(op);
   return id;
 }

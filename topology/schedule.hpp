@@ -90,6 +90,9 @@ class Schedule {
   uint64_t num_transfers() const;
 
  private:
+  /// Records `deps` for op `id`. REQUIRES: every dependency is an earlier op.
+  void append_deps(Op& op, OpId id, std::initializer_list<OpId> deps);
+
   std::string name_;
   uint32_t num_ranks_;
   uint64_t elements_;

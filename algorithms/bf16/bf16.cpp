@@ -23,11 +23,4 @@ void Bf16Compressor::decode_accumulate(std::span<const uint8_t> in, const Tensor
   kern::bf16_decode_accumulate(reinterpret_cast<const uint16_t*>(in.data()), spec.count, acc.data());
 }
 
-void Bf16Compressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
-                                              std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
-                                              std::span<uint8_t> out) {
-  decode_accumulate(in, spec, hop_in, acc);
-  encode(acc, spec, hop_out, key, out);
-}
-
 }  // namespace ccsim::algo

@@ -29,11 +29,4 @@ void Fp32Compressor::decode_accumulate(std::span<const uint8_t> in, const Tensor
   });
 }
 
-void Fp32Compressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
-                                              std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
-                                              std::span<uint8_t> out) {
-  decode_accumulate(in, spec, hop_in, acc);
-  encode(acc, spec, hop_out, key, out);
-}
-
 }  // namespace ccsim::algo

@@ -7,7 +7,7 @@
 namespace ccsim::algo {
 
 /// Uncompressed fp32 (4 bytes per element, no metadata).
-class Fp32Compressor final : public Compressor {
+class Fp32Compressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
 
@@ -18,9 +18,6 @@ class Fp32Compressor final : public Compressor {
   void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop, std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
-  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
-                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
-                                std::span<uint8_t> out) override;
   bool unbiased() const override { return true; }
   Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
 };

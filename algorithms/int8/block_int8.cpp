@@ -29,12 +29,4 @@ void BlockInt8Compressor::decode_accumulate(std::span<const uint8_t> in, const T
   kern::block_int8_decode_accumulate(in.data(), spec.count, block_, acc.data());
 }
 
-void BlockInt8Compressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
-                                                   const HopContext& hop_in, std::span<float> acc,
-                                                   const HopContext& hop_out, const kern::RngKey& key,
-                                                   std::span<uint8_t> out) {
-  decode_accumulate(in, spec, hop_in, acc);
-  encode(acc, spec, hop_out, key, out);
-}
-
 }  // namespace ccsim::algo

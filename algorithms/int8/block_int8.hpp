@@ -10,7 +10,7 @@
 namespace ccsim::algo {
 
 /// Block int8 quantizer.
-class BlockInt8Compressor final : public Compressor {
+class BlockInt8Compressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
   BlockInt8Compressor(uint32_t block, kern::Rounding rounding) : block_(block), rounding_(rounding) {}
@@ -24,9 +24,6 @@ class BlockInt8Compressor final : public Compressor {
   void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop, std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
-  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
-                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
-                                std::span<uint8_t> out) override;
   uint64_t alignment() const override { return block_; }
   bool unbiased() const override { return rounding_ == kern::Rounding::kStochastic; }
   Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
