@@ -32,7 +32,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
   std::string best;
-  size_t best_d = std::max<size_t>(3, word.size() / 2) + 1;
+  // Suggest only near misses: at most 2 edits, or a third of the word for long words.
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
   for (const auto& c : candidates) {
     const size_t d = edit_distance(word, c);
     if (d < best_d) {

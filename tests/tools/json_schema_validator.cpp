@@ -119,7 +119,8 @@ void JsonSchemaValidator::check_schema(const json& s, const std::string& where) 
     } else if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum") {
       if (!value.is_number()) bad_schema(at, "expected a number, got " + brief(value));
     } else if (key == "minItems") {
-      if (!value.is_number_unsigned()) bad_schema(at, "expected a non-negative integer, got " + brief(value));
+      if (!value.is_number_integer() || value.get<int64_t>() < 0)
+        bad_schema(at, "expected a non-negative integer, got " + brief(value));
     } else if (key == "pattern") {
       if (!value.is_string()) bad_schema(at, "expected a regular expression string");
       const std::string text = value.get<std::string>();
@@ -227,7 +228,11 @@ void JsonSchemaValidator::validate_node(const json& s, const json& inst, const s
         continue;
       }
       why += fmt::format(" [alternative {}:", i);
-      for (const auto& v : sub) why += " " + v.to_string() + ";";
+      for (const auto& v : sub) {
+        why += ' ';
+        why += v.to_string();
+        why += ';';
+      }
       why += "]";
     }
     if (matched.empty()) {

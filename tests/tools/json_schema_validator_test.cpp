@@ -157,6 +157,11 @@ TEST(JsonSchemaValidator, ItemsAndMinItemsCheckArrays) {
   EXPECT_TRUE(v.accepts(json::array({"a", "b"})));
   expect_one(v, json::array(), "", "expected at least 1 item(s), got 0");
   EXPECT_EQ(paths(v.validate(json::array({"a", 1, "c", false}))), (std::vector<std::string>{"/1", "/3"}));
+  // Built in code, 1 is a signed integer; parsed from text, an unsigned one. Both are accepted.
+  const JsonSchemaValidator built(json{{"minItems", 2}});
+  expect_one(built, json::array({1}), "", "at least 2");
+  EXPECT_TRUE(built.accepts(json::array({1, 2})));
+  EXPECT_THROW(JsonSchemaValidator{json({{"minItems", -1}})}, std::invalid_argument);
   const JsonSchemaValidator objects(json::parse(R"({"items": {"properties": {"s": {"type": "string"}}}})"));
   expect_one(objects, json::parse(R"([{"s": "x"}, {"s": 2}])"), "/1/s", "expected type string");
 }

@@ -129,7 +129,7 @@ void visit(V& v, Scenario& s) {
   v.object("cluster", s.cluster, "the physical cluster");
   v.object("collective", s.collective, "collective and algorithm");
   v.object("gradients", s.gradients, "per-rank gradient source");
-  v.object_list("compression", s.compression, "schemes to evaluate (an object or an array of objects)");
+  v.required_object_list("compression", s.compression, "schemes to evaluate (an object or an array of objects)");
   v.object("outputs", s.outputs, "output files");
 }
 

@@ -77,6 +77,14 @@ class Reader : public Names {
   void integer(const std::string& key, int64_t& out, int64_t min, int64_t max, const char*) {
     const json* v = get(key);
     if (!v) return;
+    if (v->is_number_float()) {
+      // JSON Schema counts 8.0 as an integer; so do we, when it is one and in range.
+      const double d = v->get<double>();
+      if (std::floor(d) != d || d < static_cast<double>(min) || d > static_cast<double>(max))
+        return expected(key, fmt::format("an integer in [{}, {}]", min, max), *v);
+      out = static_cast<int64_t>(d);
+      return;
+    }
     if (!v->is_number_integer()) return expected(key, fmt::format("an integer in [{}, {}]", min, max), *v);
     bool in_range;
     if (v->is_number_unsigned()) {
@@ -142,7 +150,8 @@ class Reader : public Names {
       }
       fs::path file = e.get<std::string>();
       if (file.is_relative()) file = base_dir_ / file;
-      file = file.lexically_normal();
+      // Absolute, so the resolved scenario still finds it from any folder.
+      file = fs::absolute(file).lexically_normal();
       std::error_code ec;
       if (!fs::is_regular_file(file, ec)) {
         diag_.add(p, fmt::format("expected an existing file, got \"{}\" (looked for {}: not found)", e.get<std::string>(),
@@ -165,6 +174,14 @@ class Reader : public Names {
   }
 
   template <class T>
+  void required_object_list(const std::string& key, std::vector<T>& out, const char* desc) {
+    if (!get_quiet(key)) {
+      get(key);
+      return diag_.add(at(key), fmt::format("missing required key '{}' ({})", key, desc));
+    }
+    object_list(key, out, desc);
+  }
+  template <class T>
   void object_list(const std::string& key, std::vector<T>& out, const char*) {
     const json* v = get(key);
     if (!v) return;
@@ -182,6 +199,7 @@ class Reader : public Names {
     out.clear();
     if (v->is_object()) return read_one(*v, at(key));
     if (!v->is_array()) return expected(key, "an object or an array of objects", *v);
+    if (v->empty()) return diag_.add(at(key), "expected at least one object, got an empty array");
     for (size_t i = 0; i < v->size(); ++i) read_one((*v)[i], at(key) + "/" + std::to_string(i));
   }
 
@@ -273,6 +291,10 @@ class Writer : public Names {
     out[k] = std::move(w.out);
   }
   template <class T>
+  void required_object_list(const std::string& k, std::vector<T>& v, const char* d) {
+    object_list(k, v, d);
+  }
+  template <class T>
   void object_list(const std::string& k, std::vector<T>& v, const char*) {
     json arr = json::array();
     for (auto& item : v) {
@@ -295,7 +317,7 @@ std::string unit_pattern(UnitKind kind) {
       units = "bps|Kbps|kbps|Mbps|Gbps|Tbps|Bps|KBps|kBps|MBps|GBps|TBps|B/s|KB/s|kB/s|MB/s|GB/s|TB/s|KiB/s|MiB/s|GiB/s|TiB/s|b/s|Gb/s|Mb/s|Tb/s";
       break;
   }
-  return "^ *\\+?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)? *(" + units + ")? *$";
+  return "^ *([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)? *(" + units + ")? *$";
 }
 
 class SchemaWriter : public Names {
@@ -361,6 +383,11 @@ class SchemaWriter : public Names {
     props[k] = object_schema(v, d);
   }
   template <class T>
+  void required_object_list(const std::string& k, std::vector<T>& v, const char* d) {
+    object_list(k, v, d);
+    required.push_back(k);
+  }
+  template <class T>
   void object_list(const std::string& k, std::vector<T>&, const char* d) {
     T item;
     json one = object_schema(item, d);
@@ -369,6 +396,8 @@ class SchemaWriter : public Names {
 };
 
 Status parse_file(const std::string& file, json& doc) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return not_found(fmt::format("{}: no such scenario file", file));
   std::ifstream in(file, std::ios::binary);
   if (!in) return not_found(fmt::format("{}: cannot open scenario file", file));
   std::stringstream ss;
@@ -380,6 +409,11 @@ Status parse_file(const std::string& file, json& doc) {
     std::string what = e.what();
     const auto pos = what.find("at line ");
     if (pos != std::string::npos) what = what.substr(pos + 3);
+    return invalid_argument(fmt::format("{}: invalid JSON: {}", file, what));
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    std::string what = e.what();
+    const auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
     return invalid_argument(fmt::format("{}: invalid JSON: {}", file, what));
   }
   return ok_status();
@@ -405,6 +439,8 @@ Status apply_override(json& doc, const std::string& assignment) {
     value = json::parse(text);
   } catch (const json::parse_error&) {
     value = text;  // a bare word is a string
+  } catch (const json::exception& e) {
+    return invalid_argument(fmt::format("--set {}: {}", assignment, e.what()));
   }
   try {
     doc[json::json_pointer(pointer)] = value;
@@ -417,7 +453,6 @@ Status apply_override(json& doc, const std::string& assignment) {
 Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, const std::string& base_dir,
                                           const Overrides& overrides) {
   for (const auto& s : overrides.sets) CCSIM_RETURN_IF_ERROR(apply_override(doc, s).with_context(file));
-  if (overrides.seed) doc["seed"] = *overrides.seed;
 
   Diagnostics diag;
   LoadedScenario out;
@@ -427,13 +462,16 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
     diag.add("", fmt::format("expected a scenario object, got {}", describe_json(doc)));
     return diag.to_status(file);
   }
+  if (overrides.seed) doc["seed"] = *overrides.seed;
   Reader reader(doc, "", diag, base);
   visit(reader, out.scenario);
   reader.finish();
 
   // Cross-field checks.
   Scenario& s = out.scenario;
-  if (s.gradients.source == "synthetic") {
+  const bool size_reported = std::any_of(diag.items().begin(), diag.items().end(),
+                                         [](const Diagnostic& d) { return d.path == "/gradients/size"; });
+  if (s.gradients.source == "synthetic" && !size_reported) {
     if (s.gradients.size_bytes == 0 || s.gradients.size_bytes % 4 != 0)
       diag.add("/gradients/size", fmt::format("expected a positive multiple of 4 bytes (fp32) for synthetic gradients, got {}",
                                               s.gradients.size_bytes));
@@ -444,14 +482,10 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
     if (files == nullptr || (files->is_array() && files->empty()))
       diag.add("/gradients/files", "expected at least one .npy file for source \"npy\"");
   }
-  if (s.compression.empty() && !doc.contains("compression"))
-    diag.add("/compression", "missing required key 'compression'; expected at least one scheme, e.g. {\"scheme\": \"bf16\"}");
-  if (doc.contains("compression") && doc["compression"].is_array() && doc["compression"].empty())
-    diag.add("/compression", "expected at least one scheme, got an empty array");
-  if (!topo::find_collective(s.collective.operation, s.collective.algorithm).ok() &&
-      std::find(Names::operation_names().begin(), Names::operation_names().end(), s.collective.operation) !=
-          Names::operation_names().end())
-    diag.add("/collective/algorithm", topo::find_collective(s.collective.operation, s.collective.algorithm).status().message());
+  const std::vector<std::string> operations = Names::operation_names();
+  const auto collective = topo::find_collective(s.collective.operation, s.collective.algorithm);
+  if (!collective.ok() && std::find(operations.begin(), operations.end(), s.collective.operation) != operations.end())
+    diag.add("/collective/algorithm", collective.status().message());
   CCSIM_RETURN_IF_ERROR(diag.to_status(file));
 
   if (s.outputs.dir.empty()) s.outputs.dir = "out/" + s.name;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,10 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitBadInput = 2;
 
 int report(const Status& s) {
-  std::cerr << "ccsim: " << s.message() << "\n";
+  // One "ccsim: " per line, so every error of a multi-error report reads the same.
+  std::string line;
+  std::istringstream lines(s.message());
+  while (std::getline(lines, line)) std::cerr << "ccsim: " << line << "\n";
   return s.is_input_error() ? kExitBadInput : kExitRuntime;
 }
 

@@ -1,0 +1,369 @@
+// The real ccsim executable, run as a user would: help and version, list, schema, validate on good
+// and bad files (exit codes and the location named in each message), and run (outputs written
+// completely and reproducibly, or not at all).
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/tools/temp_dir.hpp"
+#include "traces/npy.hpp"
+
+namespace ccsim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ccsim::testing::read_file;
+using ccsim::testing::TempDir;
+
+const fs::path kSourceDir = CCSIM_SOURCE_DIR;
+const std::string kQuickstart = (kSourceDir / "scenarios" / "quickstart.json").string();
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Outcome {
+  int code = -1;  ///< exit status; -1 when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+// Runs `ccsim ARGS` (ARGS already shell-quoted) with stdout and stderr captured into `scratch`.
+Outcome ccsim(const std::string& args, const TempDir& scratch) {
+  static int n = 0;
+  const fs::path out = scratch / fmt::format("stdout.{}.txt", n);
+  const fs::path err = scratch / fmt::format("stderr.{}.txt", n);
+  ++n;
+  const std::string cmd =
+      fmt::format("{} {} >{} 2>{}", quote(CCSIM_BINARY), args, quote(out.string()), quote(err.string()));
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  o.out = read_file(out);
+  o.err = read_file(err);
+  fs::remove(out);
+  fs::remove(err);
+  return o;
+}
+
+std::string show(const Outcome& o) { return fmt::format("exit {}\n--- stdout\n{}--- stderr\n{}", o.code, o.out, o.err); }
+
+bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+// Files (not folders) under `dir`, relative, sorted.
+std::vector<std::string> files_under(const fs::path& dir) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).generic_string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  Outcome run(const std::string& args) { return ccsim(args, scratch_); }
+  TempDir scratch_{"ccsim-cli-io"};
+  TempDir tmp_{"ccsim-cli"};
+};
+
+// ---------------------------------------------------------------------------------------------
+// Help, version, list, schema, unknown commands.
+
+TEST_F(Cli, VersionMatchesTheProjectVersion) {
+  for (const char* flag : {"--version", "-V"}) {
+    const Outcome o = run(flag);
+    EXPECT_EQ(o.code, 0) << show(o);
+    EXPECT_EQ(o.out, fmt::format("ccsim {}\n", CCSIM_PROJECT_VERSION)) << flag;
+    EXPECT_EQ(o.err, "");
+  }
+}
+
+TEST_F(Cli, HelpListsEveryCommandAndTheExitCodes) {
+  for (const char* flag : {"--help", "-h", "help"}) {
+    const Outcome o = run(flag);
+    EXPECT_EQ(o.code, 0) << show(o);
+    for (const char* word : {"usage: ccsim <command>", "\n  run ", "\n  validate ", "\n  list ", "\n  schema ",
+                             "exit codes: 0 success, 1 runtime failure, 2 bad input"})
+      EXPECT_TRUE(contains(o.out, word)) << flag << " lacks " << word << "\n" << show(o);
+  }
+}
+
+TEST_F(Cli, NoArgumentsPrintsUsageAndFails) {
+  const Outcome o = run("");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "usage: ccsim")) << show(o);
+}
+
+TEST_F(Cli, UnknownCommandFailsWithUsage) {
+  const Outcome o = run("frobnicate");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "unknown command 'frobnicate'")) << show(o);
+  EXPECT_TRUE(contains(o.err, "usage: ccsim")) << show(o);
+}
+
+TEST_F(Cli, ListNamesSchemesCollectivesAndTopologies) {
+  const Outcome o = run("list");
+  ASSERT_EQ(o.code, 0) << show(o);
+  for (const char* re : {"\n  fp32 +\\S", "\n  bf16 +\\S", "\n  int8 +\\S", "\n  allreduce +ring +\\S", "\n  star +\\S",
+                         "\n      block +default 256 +\\[8, 65536\\], power of two", "\n  synthetic ", "\n  npy "})
+    EXPECT_TRUE(std::regex_search(o.out, std::regex(re))) << "no match for " << re << "\n" << o.out;
+}
+
+TEST_F(Cli, CommandHelpShowsItsOptions) {
+  Outcome o = run("run --help");
+  EXPECT_EQ(o.code, 0) << show(o);
+  for (const char* word : {"usage: ccsim run SCENARIO", "--out", "--set", "--seed", "--threads"})
+    EXPECT_TRUE(contains(o.out, word)) << word << "\n" << show(o);
+  o = run("validate --help");
+  EXPECT_EQ(o.code, 0) << show(o);
+  EXPECT_TRUE(contains(o.out, "usage: ccsim validate")) << show(o);
+}
+
+TEST_F(Cli, BadOptionsAreBadInput) {
+  Outcome o = run("run --bogus " + quote(kQuickstart));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "ccsim run --help")) << show(o);
+  o = run("run");  // the scenario is required
+  EXPECT_EQ(o.code, 2) << show(o);
+  o = run("validate");
+  EXPECT_EQ(o.code, 2) << show(o);
+}
+
+TEST_F(Cli, SchemaPrintsTheShippedSchema) {
+  const Outcome o = run("schema");
+  ASSERT_EQ(o.code, 0) << show(o);
+  EXPECT_EQ(json::parse(o.out), json::parse(read_file(kSourceDir / "scenarios" / "schema.json")))
+      << "scenarios/schema.json is stale: regenerate it with `ccsim schema > scenarios/schema.json`";
+}
+
+// ---------------------------------------------------------------------------------------------
+// validate.
+
+json base_doc() {
+  return json::parse(R"({
+    "name": "case",
+    "cluster": {"topology": "star", "nodes": 4, "nic_bandwidth": "100Gbps", "link_latency": "1us"},
+    "gradients": {"source": "synthetic", "size": "64KB"},
+    "compression": [{"scheme": "bf16"}, {"scheme": "int8", "params": {"block": 256}}]
+  })");
+}
+
+struct BadFile {
+  std::string name;
+  std::string text;      ///< the file's content
+  std::string location;  ///< the JSON Pointer (or "line L, column C") stderr must name
+  std::string detail;    ///< and part of the message
+};
+
+std::vector<BadFile> bad_files() {
+  std::vector<BadFile> out;
+  auto add = [&](std::string name, const std::function<void(json&)>& mutate, std::string location, std::string detail) {
+    json d = base_doc();
+    mutate(d);
+    out.push_back({std::move(name), d.dump(2), std::move(location), std::move(detail)});
+  };
+  add("typo", [](json& d) { d["cluster"]["nic_bandwith"] = d["cluster"]["nic_bandwidth"]; d["cluster"].erase("nic_bandwidth"); },
+      "/cluster/nic_bandwith", "did you mean 'nic_bandwidth'");
+  add("top_typo", [](json& d) { d["compresion"] = d["compression"]; d.erase("compression"); }, "/compresion",
+      "did you mean 'compression'");
+  add("nodes_type", [](json& d) { d["cluster"]["nodes"] = "eight"; }, "/cluster/nodes", "expected an integer");
+  add("negative_string", [](json& d) { d["cluster"]["nic_bandwidth"] = "-100Gbps"; }, "/cluster/nic_bandwidth",
+      "positive");
+  add("negative_number", [](json& d) { d["cluster"]["nic_bandwidth"] = -5; }, "/cluster/nic_bandwidth", "positive");
+  add("bad_unit", [](json& d) { d["cluster"]["nic_bandwidth"] = "100Gbsp"; }, "/cluster/nic_bandwidth",
+      "unknown unit \"Gbsp\"");
+  add("missing_npy", [](json& d) { d["gradients"] = {{"source", "npy"}, {"files", json::array({"missing.npy"})}}; },
+      "/gradients/files/0", "missing.npy");
+  add("scheme", [](json& d) { d["compression"][1]["scheme"] = "int4"; }, "/compression/1/scheme",
+      "did you mean 'int8'");
+  add("block", [](json& d) { d["compression"][1]["params"]["block"] = 100; }, "/compression/1/params/block",
+      "power of two");
+  add("param", [](json& d) { d["compression"][1]["params"] = {{"blok", 64}}; }, "/compression/1/params/blok",
+      "did you mean 'block'");
+  // Line 3 is `  "seed": 1,,`; the second comma is its 13th character.
+  out.push_back({"broken_json", "{\n  \"name\": \"x\",\n  \"seed\": 1,,\n}\n", "invalid JSON: line 3, column 13",
+                 "unexpected ','"});
+  return out;
+}
+
+TEST_F(Cli, ValidateRejectsEachBadFileNamingWhereAndWhy) {
+  for (const BadFile& b : bad_files()) {
+    SCOPED_TRACE(b.name);
+    const fs::path file = tmp_.write(b.name + ".json", b.text);
+    const Outcome o = run("validate " + quote(file.string()));
+    EXPECT_EQ(o.code, 2) << show(o);
+    EXPECT_TRUE(contains(o.err, fmt::format("{}: {}", file.string(), b.location))) << show(o);
+    EXPECT_TRUE(contains(o.err, b.detail)) << show(o);
+    EXPECT_FALSE(contains(o.out, "ok:")) << show(o);
+    EXPECT_FALSE(contains(o.err, "runtime failure")) << show(o);
+  }
+}
+
+TEST_F(Cli, ValidateOnAnOverflowingNumberIsBadInput) {
+  // 1e999 is well-formed JSON that nlohmann refuses with out_of_range (not parse_error): still the
+  // user's input, so exit 2 naming the file, not a "runtime failure" (exit 1).
+  const fs::path file = tmp_.write("overflow.json", "{\n  \"name\": \"x\",\n  \"seed\": 1e999\n}\n");
+  const Outcome o = run("validate " + quote(file.string()));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, file.string() + ": ")) << show(o);
+  EXPECT_TRUE(contains(o.err, "1e999")) << show(o);
+  EXPECT_FALSE(contains(o.err, "runtime failure")) << show(o);
+}
+
+TEST_F(Cli, ValidateAcceptsGoodFiles) {
+  Outcome o = run("validate " + quote(kQuickstart));
+  EXPECT_EQ(o.code, 0) << show(o);
+  EXPECT_EQ(o.out, "ok: " + kQuickstart + "\n");
+  EXPECT_EQ(o.err, "");
+
+  const fs::path good = tmp_.write("good.json", base_doc().dump());
+  o = run("validate " + quote(good.string()));
+  EXPECT_EQ(o.code, 0) << show(o);
+}
+
+TEST_F(Cli, ValidateReportsEveryFileAndFailsIfAnyIsBad) {
+  const fs::path good = tmp_.write("good.json", base_doc().dump());
+  json bad = base_doc();
+  bad["cluster"]["nodes"] = "eight";
+  const fs::path bad_file = tmp_.write("bad.json", bad.dump());
+  const Outcome o = run(fmt::format("validate {} {} {}", quote(bad_file.string()), quote(good.string()),
+                                    quote((tmp_ / "absent.json").string())));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.out, "ok: " + good.string())) << show(o);
+  EXPECT_TRUE(contains(o.err, bad_file.string() + ": /cluster/nodes")) << show(o);
+  EXPECT_TRUE(contains(o.err, "absent.json")) << show(o);
+}
+
+TEST_F(Cli, ValidateAppliesOverrides) {
+  Outcome o = run("validate " + quote(kQuickstart) + " --set cluster.nodes=1");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, kQuickstart + ": /cluster/nodes")) << show(o);
+  o = run("validate " + quote(kQuickstart) + " --set cluster.nodse=4");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "/cluster/nodse: unknown key 'nodse' (did you mean 'nodes'?)")) << show(o);
+}
+
+// ---------------------------------------------------------------------------------------------
+// run.
+
+const std::vector<std::string> kOutputs = {"results.csv", "scenario.resolved.json", "summary.json"};
+
+TEST_F(Cli, RunWritesCompleteReproducibleOutputs) {
+  const std::string common = quote(kQuickstart) + " --set gradients.size=1MB";
+  const fs::path a = tmp_ / "a";
+  const Outcome first = run(fmt::format("run {} --out {}", common, quote(a.string())));
+  ASSERT_EQ(first.code, 0) << show(first);
+  ASSERT_EQ(files_under(a), kOutputs);
+  EXPECT_TRUE(contains(first.out, "scenario quickstart")) << show(first);
+  EXPECT_TRUE(contains(first.out, a.string())) << show(first);
+
+  const json resolved = json::parse(read_file(a / "scenario.resolved.json"));
+  EXPECT_EQ(resolved["name"], "quickstart");
+  EXPECT_EQ(resolved["gradients"]["size"], 1'000'000);  // the override, resolved to bytes
+  EXPECT_DOUBLE_EQ(resolved["cluster"]["nic_bandwidth"].get<double>(), 12.5e9);
+  const json summary = json::parse(read_file(a / "summary.json"));
+  EXPECT_EQ(summary["scenario"], "quickstart");
+  EXPECT_EQ(summary["ranks"], 8);
+  EXPECT_EQ(summary["elements"], 250'000);
+  ASSERT_EQ(summary["results"].size(), 2u);
+  EXPECT_EQ(summary["results"][0]["scheme"], "bf16");
+  EXPECT_EQ(summary["results"][1]["scheme"], "int8");
+  const std::string csv = read_file(a / "results.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
+  EXPECT_EQ(csv.rfind("scenario,scheme,params,ranks,", 0), 0u) << csv;
+
+  // The same command again, and with another worker-thread count, writes byte-identical files.
+  const std::vector<std::string> extras = {"", " --threads 1", " --threads 3"};
+  for (size_t i = 0; i < extras.size(); ++i) {
+    const std::string& extra = extras[i];
+    SCOPED_TRACE("again with" + extra);
+    const fs::path b = tmp_ / fmt::format("b{}", i);
+    const Outcome again = run(fmt::format("run {} --out {}{}", common, quote(b.string()), extra));
+    ASSERT_EQ(again.code, 0) << show(again);
+    ASSERT_EQ(files_under(b), kOutputs);
+    for (const auto& f : kOutputs) EXPECT_EQ(read_file(b / f), read_file(a / f)) << f;
+  }
+
+  // The resolved record validates and, run again, reproduces the results.
+  const Outcome valid = run("validate " + quote((a / "scenario.resolved.json").string()));
+  EXPECT_EQ(valid.code, 0) << show(valid);
+  const fs::path c = tmp_ / "c";
+  const Outcome rerun = run(fmt::format("run {} --out {}", quote((a / "scenario.resolved.json").string()),
+                                        quote(c.string())));
+  ASSERT_EQ(rerun.code, 0) << show(rerun);
+  EXPECT_EQ(read_file(c / "summary.json"), read_file(a / "summary.json"));
+  EXPECT_EQ(read_file(c / "results.csv"), read_file(a / "results.csv"));
+}
+
+TEST_F(Cli, RunSeedOptionChangesTheSeed) {
+  const fs::path d = tmp_ / "seeded";
+  const Outcome o = run(fmt::format("run {} --set gradients.size=64KB --seed 9 --out {}", quote(kQuickstart),
+                                    quote(d.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  EXPECT_EQ(json::parse(read_file(d / "scenario.resolved.json"))["seed"], 9);
+  EXPECT_EQ(json::parse(read_file(d / "summary.json"))["seed"], 9);
+}
+
+// Writes an npy scenario with two per-worker files of `n0` and `n1` elements; returns its path.
+fs::path npy_scenario(const TempDir& dir, const std::string& name, uint64_t n0, uint64_t n1) {
+  auto make = [](uint64_t n, float scale) {
+    std::vector<float> v(n);
+    for (uint64_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i % 7) - 3.0f;
+    return v;
+  };
+  const fs::path folder = dir / name;
+  fs::create_directories(folder);
+  EXPECT_TRUE(traces::write_npy_f32((folder / "w0.npy").string(), {n0}, make(n0, 1.0f)).ok());
+  EXPECT_TRUE(traces::write_npy_f32((folder / "w1.npy").string(), {n1}, make(n1, 0.5f)).ok());
+  const json doc = {{"name", name},
+                    {"cluster", {{"nodes", 2}}},
+                    {"gradients", {{"source", "npy"}, {"files", json::array({"w0.npy", "w1.npy"})}}},
+                    {"compression", json::array({{{"scheme", "bf16"}}})}};
+  return dir.write(name + "/scenario.json", doc.dump(2));
+}
+
+TEST_F(Cli, RunOnMismatchedNpyFilesFailsAndWritesNothing) {
+  // Control: equal lengths run fine, so the failure below is about the lengths.
+  const fs::path ok_file = npy_scenario(tmp_, "equal", 1024, 1024);
+  const Outcome ok = run(fmt::format("run {} --out {}", quote(ok_file.string()), quote((tmp_ / "equal_out").string())));
+  ASSERT_EQ(ok.code, 0) << show(ok);
+  EXPECT_EQ(files_under(tmp_ / "equal_out"), kOutputs);
+
+  const fs::path bad_file = npy_scenario(tmp_, "mismatch", 1024, 512);
+  const Outcome v = run("validate " + quote(bad_file.string()));
+  EXPECT_EQ(v.code, 0) << "lengths are only known once the files are read\n" << show(v);
+  const fs::path out = tmp_ / "mismatch_out";
+  fs::create_directories(out);
+  const Outcome o = run(fmt::format("run {} --out {}", quote(bad_file.string()), quote(out.string())));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, bad_file.string() + ": /gradients/files/1")) << show(o);
+  EXPECT_TRUE(contains(o.err, "same size")) << show(o);
+  EXPECT_EQ(files_under(out), std::vector<std::string>{});
+  // And nothing half-written anywhere.
+  for (const auto& f : files_under(tmp_.path())) EXPECT_FALSE(contains(f, ".tmp.")) << f;
+}
+
+TEST_F(Cli, RunWithAnUncreatableOutputFolderIsARuntimeFailure) {
+  const fs::path blocker = tmp_.write("blocker", "a file, not a folder");
+  const Outcome o = run(fmt::format("run {} --set gradients.size=64KB --out {}", quote(kQuickstart),
+                                    quote((blocker / "sub").string())));
+  EXPECT_EQ(o.code, 1) << show(o);
+  EXPECT_TRUE(contains(o.err, "cannot create output folder")) << show(o);
+}
+
+}  // namespace
+}  // namespace ccsim
