@@ -7,6 +7,7 @@
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
+#include "tests/algorithms/unbiased.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "traces/synthetic_gradients.hpp"
 
@@ -76,24 +77,9 @@ TEST(RingNumerics, Int8AllReduceIsUnbiasedOverSeeds) {
   std::vector<double> exact(elements, 0.0);
   for (const auto& b : bufs)
     for (uint64_t i = 0; i < elements; ++i) exact[i] += b[i];
-  const int trials = 2000;
-  std::vector<double> mean(elements, 0.0), sq(elements, 0.0);
-  for (int t = 0; t < trials; ++t) {
-    const auto out = run_ring(*comp, bufs, static_cast<uint64_t>(t));
-    for (uint64_t i = 0; i < elements; ++i) {
-      mean[i] += out[0][i];
-      sq[i] += static_cast<double>(out[0][i]) * out[0][i];
-    }
-  }
-  // Unbiased => sum of squared biases ≈ sum of variances / trials (chi-square, 256 dof).
-  double bias2 = 0, var_sum = 0;
-  for (uint64_t i = 0; i < elements; ++i) {
-    const double m = mean[i] / trials, var = std::max(0.0, sq[i] / trials - m * m);
-    bias2 += (m - exact[i]) * (m - exact[i]);
-    var_sum += var;
-  }
-  EXPECT_GT(var_sum, 0.0);
-  EXPECT_LT(bias2, 2.0 * var_sum / trials);
+  testing::UnbiasednessSampler sampler(exact);
+  for (int t = 0; t < 2000; ++t) sampler.add(run_ring(*comp, bufs, static_cast<uint64_t>(t))[0]);
+  EXPECT_TRUE(sampler.unbiased());
 }
 
 TEST(RingNumerics, ErrorGrowsFromFp32ToBf16ToInt8) {
