@@ -43,7 +43,7 @@ TEST(Engine, EventsScheduledFromCallbacksAtNowRunInTheSameInstant) {
   });
   e.run();
   EXPECT_EQ(times, (std::vector<int64_t>{7, 10}));
-  // Once before t=7 starts? No: hooks run when an instant is exhausted: after t=0 (empty), 7, 10.
+  // Hooks run each time an instant is exhausted: at t=0 (no events yet), after t=7 and after t=10.
   EXPECT_EQ(hook_calls, 3);
 }
 

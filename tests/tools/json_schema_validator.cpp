@@ -1,5 +1,7 @@
 #include "tests/tools/json_schema_validator.hpp"
 
+#include "sim/base/diagnostics.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,16 +16,6 @@ using nlohmann::json;
 
 const std::set<std::string> kAnnotations = {"$schema", "title", "description", "default"};
 const std::set<std::string> kTypeNames = {"null", "boolean", "integer", "number", "string", "array", "object"};
-
-std::string escape(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
 
 std::string brief(const json& j) {
   std::string s = j.dump();
@@ -98,7 +90,7 @@ void JsonSchemaValidator::check_schema(const json& s, const std::string& where) 
   if (s.is_boolean()) return;
   if (!s.is_object()) bad_schema(where, "a schema must be an object or a boolean, got " + brief(s));
   for (const auto& [key, value] : s.items()) {
-    const std::string at = where + "/" + escape(key);
+    const std::string at = where + "/" + json_pointer_escape(key);
     if (kAnnotations.count(key) || key == "const") continue;
     if (key == "type") {
       const json types = value.is_array() ? value : json::array({value});
@@ -107,7 +99,7 @@ void JsonSchemaValidator::check_schema(const json& s, const std::string& where) 
         if (!t.is_string() || !kTypeNames.count(t.get<std::string>())) bad_schema(at, "unknown type " + brief(t));
     } else if (key == "properties") {
       if (!value.is_object()) bad_schema(at, "expected an object of schemas");
-      for (const auto& [name, sub] : value.items()) check_schema(sub, at + "/" + escape(name));
+      for (const auto& [name, sub] : value.items()) check_schema(sub, at + "/" + json_pointer_escape(name));
     } else if (key == "required") {
       if (!value.is_array()) bad_schema(at, "expected an array of property names");
       for (const auto& n : value)
@@ -193,7 +185,7 @@ void JsonSchemaValidator::validate_node(const json& s, const json& inst, const s
     const auto props = s.find("properties");
     if (props != s.end())
       for (const auto& [name, sub] : props->items())
-        if (auto v = inst.find(name); v != inst.end()) validate_node(sub, *v, path + "/" + escape(name), out);
+        if (auto v = inst.find(name); v != inst.end()) validate_node(sub, *v, path + "/" + json_pointer_escape(name), out);
     if (auto it = s.find("required"); it != s.end())
       for (const auto& name : *it)
         if (!inst.contains(name.get<std::string>()))
@@ -201,7 +193,7 @@ void JsonSchemaValidator::validate_node(const json& s, const json& inst, const s
     if (auto it = s.find("additionalProperties"); it != s.end()) {
       for (const auto& [name, value] : inst.items()) {
         if (props != s.end() && props->contains(name)) continue;
-        const std::string at = path + "/" + escape(name);
+        const std::string at = path + "/" + json_pointer_escape(name);
         if (it->is_boolean() && !it->get<bool>())
           fail(at, fmt::format("unexpected property '{}' (additionalProperties is false)", name));
         else
