@@ -14,24 +14,30 @@ using topo::KernelKind;
 using topo::Op;
 using topo::OpKind;
 
-void bind_schedule(topo::Schedule& schedule, const Compressor& compressor) {
+void bind_ops(topo::Schedule& schedule, const Compressor& compressor, topo::OpId first, topo::OpId end) {
   const auto& chunks = schedule.chunks();
-  for (Op& op : schedule.mutable_ops()) {
+  for (topo::OpId id = first; id < end; ++id) {
+    Op& op = schedule.mutable_op(id);
     const TensorSpec spec{chunks[op.chunk].offset, chunks[op.chunk].count};
     if (op.kind == OpKind::kTransfer) {
       op.bytes = compressor.wire_bytes(spec, HopContext{op.summed, schedule.num_ranks()});
     } else {
       // Decoders see the incoming message's hop; encoders the hop they produce.
-      const uint32_t hop_summed = (op.kernel == KernelKind::kDecodeAccumulateEncode) ? op.summed - 1 : op.summed;
+      const uint32_t hop_summed = topo::Schedule::consumes_message(op.kernel) ? op.in_summed : op.summed;
       op.bytes = compressor.memory_bytes(op.kernel, spec, HopContext{hop_summed, schedule.num_ranks()});
     }
   }
+}
+
+void bind_schedule(topo::Schedule& schedule, const Compressor& compressor) {
+  bind_ops(schedule, compressor, schedule.id_base(), schedule.id_end());
 }
 
 Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
                                    std::span<const std::span<float>> buffers, const NumericsOptions& options) {
   CCSIM_CHECK(buffers.size() == schedule.num_ranks(), "{} buffers for {} ranks", buffers.size(), schedule.num_ranks());
   for (const auto& b : buffers) CCSIM_CHECK(b.size() == schedule.elements());
+  CCSIM_CHECK(schedule.id_base() == 0, "numerics needs a materialized schedule");
   const auto& ops = schedule.ops();
   const auto& chunks = schedule.chunks();
   const uint32_t ranks = schedule.num_ranks();
@@ -83,7 +89,7 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
         messages[msg] = {};
       }
     };
-    const HopContext in_hop{op.message == topo::kNoOp ? 0u : ops[op.message].summed, ranks};
+    const HopContext in_hop{op.in_summed, ranks};
     switch (op.kernel) {
       case KernelKind::kEncode: compressor.encode(acc, spec, HopContext{op.summed, ranks}, key, new_message(op.summed)); break;
       case KernelKind::kDecode: compressor.decode(messages[op.message], spec, in_hop, acc); break;
@@ -122,6 +128,61 @@ ErrorStats error_stats(std::span<const float> exact, std::span<const float> got)
     total.sq_norm += s.sq_norm;
   }
   return total;
+}
+
+std::vector<ErrorStats> operation_errors(const topo::Schedule& schedule, std::span<const std::span<const float>> inputs,
+                                         std::span<const std::span<const float>> outputs) {
+  const uint32_t n = schedule.num_ranks();
+  CCSIM_CHECK(inputs.size() == n && outputs.size() == n, "{} inputs, {} outputs for {} ranks", inputs.size(),
+              outputs.size(), n);
+  const uint64_t elements = schedule.elements();
+  auto add = [](ErrorStats& into, const ErrorStats& e) {
+    into.sq_error += e.sq_error;
+    into.sq_norm += e.sq_norm;
+  };
+  auto exact_sum = [&](uint64_t offset, uint64_t count) {
+    std::vector<float> sum(count);
+    kern::parallel_for(count, 1 << 16, [&](uint64_t b, uint64_t e) {
+      for (uint64_t i = b; i < e; ++i) {
+        double acc = 0;
+        for (const auto& in : inputs) acc += in[offset + i];
+        sum[i] = static_cast<float>(acc);
+      }
+    });
+    return sum;
+  };
+  std::vector<ErrorStats> out(n);
+  switch (schedule.operation()) {
+    case topo::CollectiveOp::kAllReduce: {
+      const std::vector<float> sum = exact_sum(0, elements);
+      for (uint32_t r = 0; r < n; ++r) out[r] = error_stats(sum, outputs[r]);
+      break;
+    }
+    case topo::CollectiveOp::kReduceScatter:
+      for (uint32_t r = 0; r < n; ++r) {
+        const topo::Chunk c = schedule.shards()[r];
+        out[r] = error_stats(exact_sum(c.offset, c.count), outputs[r].subspan(c.offset, c.count));
+      }
+      break;
+    case topo::CollectiveOp::kAllGather:
+      for (uint32_t r = 0; r < n; ++r)
+        for (uint32_t s = 0; s < n; ++s) {
+          const topo::Chunk c = schedule.shards()[s];
+          add(out[r], error_stats(inputs[s].subspan(c.offset, c.count), outputs[r].subspan(c.offset, c.count)));
+        }
+      break;
+    case topo::CollectiveOp::kBroadcast:
+      for (uint32_t r = 0; r < n; ++r) out[r] = error_stats(inputs[schedule.root()], outputs[r]);
+      break;
+    case topo::CollectiveOp::kAllToAll:
+      for (uint32_t d = 0; d < n; ++d)
+        for (uint32_t s = 0; s < n; ++s) {
+          const topo::Chunk from = schedule.shards()[d], to = schedule.shards()[s];
+          add(out[d], error_stats(inputs[s].subspan(from.offset, from.count), outputs[d].subspan(to.offset, to.count)));
+        }
+      break;
+  }
+  return out;
 }
 
 double vnmse(std::span<const ErrorStats> per_rank) {

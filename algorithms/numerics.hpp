@@ -16,6 +16,8 @@ namespace ccsim::algo {
 /// Fills every op's `bytes`: transfers get the compressor's exact wire size of their message,
 /// kernels their memory traffic. Both interpreters read these numbers.
 void bind_schedule(topo::Schedule& schedule, const Compressor& compressor);
+/// Binds only the ops [first, end) of a schedule window (the streaming timing interpreter's binder).
+void bind_ops(topo::Schedule& schedule, const Compressor& compressor, topo::OpId first, topo::OpId end);
 
 /// Identifies the random streams of one numerics run.
 struct NumericsOptions {
@@ -43,6 +45,12 @@ struct ErrorStats {
   double sq_norm = 0;   ///< ‖X‖²
 };
 ErrorStats error_stats(std::span<const float> exact, std::span<const float> got);
+/// Per-rank error of what ranks ended with (`outputs`) against what the schedule's operation
+/// defines from the `inputs`: allreduce, the exact sum everywhere; reduce_scatter, the sum of rank
+/// r's shard; allgather, every owner's shard; broadcast, the root's tensor; alltoall, rank d's
+/// block s = rank s's block d. Sums are taken in double precision.
+std::vector<ErrorStats> operation_errors(const topo::Schedule& schedule, std::span<const std::span<const float>> inputs,
+                                         std::span<const std::span<const float>> outputs);
 /// vNMSE = mean over ranks of ‖X − X̂_r‖² / ‖X‖². Zero when every rank is exact (even if X = 0);
 /// +inf when X = 0 but some rank is not.
 double vnmse(std::span<const ErrorStats> per_rank);

@@ -14,19 +14,34 @@ EventId Engine::schedule_at(SimTime t, Callback cb) {
     slot = static_cast<uint32_t>(slots_.size());
     slots_.emplace_back();
   }
-  const uint64_t seq = next_seq_++;
-  slots_[slot] = Slot{seq, std::move(cb)};
-  queue_.push(Entry{t.ps(), seq, slot});
-  ++live_;
-  return EventId{slot, seq};
+  Slot& s = slots_[slot];
+  ++s.generation;
+  s.cb = std::move(cb);
+  queue_.push(slot, EventKey{t.ps(), next_seq_++});
+  return EventId{slot, s.generation};
+}
+
+bool Engine::pending(EventId id) const {
+  return id.valid() && id.slot < slots_.size() && slots_[id.slot].generation == id.seq && queue_.contains(id.slot);
+}
+
+SimTime Engine::time_of(EventId id) const {
+  CCSIM_CHECK(pending(id), "time_of a finished event");
+  return SimTime::from_ps(queue_.key(id.slot).time_ps);
 }
 
 bool Engine::cancel(EventId id) {
-  if (!id.valid() || id.slot >= slots_.size()) return false;
-  Slot& s = slots_[id.slot];
-  if (s.seq != id.seq || !s.cb) return false;
-  s.cb = nullptr;  // the queue entry is skipped when popped
-  --live_;
+  if (!pending(id)) return false;
+  queue_.erase(id.slot);
+  slots_[id.slot].cb = nullptr;
+  free_slots_.push_back(id.slot);
+  return true;
+}
+
+bool Engine::reschedule(EventId id, SimTime t) {
+  if (!pending(id)) return false;
+  CCSIM_CHECK(t >= now_, "event rescheduled into the past: {} ps < now {} ps", t.ps(), now_.ps());
+  queue_.update(id.slot, EventKey{t.ps(), next_seq_++});
   return true;
 }
 
@@ -36,29 +51,19 @@ void Engine::run_instant_end_hooks() {
 
 void Engine::run_until(SimTime limit) {
   for (;;) {
-    // Drop cancelled entries at the head.
-    while (!queue_.empty()) {
-      const Entry& top = queue_.top();
-      const Slot& s = slots_[top.slot];
-      if (s.seq == top.seq && s.cb) break;
-      if (s.seq == top.seq) free_slots_.push_back(top.slot);
-      queue_.pop();
-    }
-    if (queue_.empty() || queue_.top().time_ps > now_.ps()) {
+    if (queue_.empty() || queue_.top_key().time_ps > now_.ps()) {
       // The current instant is exhausted: let fluid models settle before time moves.
       const uint64_t before = next_seq_;
       run_instant_end_hooks();
       if (next_seq_ != before) continue;  // hooks scheduled something; re-examine the queue
-      if (queue_.empty() || queue_.top().time_ps > limit.ps()) return;
+      if (queue_.empty() || queue_.top_key().time_ps > limit.ps()) return;
     }
-    const Entry e = queue_.top();
-    queue_.pop();
-    Slot& s = slots_[e.slot];
-    Callback cb = std::move(s.cb);
-    s.cb = nullptr;
-    free_slots_.push_back(e.slot);
-    --live_;
-    now_ = SimTime::from_ps(e.time_ps);
+    const int64_t t = queue_.top_key().time_ps;
+    const uint32_t slot = queue_.pop();
+    Callback cb = std::move(slots_[slot].cb);
+    slots_[slot].cb = nullptr;
+    free_slots_.push_back(slot);
+    now_ = SimTime::from_ps(t);
     ++processed_;
     cb();
   }

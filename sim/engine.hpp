@@ -1,23 +1,24 @@
 #pragma once
 /// \file
 /// The discrete-event engine: a time-ordered queue of callbacks with deterministic tie-breaking
-/// (time, then insertion sequence, as ns-3's (ts, uid)), cancellation, and a hook that runs when
-/// every event of the current instant has been processed, just before the clock moves on. Fluid
-/// models (the flow network) use that hook to solve once per instant, not once per event.
+/// (time, then insertion sequence, as ns-3's (ts, uid)), cancellation and rescheduling, and a hook
+/// that runs when every event of the current instant has been processed, just before the clock
+/// moves on. Fluid models (the flow network) use that hook to solve once per instant, not once
+/// per event.
 
 #include <cstdint>
 #include <functional>
-#include <queue>
 #include <vector>
 
 #include "sim/base/sim_time.hpp"
+#include "sim/event_queue.hpp"
 
 namespace ccsim::sim {
 
 /// Handle of a scheduled event (valid until it runs or is cancelled).
 struct EventId {
   uint32_t slot = UINT32_MAX;
-  uint64_t seq = 0;
+  uint64_t seq = 0;  ///< the slot's generation when scheduled: stale handles are detected
   bool valid() const { return slot != UINT32_MAX; }
 };
 
@@ -32,6 +33,13 @@ class Engine {
   EventId schedule_in(Duration d, Callback cb) { return schedule_at(now_ + d, std::move(cb)); }
   /// Cancels a pending event; returns false if it already ran or was cancelled.
   bool cancel(EventId id);
+  /// Moves a pending event to time `t` (>= now()) and gives it a fresh sequence number, so it
+  /// orders as if scheduled now. Returns false (and does nothing) if it already ran or was cancelled.
+  bool reschedule(EventId id, SimTime t);
+  /// Whether `id` is still pending.
+  bool pending(EventId id) const;
+  /// Time of a pending event. REQUIRES: pending(id).
+  SimTime time_of(EventId id) const;
 
   /// Registers a hook run each time the current instant is exhausted (before the clock advances or
   /// the run ends). A hook may schedule events, including at now().
@@ -44,17 +52,11 @@ class Engine {
 
   SimTime now() const { return now_; }
   uint64_t events_processed() const { return processed_; }
-  size_t pending() const { return live_; }
+  size_t pending() const { return queue_.size(); }
 
  private:
-  struct Entry {
-    int64_t time_ps;
-    uint64_t seq;
-    uint32_t slot;
-    bool operator>(const Entry& o) const { return time_ps != o.time_ps ? time_ps > o.time_ps : seq > o.seq; }
-  };
   struct Slot {
-    uint64_t seq = 0;
+    uint64_t generation = 0;
     Callback cb;
   };
   void run_instant_end_hooks();
@@ -62,8 +64,7 @@ class Engine {
   SimTime now_ = SimTime::zero();
   uint64_t next_seq_ = 0;
   uint64_t processed_ = 0;
-  size_t live_ = 0;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
+  EventQueue queue_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::vector<std::function<void()>> instant_end_hooks_;

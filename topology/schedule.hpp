@@ -3,21 +3,31 @@
 /// A collective lowered to data: a DAG of typed operations that both interpreters execute
 /// (shared/DESIGN.md, "one schedule, two interpreters").
 ///
-/// * A kernel op runs on one rank and works on one chunk of that rank's buffer. Encoding kernels
-///   (`kEncode`, `kDecodeAccumulateEncode`) produce a *message*, identified by the producing op's
-///   id; decoding kernels consume the message named in `message`.
+/// * A kernel op runs on one rank and works on one chunk (an element range) of that rank's fp32
+///   buffer. Encoding kernels (`kEncode`, `kDecodeAccumulateEncode`) produce a *message*,
+///   identified by the producing op's id; decoding kernels consume the message named in `message`.
 /// * A transfer op moves a message from `rank` to `peer`. A message is immutable once produced,
 ///   so it may be forwarded several times (ring all-gather) without re-encoding.
 /// * `summed` counts the ranks whose contributions a message carries, which is what a compressor's
 ///   wire format may depend on (e.g. THC's integer fields widen with it).
+///
 /// Ops are stored in a topological order: every dependency of op i has an id smaller than i.
-/// The aggregation tree of a chunk is the message chain: follow `message` backwards from any
-/// decode to see who added whose partial sum.
+/// The aggregation tree of a chunk is the message chain: follow `message` backwards from any decode
+/// to see who added whose partial sum (aggregation_edges() lists it).
+///
+/// Schedules are produced step by step by a ScheduleGenerator so that the timing interpreter can
+/// keep only the steps in flight (memory proportional to the active flows, not to the collective);
+/// materialize() produces the whole DAG for the numerics interpreter and for tests. A Schedule is
+/// therefore a window [id_base(), id_end()) of the op sequence; retire_before() drops a finished
+/// prefix while keeping ids stable.
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ccsim::topo {
@@ -34,13 +44,25 @@ enum class KernelKind : uint8_t {
   kDecodeAccumulate,        ///< acc += decode(message)                       (last reduce hop)
   kDecodeAccumulateEncode,  ///< acc += decode(message); message' = encode(acc) (fused intermediate hop)
 };
-
 std::string_view kernel_kind_name(KernelKind k);
+
+/// The collective operation a schedule implements; it fixes what every rank must end with
+/// (see the contract on Schedule::shards()).
+enum class CollectiveOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
+std::string_view collective_op_name(CollectiveOp op);
 
 /// A contiguous slice of the tensor, in elements.
 struct Chunk {
   uint64_t offset = 0;
   uint64_t count = 0;
+  friend bool operator==(const Chunk&, const Chunk&) = default;
+};
+
+/// A message as a builder refers to it: the producing op and what that op encoded.
+struct MessageRef {
+  OpId id = kNoOp;
+  uint32_t chunk = 0;
+  uint32_t summed = 0;
 };
 
 /// One operation of a schedule.
@@ -51,59 +73,128 @@ struct Op {
   uint32_t peer = 0;        ///< transfer: receiver
   uint32_t chunk = 0;       ///< index into Schedule::chunks
   OpId message = kNoOp;     ///< transfer: message carried; decoding kernel: message consumed
-  uint32_t summed = 1;      ///< contributions in the message produced (encoders) or carried (transfers)
-  uint32_t deps_begin = 0;  ///< dependencies are deps[deps_begin, deps_end)
-  uint32_t deps_end = 0;
+  uint32_t summed = 1;      ///< kernels: contributions in the accumulator after the op (= in the message
+                            ///< produced, for encoders); transfers: contributions in the message carried
+  uint32_t in_summed = 0;   ///< decoding kernels: contributions in the consumed message
+  uint32_t num_deps = 0;    ///< dependencies are deps_pool[deps_begin, deps_begin + num_deps)
+  uint64_t deps_begin = 0;
   uint64_t bytes = 0;       ///< transfer: bytes on the wire; kernel: bytes of memory traffic (set by binding)
 };
 
-/// A collective's DAG of ops over `num_ranks` ranks and a tensor of `elements` fp32 elements.
+/// A collective's DAG of ops over `num_ranks` group-local ranks and a tensor of `elements` fp32
+/// elements per rank (or a window of it, see the file comment).
 class Schedule {
  public:
-  Schedule(std::string name, uint32_t num_ranks, uint64_t elements)
-      : name_(std::move(name)), num_ranks_(num_ranks), elements_(elements) {}
+  Schedule(std::string name, CollectiveOp operation, uint32_t num_ranks, uint64_t elements);
 
+  // ---- header, fixed before the first op ----
   uint32_t add_chunk(uint64_t offset, uint64_t count);
+  /// Declares the operation's per-rank regions. kReduceScatter: rank r ends with the sum of
+  /// shards[r]. kAllGather: rank r contributes shards[r], every rank ends with all of them.
+  /// kAllToAll: shards[i] is block i; rank d ends with rank s's block d in its block s.
+  /// kAllReduce and kBroadcast: unused (every rank ends with the whole sum / the root's tensor).
+  void set_shards(std::vector<Chunk> shards) { shards_ = std::move(shards); }
+  void set_root(uint32_t root) { root_ = root; }
+
+  // ---- ops ----
   /// Adds a kernel op; returns its id (which is also the id of the message it produces, if any).
-  OpId add_kernel(KernelKind kind, uint32_t rank, uint32_t chunk, OpId message, uint32_t summed,
-                  std::initializer_list<OpId> deps);
+  /// `consumed` is the decoded message (MessageRef{} for kEncode); `summed` the contributions in
+  /// the rank's accumulator after the op, which is also what a produced message carries.
+  OpId add_kernel(KernelKind kind, uint32_t rank, uint32_t chunk, MessageRef consumed, uint32_t summed,
+                  std::span<const OpId> deps);
+  OpId add_kernel(KernelKind kind, uint32_t rank, uint32_t chunk, MessageRef consumed, uint32_t summed,
+                  std::initializer_list<OpId> deps) {
+    return add_kernel(kind, rank, chunk, consumed, summed, std::span<const OpId>(deps.begin(), deps.size()));
+  }
   /// Adds a transfer of `message` from `src` to `dst`.
-  OpId add_transfer(uint32_t src, uint32_t dst, OpId message, std::initializer_list<OpId> deps);
+  OpId add_transfer(uint32_t src, uint32_t dst, MessageRef message, std::span<const OpId> deps);
+  OpId add_transfer(uint32_t src, uint32_t dst, MessageRef message, std::initializer_list<OpId> deps) {
+    return add_transfer(src, dst, message, std::span<const OpId>(deps.begin(), deps.size()));
+  }
+  /// Appends a copy of `op` (bytes included) with dependencies `deps`; for replaying a schedule.
+  OpId append_op(const Op& op, std::span<const OpId> deps);
+  /// The message produced by op `id`. REQUIRES: id is in the window and produces a message.
+  MessageRef message(OpId id) const;
 
   const std::string& name() const { return name_; }
+  CollectiveOp operation() const { return operation_; }
   uint32_t num_ranks() const { return num_ranks_; }
   uint64_t elements() const { return elements_; }
+  uint32_t root() const { return root_; }
   const std::vector<Chunk>& chunks() const { return chunks_; }
+  const std::vector<Chunk>& shards() const { return shards_; }
+
+  /// First op id in the window (0 unless a prefix was retired) and one past the last.
+  OpId id_base() const { return id_base_; }
+  OpId id_end() const { return id_base_ + static_cast<OpId>(ops_.size()); }
+  /// Ops of the window, ops()[i] has id id_base() + i.
   const std::vector<Op>& ops() const { return ops_; }
   std::vector<Op>& mutable_ops() { return ops_; }
-  std::span<const OpId> deps(const Op& op) const { return {deps_.data() + op.deps_begin, op.deps_end - op.deps_begin}; }
-  const Op& op(OpId id) const { return ops_[id]; }
+  const Op& op(OpId id) const { return ops_[id - id_base_]; }
+  Op& mutable_op(OpId id) { return ops_[id - id_base_]; }
+  std::span<const OpId> deps(const Op& op) const { return {deps_.data() + (op.deps_begin - deps_base_), op.num_deps}; }
+  /// Drops ops with id < `id` (they must not be referenced again). Amortized O(1) per op.
+  void retire_before(OpId id);
 
   /// Whether `k` produces a message.
   static bool produces_message(KernelKind k) { return k == KernelKind::kEncode || k == KernelKind::kDecodeAccumulateEncode; }
   /// Whether `k` consumes a message.
   static bool consumes_message(KernelKind k) { return k != KernelKind::kEncode; }
 
-  /// Total bytes over all transfers (valid after binding).
+  /// Total bytes over the window's transfers (valid after binding).
   uint64_t wire_bytes() const;
-  /// Counts of transfers and kernels.
+  /// Number of transfers in the window.
   uint64_t num_transfers() const;
 
  private:
-  /// Records `deps` for op `id`. REQUIRES: every dependency is an earlier op.
-  void append_deps(Op& op, OpId id, std::initializer_list<OpId> deps);
+  void append_deps(Op& op, OpId id, std::span<const OpId> deps);
 
   std::string name_;
+  CollectiveOp operation_;
   uint32_t num_ranks_;
   uint64_t elements_;
+  uint32_t root_ = 0;
   std::vector<Chunk> chunks_;
+  std::vector<Chunk> shards_;
+  OpId id_base_ = 0;
+  uint64_t deps_base_ = 0;
   std::vector<Op> ops_;
   std::vector<OpId> deps_;
 };
+
+/// Produces a schedule step by step. Contract (checked by the streaming timing interpreter):
+/// every op of step k > 0 depends, directly or through ops of its own step, on an op of step
+/// k − 1, so no op of step k can become ready before some op of step k − 1 has started.
+class ScheduleGenerator {
+ public:
+  virtual ~ScheduleGenerator() = default;
+  /// An empty schedule carrying the header (name, operation, ranks, chunks, shards).
+  virtual Schedule begin() = 0;
+  /// Appends the next step's ops to `out` (the schedule returned by begin()); returns false, and
+  /// appends nothing, when there are no more steps.
+  virtual bool next_step(Schedule& out) = 0;
+};
+
+/// Runs a generator to the end: the whole DAG.
+Schedule materialize(ScheduleGenerator& generator);
+
+/// One edge of a chunk's aggregation tree: rank `to` adds the partial sum of `summed`
+/// contributions that rank `from` sent (a decode-accumulate kernel fed by a transfer).
+struct AggregationEdge {
+  uint32_t chunk = 0;
+  uint32_t from = 0;
+  uint32_t to = 0;
+  uint32_t summed = 0;
+  OpId op = kNoOp;  ///< the decode-accumulate kernel
+};
+/// Every aggregation edge of a materialized schedule, in op order.
+std::vector<AggregationEdge> aggregation_edges(const Schedule& schedule);
 
 /// Splits `elements` into `parts` contiguous chunks whose boundaries are multiples of `align`
 /// (except the end); sizes differ by at most `align`. Some chunks may be empty when
 /// elements < parts * align.
 std::vector<Chunk> split_even(uint64_t elements, uint32_t parts, uint64_t align);
+/// Splits `c` the same way into `parts` sub-chunks.
+std::vector<Chunk> split_chunk(const Chunk& c, uint32_t parts, uint64_t align);
 
 }  // namespace ccsim::topo

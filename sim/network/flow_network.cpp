@@ -8,14 +8,15 @@
 namespace ccsim::sim {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// Two fair shares within this relative distance are the same bottleneck level.
-constexpr double kTieRel = 1e-12;
+
+/// A constraint's fair share; a link whose remaining capacity went below zero by rounding shares 0.
+double share(double rem, uint32_t cnt) { return std::max(0.0, rem) / cnt; }
 }  // namespace
 
 std::vector<double> max_min_rates(const std::vector<double>& capacity, const std::vector<std::vector<uint32_t>>& routes,
                                   const std::vector<double>& caps) {
   const size_t nf = routes.size(), nl = capacity.size();
-  std::vector<double> rate(nf, 0.0), remaining(capacity);
+  std::vector<double> rate(nf, 0.0), rem(capacity);
   std::vector<uint32_t> count(nl, 0);
   std::vector<char> frozen(nf, 0);
   std::vector<std::vector<uint32_t>> flows_on(nl);
@@ -32,49 +33,94 @@ std::vector<double> max_min_rates(const std::vector<double>& capacity, const std
       flows_on[l].push_back(static_cast<uint32_t>(f));
     }
   }
+  auto freeze = [&](size_t f, double v) {
+    frozen[f] = 1;
+    rate[f] = v;
+    --unfrozen;
+    for (uint32_t l : routes[f]) {
+      rem[l] -= v;
+      --count[l];
+    }
+  };
   while (unfrozen > 0) {
-    double level = kInf;
-    for (size_t l = 0; l < nl; ++l)
-      if (count[l] > 0) level = std::min(level, std::max(0.0, remaining[l]) / count[l]);
+    // The tightest constraint, ties broken by (value, caps before links, index).
+    double best = kInf;
+    int kind = 2;
+    size_t index = 0;
     for (size_t f = 0; f < nf; ++f)
-      if (!frozen[f]) level = std::min(level, caps[f]);
-    CCSIM_CHECK(std::isfinite(level), "progressive filling found no bottleneck");
-    const double tie = level * (1 + kTieRel);
-    auto freeze = [&](size_t f) {
-      frozen[f] = 1;
-      rate[f] = level;
-      --unfrozen;
-      for (uint32_t l : routes[f]) {
-        remaining[l] -= level;
-        --count[l];
+      if (!frozen[f] && caps[f] < best) {
+        best = caps[f];
+        kind = 0;
+        index = f;
       }
-    };
-    // Freeze flows at their cap first, then every flow crossing a saturated link.
-    for (size_t f = 0; f < nf; ++f)
-      if (!frozen[f] && caps[f] <= tie) freeze(f);
-    std::vector<uint32_t> saturated;
     for (size_t l = 0; l < nl; ++l)
-      if (count[l] > 0 && std::max(0.0, remaining[l]) / count[l] <= tie) saturated.push_back(static_cast<uint32_t>(l));
-    for (uint32_t l : saturated)
-      for (uint32_t f : flows_on[l])
-        if (!frozen[f]) freeze(f);
+      if (count[l] > 0 && share(rem[l], count[l]) < best) {
+        best = share(rem[l], count[l]);
+        kind = 1;
+        index = l;
+      }
+    CCSIM_CHECK(kind != 2, "progressive filling found no bottleneck");
+    if (kind == 0) {
+      freeze(index, best);
+    } else {
+      for (uint32_t f : flows_on[index])
+        if (!frozen[f]) freeze(f, best);
+    }
   }
   return rate;
 }
 
-FlowNetwork::FlowNetwork(Engine& engine, std::vector<LinkSpec> links)
-    : engine_(engine), links_(std::move(links)), stats_(links_.size()), link_flows_(links_.size(), 0) {
-  for (const auto& l : links_) CCSIM_CHECK(l.capacity_Bps > 0, "link capacity must be positive");
+FlowNetwork::FlowNetwork(Engine& engine, std::vector<LinkSpec> links) : engine_(engine), links_(links.size()) {
+  for (size_t l = 0; l < links.size(); ++l) {
+    CCSIM_CHECK(links[l].capacity_Bps > 0, "link {} capacity must be positive", l);
+    links_[l].capacity = links[l].capacity_Bps;
+  }
   engine_.on_instant_end([this] {
-    if (dirty_) solve();
+    if (!dirty_links_.empty()) solve();
   });
 }
 
-FlowId FlowNetwork::start_flow(std::vector<uint32_t> route, double bytes, Duration latency,
-                               std::function<void()> on_done, double rate_cap_Bps) {
+void FlowNetwork::record_timeline(Duration bin) {
+  CCSIM_CHECK(bin > Duration::zero(), "timeline bin must be positive");
+  CCSIM_CHECK(counters_.flows_started == 0, "record_timeline after flows started");
+  bin_ = bin;
+  timeline_.assign(links_.size(), {});
+}
+
+uint32_t FlowNetwork::alloc_route(uint32_t len) {
+  if (len < free_routes_.size() && !free_routes_[len].empty()) {
+    const uint32_t off = free_routes_[len].back();
+    free_routes_[len].pop_back();
+    return off;
+  }
+  const auto off = static_cast<uint32_t>(route_pool_.size());
+  route_pool_.resize(route_pool_.size() + len);
+  pos_pool_.resize(route_pool_.size());
+  return off;
+}
+
+void FlowNetwork::free_route(uint32_t off, uint32_t len) {
+  if (len >= free_routes_.size()) free_routes_.resize(len + 1);
+  free_routes_[len].push_back(off);
+}
+
+void FlowNetwork::mark_dirty(uint32_t link) {
+  if (links_[link].dirty) return;
+  links_[link].dirty = true;
+  dirty_links_.push_back(link);
+}
+
+FlowId FlowNetwork::start_flow(std::span<const uint32_t> route, double bytes, Duration latency,
+                               Engine::Callback on_done, double rate_cap_Bps) {
   CCSIM_CHECK(bytes >= 0 && std::isfinite(bytes), "flow of {} bytes", bytes);
-  for (uint32_t l : route) CCSIM_CHECK(l < links_.size(), "route names link {} of {}", l, links_.size());
-  advance_to_now();
+  CCSIM_CHECK(rate_cap_Bps > 0, "flow rate cap must be positive");
+  ++counters_.flows_started;
+  if (bytes == 0 || route.empty()) {
+    // Nothing to share: only the latency (and, for a capped local copy, bytes/cap).
+    const double drain = (bytes == 0) ? 0.0 : (std::isfinite(rate_cap_Bps) ? bytes / rate_cap_Bps : 0.0);
+    engine_.schedule_in(Duration::from_seconds_ceil(drain) + latency, std::move(on_done));
+    return UINT32_MAX;
+  }
   FlowId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -83,107 +129,278 @@ FlowId FlowNetwork::start_flow(std::vector<uint32_t> route, double bytes, Durati
     id = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
   }
+  const auto len = static_cast<uint32_t>(route.size());
+  const uint32_t off = alloc_route(len);
   Flow& f = flows_[id];
-  f = Flow{std::move(route), bytes, 0.0, rate_cap_Bps, latency, std::move(on_done), false};
-  if (bytes == 0 || f.route.empty()) {
-    // Nothing to share: only the latency (and, for a capped local copy, bytes/cap).
-    const double drain = (bytes == 0) ? 0.0 : (std::isfinite(rate_cap_Bps) ? bytes / rate_cap_Bps : 0.0);
-    auto cb = std::move(f.on_done);
-    free_ids_.push_back(id);
-    engine_.schedule_in(Duration::from_seconds_ceil(drain) + latency, std::move(cb));
-    return id;
-  }
+  f.route_off = off;
+  f.route_len = len;
+  f.remaining = bytes;
+  f.rate = 0;
+  f.cap = rate_cap_Bps;
+  f.last = engine_.now();
+  f.latency = latency;
+  f.due_ps = -1;
+  f.on_done = std::move(on_done);
   f.active = true;
-  active_.push_back(id);
-  for (uint32_t l : f.route) ++link_flows_[l];
-  dirty_ = true;
+  for (uint32_t i = 0; i < len; ++i) {
+    const uint32_t l = route[i];
+    CCSIM_CHECK(l < links_.size(), "route names link {} of {}", l, links_.size());
+    LinkState& L = links_[l];
+    route_pool_[off + i] = l;
+    pos_pool_[off + i] = static_cast<uint32_t>(L.flows.size());
+    L.flows.push_back(id);
+    L.stats.max_flows = std::max(L.stats.max_flows, static_cast<uint32_t>(L.flows.size()));
+    mark_dirty(l);
+  }
+  ++active_count_;
+  counters_.peak_active_flows = std::max(counters_.peak_active_flows, active_count_);
   return id;
 }
 
 double FlowNetwork::rate(FlowId id) const { return id < flows_.size() && flows_[id].active ? flows_[id].rate : 0.0; }
 
-const std::vector<LinkStats>& FlowNetwork::link_stats() {
-  advance_to_now();
-  return stats_;
+void FlowNetwork::flush_link(LinkState& L) {
+  const SimTime now = engine_.now();
+  if (now == L.last_change) return;
+  const double dt = (now - L.last_change).seconds();
+  if (L.load > 0) {
+    L.stats.bytes += L.load * dt;
+    L.stats.busy_s += dt;
+    if (bin_ > Duration::zero()) {
+      auto& bins = timeline_[&L - links_.data()];
+      // Spread load over the bins [last_change, now) overlaps, in picoseconds.
+      int64_t t = L.last_change.ps();
+      const int64_t end = now.ps(), w = bin_.ps();
+      while (t < end) {
+        const auto b = static_cast<size_t>(t / w);
+        const int64_t stop = std::min(end, static_cast<int64_t>(b + 1) * w);
+        if (bins.size() <= b) bins.resize(b + 1, 0.0);
+        bins[b] += L.load * static_cast<double>(stop - t) * 1e-12;
+        t = stop;
+      }
+    }
+  }
+  L.last_change = now;
 }
 
-void FlowNetwork::advance_to_now() {
-  const SimTime now = engine_.now();
-  if (now == last_update_) return;
-  const double dt = (now - last_update_).seconds();
-  for (FlowId id : active_) {
-    Flow& f = flows_[id];
-    const double moved = std::min(f.remaining, f.rate * dt);
-    f.remaining -= moved;
-    for (uint32_t l : f.route) stats_[l].bytes += moved;
+const std::vector<LinkStats>& FlowNetwork::link_stats() {
+  stats_out_.resize(links_.size());
+  for (size_t l = 0; l < links_.size(); ++l) {
+    flush_link(links_[l]);
+    stats_out_[l] = links_[l].stats;
   }
-  for (size_t l = 0; l < links_.size(); ++l)
-    if (link_flows_[l] > 0) stats_[l].busy_s += dt;
-  last_update_ = now;
+  return stats_out_;
+}
+
+uint32_t FlowNetwork::batch_at(int64_t t_ps) {
+  if (t_ps == last_batch_time_) return last_batch_;
+  auto [it, inserted] = batch_index_.try_emplace(t_ps, 0);
+  if (inserted) {
+    uint32_t b;
+    if (!free_batches_.empty()) {
+      b = free_batches_.back();
+      free_batches_.pop_back();
+    } else {
+      b = static_cast<uint32_t>(batches_.size());
+      batches_.emplace_back();
+    }
+    batches_[b].time_ps = t_ps;
+    it->second = b;
+    engine_.schedule_at(SimTime::from_ps(t_ps), [this, b] { fire_batch(b); });
+  }
+  last_batch_time_ = t_ps;
+  last_batch_ = it->second;
+  return it->second;
+}
+
+void FlowNetwork::fire_batch(uint32_t b) {
+  const int64_t t = batches_[b].time_ps;
+  batch_index_.erase(t);
+  if (last_batch_time_ == t) last_batch_time_ = -1;
+  // Take the contents out first: callbacks may create new batches (and reuse this one).
+  std::vector<FlowId> completions;
+  std::vector<Engine::Callback> deliveries;
+  completions.swap(batches_[b].completions);
+  deliveries.swap(batches_[b].deliveries);
+  free_batches_.push_back(b);
+  for (FlowId id : completions)
+    if (flows_[id].active && flows_[id].due_ps == t) complete(id);
+  for (auto& cb : deliveries) cb();
+  // Hand the storage back for reuse if the slot is still free.
+  if (!free_batches_.empty() && free_batches_.back() == b) {
+    completions.clear();
+    deliveries.clear();
+    batches_[b].completions.swap(completions);
+    batches_[b].deliveries.swap(deliveries);
+  }
 }
 
 void FlowNetwork::solve() {
-  advance_to_now();
-  dirty_ = false;
-  ++solves_;
-  std::vector<double> capacity(links_.size());
-  for (size_t l = 0; l < links_.size(); ++l) capacity[l] = links_[l].capacity_Bps;
-  std::vector<std::vector<uint32_t>> routes;
-  std::vector<double> caps;
-  routes.reserve(active_.size());
-  caps.reserve(active_.size());
-  for (FlowId id : active_) {
-    routes.push_back(flows_[id].route);
-    caps.push_back(flows_[id].cap);
-  }
-  const std::vector<double> rates = max_min_rates(capacity, routes, caps);
-  std::vector<double> load(links_.size(), 0.0);
-  double earliest = kInf;
-  for (size_t i = 0; i < active_.size(); ++i) {
-    Flow& f = flows_[active_[i]];
-    f.rate = rates[i];
-    CCSIM_CHECK(f.rate > 0, "flow got a zero rate");
-    for (uint32_t l : f.route) {
-      load[l] += f.rate;
-      stats_[l].max_flows = std::max(stats_[l].max_flows, link_flows_[l]);
+  ++counters_.solves;
+  comp_links_.clear();
+  comp_flows_.clear();
+  for (uint32_t l : dirty_links_) links_[l].dirty = false;
+  // One connected component of the flow–link graph per unvisited changed link.
+  ++epoch_;
+  const uint64_t visit = epoch_;
+  for (uint32_t seed : dirty_links_) {
+    if (links_[seed].mark == visit) continue;
+    const size_t links_begin = comp_links_.size(), flows_begin = comp_flows_.size();
+    links_[seed].mark = visit;
+    stack_.push_back(seed);
+    while (!stack_.empty()) {
+      const uint32_t l = stack_.back();
+      stack_.pop_back();
+      comp_links_.push_back(l);
+      for (FlowId id : links_[l].flows) {
+        Flow& f = flows_[id];
+        if (f.mark == visit) continue;
+        f.mark = visit;
+        comp_flows_.push_back(id);
+        for (uint32_t l2 : route_of(f))
+          if (links_[l2].mark != visit) {
+            links_[l2].mark = visit;
+            stack_.push_back(l2);
+          }
+      }
     }
-    earliest = std::min(earliest, f.remaining / f.rate);
+    fill_component(links_begin, flows_begin);
   }
-  for (size_t l = 0; l < links_.size(); ++l) {
-    const double ratio = load[l] / links_[l].capacity_Bps;
+  dirty_links_.clear();
+  counters_.solved_flows += comp_flows_.size();
+
+  // Apply: link loads (integrating the old ones first), then flows whose rate changed.
+  const SimTime now = engine_.now();
+  for (uint32_t l : comp_links_) {
+    LinkState& L = links_[l];
+    flush_link(L);
+    double load = 0;
+    for (FlowId id : L.flows) load += flows_[id].new_rate;
+    L.load = load;
+    const double ratio = load / L.capacity;
     max_link_load_ = std::max(max_link_load_, ratio);
     CCSIM_CHECK(ratio <= 1 + 1e-9, "link {} carries {} of its capacity", l, ratio);
   }
-  engine_.cancel(next_completion_);
-  next_completion_ = EventId{};
-  if (!active_.empty())
-    next_completion_ = engine_.schedule_in(Duration::from_seconds_ceil(earliest), [this] { on_completion_event(); });
+  for (FlowId id : comp_flows_) {
+    Flow& f = flows_[id];
+    CCSIM_CHECK(f.new_rate > 0, "flow {} got rate {}", id, f.new_rate);
+    if (f.new_rate == f.rate && f.due_ps >= 0) continue;
+    if (f.rate > 0) f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.last).seconds());
+    f.last = now;
+    f.rate = f.new_rate;
+    f.due_ps = (now + Duration::from_seconds_ceil(f.remaining / f.rate)).ps();
+    ++counters_.rate_changes;
+    batches_[batch_at(f.due_ps)].completions.push_back(id);
+  }
 }
 
-void FlowNetwork::on_completion_event() {
-  next_completion_ = EventId{};
-  advance_to_now();
-  // A flow is done when less than a picosecond of sending is left at its rate.
-  std::vector<FlowId> still;
-  still.reserve(active_.size());
-  for (FlowId id : active_) {
-    Flow& f = flows_[id];
-    if (f.remaining <= f.rate * 1e-12 * 1.5) {
-      for (uint32_t l : f.route) {
-        stats_[l].bytes += f.remaining;
-        --link_flows_[l];
-      }
-      f.remaining = 0;
-      f.active = false;
-      engine_.schedule_in(f.latency, std::move(f.on_done));
-      f.on_done = nullptr;
-      free_ids_.push_back(id);
-    } else {
-      still.push_back(id);
-    }
+void FlowNetwork::fill_component(size_t links_begin, size_t flows_begin) {
+  const std::span<const uint32_t> links(comp_links_.data() + links_begin, comp_links_.size() - links_begin);
+  const std::span<const FlowId> flows(comp_flows_.data() + flows_begin, comp_flows_.size() - flows_begin);
+  if (flows.empty()) return;
+  if (flows.size() == 1) {
+    // The tightest of its cap and its links' capacities, as progressive filling would find.
+    Flow& f = flows_[flows[0]];
+    double v = f.cap;
+    for (uint32_t l : route_of(f)) v = std::min(v, share(links_[l].capacity, 1));
+    f.new_rate = v;
+    return;
   }
-  active_.swap(still);
-  dirty_ = true;
+  // Progressive filling, tightest constraint first (ties: value, caps before links, index).
+  const auto later = [](const Constraint& a, const Constraint& b) {
+    if (a.value != b.value) return a.value > b.value;
+    if (a.kind != b.kind) return a.kind > b.kind;
+    return a.index > b.index;
+  };
+  heap_.clear();
+  for (uint32_t l : links) {
+    LinkState& L = links_[l];
+    L.rem = L.capacity;
+    L.cnt = static_cast<uint32_t>(L.flows.size());
+    ++L.version;
+    if (L.cnt > 0) heap_.push_back(Constraint{share(L.rem, L.cnt), 1, l, L.version});
+  }
+  for (FlowId id : flows) {
+    Flow& f = flows_[id];
+    f.new_rate = -1;
+    if (std::isfinite(f.cap)) heap_.push_back(Constraint{f.cap, 0, id, 0});
+  }
+  std::make_heap(heap_.begin(), heap_.end(), later);
+  ++epoch_;  // marks links touched by one freezing batch
+  auto freeze = [&](Flow& f, double v) {
+    f.new_rate = v;
+    for (uint32_t l : route_of(f)) {
+      LinkState& L = links_[l];
+      L.rem -= v;
+      --L.cnt;
+      if (L.mark != epoch_) {
+        L.mark = epoch_;
+        stack_.push_back(l);
+      }
+    }
+  };
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const Constraint c = heap_.back();
+    heap_.pop_back();
+    if (c.kind == 0) {
+      Flow& f = flows_[c.index];
+      if (f.new_rate >= 0) continue;
+      freeze(f, c.value);
+    } else {
+      const LinkState& L = links_[c.index];
+      if (c.version != L.version || L.cnt == 0) continue;
+      for (FlowId id : L.flows)
+        if (flows_[id].new_rate < 0) freeze(flows_[id], c.value);
+    }
+    // Re-key every link the batch touched, once.
+    for (uint32_t l : stack_) {
+      LinkState& L = links_[l];
+      ++L.version;
+      if (L.cnt > 0) {
+        heap_.push_back(Constraint{share(L.rem, L.cnt), 1, l, L.version});
+        std::push_heap(heap_.begin(), heap_.end(), later);
+      }
+    }
+    stack_.clear();
+    ++epoch_;
+  }
+}
+
+void FlowNetwork::complete(FlowId id) {
+  Flow& f = flows_[id];
+  f.due_ps = -1;
+  for (uint32_t i = 0; i < f.route_len; ++i) {
+    const uint32_t l = route_pool_[f.route_off + i];
+    const uint32_t p = pos_pool_[f.route_off + i];
+    LinkState& L = links_[l];
+    const FlowId moved = L.flows.back();
+    L.flows[p] = moved;
+    L.flows.pop_back();
+    if (moved != id) {
+      const Flow& m = flows_[moved];
+      for (uint32_t j = 0; j < m.route_len; ++j)
+        if (route_pool_[m.route_off + j] == l) {
+          pos_pool_[m.route_off + j] = p;
+          break;
+        }
+    }
+    mark_dirty(l);
+  }
+  free_route(f.route_off, f.route_len);
+  f.active = false;
+  f.rate = 0;
+  f.remaining = 0;
+  --active_count_;
+  Engine::Callback cb = std::move(f.on_done);
+  f.on_done = nullptr;
+  const Duration latency = f.latency;
+  free_ids_.push_back(id);
+  if (latency == Duration::zero()) {
+    cb();
+  } else {
+    batches_[batch_at((engine_.now() + latency).ps())].deliveries.push_back(std::move(cb));
+  }
 }
 
 }  // namespace ccsim::sim

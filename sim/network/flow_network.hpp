@@ -1,16 +1,28 @@
 #pragma once
 /// \file
 /// Flow-level network: each transfer is a fluid flow along a route of directed links; concurrent
-/// flows share links max-min fairly, computed by progressive filling (raise every unfrozen flow's
-/// rate together; when a link saturates, freeze the flows crossing it; repeat), with optional
-/// per-flow rate caps. Rates are re-solved once per simulated instant in which flows started or
-/// finished (SimGrid's "time to next completion / advance" protocol, driven by the engine's
-/// instant-end hook). A flow's bytes drain at its changing rate; its completion is reported one
-/// route latency after the last byte leaves (store-and-forward of the last bit, no queueing).
+/// flows share links max-min fairly, computed by progressive filling (find the tightest
+/// constraint — a link's remaining capacity over its unfrozen flows, or a flow's rate cap — freeze
+/// the flows it binds at that rate, subtract, repeat), with optional per-flow rate caps (NIC
+/// injection limits).
+///
+/// Rates are re-solved once per simulated instant in which flows started or finished (driven by
+/// the engine's instant-end hook) and only over the connected part of the flow–link graph that the
+/// changes touch: max-min rates of one connected component do not depend on any other; each
+/// component is filled on its own. A flow's completion time is recomputed only when its rate
+/// changes; completions (and deliveries, one latency later) due at the same picosecond share one
+/// engine event, so a synchronous step of n flows costs O(1) events, not O(n). A flow's bytes drain at
+/// its changing rate; its completion is reported one route latency after the last byte leaves
+/// (store-and-forward of the last bit, no queueing).
+///
+/// Ties between constraints are broken by (rate, caps before links, link index), so the
+/// incremental solver and the from-scratch reference max_min_rates() give bit-identical rates.
 
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -26,66 +38,133 @@ struct LinkSpec {
 
 /// Per-link counters.
 struct LinkStats {
-  double bytes = 0;         ///< bytes carried so far
+  double bytes = 0;         ///< bytes carried so far (integral of the link's load)
   double busy_s = 0;        ///< time with at least one flow on the link
   uint32_t max_flows = 0;   ///< most flows sharing the link at once
 };
 
-/// Computes max-min fair rates by progressive filling from scratch.
-/// `routes[f]` lists the links of flow f; `caps[f]` its rate cap (infinity for none).
-/// Returns each flow's rate. Flows with an empty route get their cap (or infinity).
+/// Computes max-min fair rates by straightforward progressive filling from scratch (the reference
+/// the incremental solver is tested against). `routes[f]` lists the links of flow f; `caps[f]` its
+/// rate cap (infinity for none). Returns each flow's rate. Flows with an empty route get their cap.
 std::vector<double> max_min_rates(const std::vector<double>& capacity, const std::vector<std::vector<uint32_t>>& routes,
                                   const std::vector<double>& caps);
+
+/// Counters describing the work a network did.
+struct FlowNetworkCounters {
+  uint64_t flows_started = 0;
+  uint64_t solves = 0;            ///< instants with a re-solve
+  uint64_t solved_flows = 0;      ///< sum over solves of the flows in the affected components
+  uint64_t rate_changes = 0;      ///< completion events scheduled or rescheduled
+  size_t peak_active_flows = 0;
+};
 
 /// The flow network, bound to an engine.
 class FlowNetwork {
  public:
+  static constexpr double kNoCap = std::numeric_limits<double>::infinity();
+
   FlowNetwork(Engine& engine, std::vector<LinkSpec> links);
   FlowNetwork(const FlowNetwork&) = delete;
   FlowNetwork& operator=(const FlowNetwork&) = delete;
 
   /// Starts a flow of `bytes` along `route` now; `on_done` runs `latency` after its last byte is
-  /// sent. `rate_cap_Bps` bounds its rate (a NIC injection limit). REQUIRES: bytes >= 0.
-  FlowId start_flow(std::vector<uint32_t> route, double bytes, Duration latency, std::function<void()> on_done,
-                    double rate_cap_Bps = std::numeric_limits<double>::infinity());
+  /// sent. `rate_cap_Bps` bounds its rate. The route is copied. REQUIRES: bytes >= 0, finite.
+  FlowId start_flow(std::span<const uint32_t> route, double bytes, Duration latency, Engine::Callback on_done,
+                    double rate_cap_Bps = kNoCap);
 
   /// Current rate of an active flow (0 if finished).
   double rate(FlowId f) const;
-  size_t active_flows() const { return active_.size(); }
+  size_t active_flows() const { return active_count_; }
   /// Link counters, brought up to date to the engine's current time.
   const std::vector<LinkStats>& link_stats();
-  /// Number of rate solves so far.
-  uint64_t solves() const { return solves_; }
-  /// Largest ratio of a link's summed flow rates to its capacity seen in any solve (≤ 1 + 1e-9).
+  const FlowNetworkCounters& counters() const { return counters_; }
+  /// Largest ratio of a link's summed flow rates to its capacity after any solve (≤ 1 + 1e-9).
   double max_link_load() const { return max_link_load_; }
+  size_t num_links() const { return links_.size(); }
+
+  /// Records, from now on, each link's carried bytes in consecutive bins of width `bin` starting
+  /// at time zero (utilization over time). REQUIRES: bin > 0; call before the first flow.
+  void record_timeline(Duration bin);
+  Duration timeline_bin() const { return bin_; }
+  /// timeline()[l][b]: bytes link l carried in [b·bin, (b+1)·bin) (brought up to date by link_stats()).
+  const std::vector<std::vector<double>>& timeline() const { return timeline_; }
 
  private:
   struct Flow {
-    std::vector<uint32_t> route;
-    double remaining = 0;
+    uint32_t route_off = 0;
+    uint32_t route_len = 0;
+    double remaining = 0;  // bytes left at time `last`
     double rate = 0;
-    double cap = 0;
+    double cap = kNoCap;
+    double new_rate = 0;   // solver scratch (< 0: not frozen yet)
+    SimTime last;
     Duration latency;
-    std::function<void()> on_done;
+    int64_t due_ps = -1;   // completion time in the batches, -1 while unsolved
+    Engine::Callback on_done;
+    uint64_t mark = 0;
     bool active = false;
   };
+  struct LinkState {
+    double capacity = 0;
+    std::vector<FlowId> flows;  // active flows crossing the link
+    double load = 0;            // sum of their rates
+    SimTime last_change;
+    LinkStats stats;
+    double rem = 0;             // solver scratch
+    uint32_t cnt = 0;
+    uint32_t version = 0;
+    uint64_t mark = 0;
+    bool dirty = false;
+  };
 
-  void advance_to_now();
+  std::span<uint32_t> route_of(const Flow& f) { return {route_pool_.data() + f.route_off, f.route_len}; }
+  std::span<uint32_t> pos_of(const Flow& f) { return {pos_pool_.data() + f.route_off, f.route_len}; }
+  uint32_t alloc_route(uint32_t len);
+  void free_route(uint32_t off, uint32_t len);
+  void mark_dirty(uint32_t link);
+  void flush_link(LinkState& l);
   void solve();
-  void on_completion_event();
+  void fill_component(size_t links_begin, size_t flows_begin);
+  void complete(FlowId id);
+  /// The batch due at `t_ps`, created (with its engine event) if needed.
+  uint32_t batch_at(int64_t t_ps);
+  void fire_batch(uint32_t b);
 
   Engine& engine_;
-  std::vector<LinkSpec> links_;
-  std::vector<LinkStats> stats_;
-  std::vector<uint32_t> link_flows_;  // active flows per link
+  std::vector<LinkState> links_;
+  std::vector<LinkStats> stats_out_;
   std::vector<Flow> flows_;
   std::vector<FlowId> free_ids_;
-  std::vector<FlowId> active_;
-  SimTime last_update_ = SimTime::zero();
-  bool dirty_ = false;
-  EventId next_completion_;
-  uint64_t solves_ = 0;
+  std::vector<uint32_t> route_pool_;  // link ids of every flow's route
+  std::vector<uint32_t> pos_pool_;    // flow's index in each route link's `flows`
+  std::vector<std::vector<uint32_t>> free_routes_;  // by length
+  std::vector<uint32_t> dirty_links_;
+  size_t active_count_ = 0;
+  uint64_t epoch_ = 0;
+  FlowNetworkCounters counters_;
   double max_link_load_ = 0;
+  Duration bin_ = Duration::zero();
+  std::vector<std::vector<double>> timeline_;
+  // Solver scratch, kept to avoid reallocation.
+  std::vector<uint32_t> comp_links_, comp_flows_, stack_;
+  struct Constraint {
+    double value;
+    uint32_t kind;  // 0 = flow cap, 1 = link
+    uint32_t index;
+    uint32_t version;
+  };
+  std::vector<Constraint> heap_;
+  /// Completions and deliveries due at one instant (stale completions are skipped when fired).
+  struct Batch {
+    int64_t time_ps = 0;
+    std::vector<FlowId> completions;
+    std::vector<Engine::Callback> deliveries;
+  };
+  std::unordered_map<int64_t, uint32_t> batch_index_;
+  std::vector<Batch> batches_;
+  std::vector<uint32_t> free_batches_;
+  int64_t last_batch_time_ = -1;
+  uint32_t last_batch_ = 0;
 };
 
 }  // namespace ccsim::sim

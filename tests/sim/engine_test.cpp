@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -56,6 +59,62 @@ TEST(Engine, RunUntilStopsAtTheLimit) {
   EXPECT_EQ(ran, 1);
   e.run();
   EXPECT_EQ(ran, 2);
+}
+
+TEST(Engine, RescheduleMovesAnEventAndOrdersItAsNew) {
+  Engine e;
+  std::vector<int> order;
+  const EventId a = e.schedule_at(SimTime::from_ps(5), [&] { order.push_back(1); });
+  e.schedule_at(SimTime::from_ps(10), [&] { order.push_back(2); });
+  EXPECT_TRUE(e.reschedule(a, SimTime::from_ps(10)));  // same time as the second, but newer
+  EXPECT_EQ(e.time_of(a).ps(), 10);
+  e.run();
+  EXPECT_EQ(order, (std::vector<int>{2, 1}));
+  EXPECT_FALSE(e.reschedule(a, SimTime::from_ps(20)));  // already ran
+  EXPECT_FALSE(e.pending(a));
+}
+
+TEST(Engine, StaleHandlesDoNotTouchReusedSlots) {
+  Engine e;
+  int ran = 0;
+  const EventId a = e.schedule_at(SimTime::from_ps(1), [&] { ran += 1; });
+  EXPECT_TRUE(e.cancel(a));
+  const EventId b = e.schedule_at(SimTime::from_ps(2), [&] { ran += 10; });  // reuses a's slot
+  EXPECT_EQ(a.slot, b.slot);
+  EXPECT_FALSE(e.cancel(a));
+  EXPECT_FALSE(e.reschedule(a, SimTime::from_ps(3)));
+  e.run();
+  EXPECT_EQ(ran, 10);
+}
+
+// The indexed heap against a sorted reference under random pushes, cancels and reschedules.
+TEST(Engine, RandomOperationsRunInKeyOrder) {
+  std::mt19937_64 rng(7);
+  Engine e;
+  std::map<uint64_t, std::pair<int64_t, uint64_t>> expect;  // token -> (time, order key)
+  std::map<uint64_t, EventId> handle;
+  std::vector<uint64_t> ran;
+  uint64_t order = 0;
+  for (uint64_t token = 0; token < 3000; ++token) {
+    const auto t = static_cast<int64_t>(rng() % 500);
+    handle[token] = e.schedule_at(SimTime::from_ps(t), [&ran, token] { ran.push_back(token); });
+    expect[token] = {t, order++};
+    if (rng() % 4 == 0) {
+      const uint64_t victim = rng() % (token + 1);
+      if (expect.count(victim) && e.cancel(handle[victim])) expect.erase(victim);
+    }
+    if (rng() % 4 == 0) {
+      const uint64_t moved = rng() % (token + 1);
+      const auto nt = static_cast<int64_t>(rng() % 500);
+      if (expect.count(moved) && e.reschedule(handle[moved], SimTime::from_ps(nt))) expect[moved] = {nt, order++};
+    }
+  }
+  std::vector<std::pair<std::pair<int64_t, uint64_t>, uint64_t>> sorted;
+  for (const auto& [tok, key] : expect) sorted.push_back({key, tok});
+  std::sort(sorted.begin(), sorted.end());
+  e.run();
+  ASSERT_EQ(ran.size(), sorted.size());
+  for (size_t i = 0; i < ran.size(); ++i) ASSERT_EQ(ran[i], sorted[i].second) << "position " << i;
 }
 
 }  // namespace

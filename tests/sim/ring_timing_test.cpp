@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/schedule_runner.hpp"
+#include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 
 namespace ccsim::sim {

@@ -260,7 +260,7 @@ TEST_F(Cli, ValidateAppliesOverrides) {
 // ---------------------------------------------------------------------------------------------
 // run.
 
-const std::vector<std::string> kOutputs = {"results.csv", "scenario.resolved.json", "summary.json"};
+const std::vector<std::string> kOutputs = {"links.csv", "results.csv", "scenario.resolved.json", "summary.json"};
 
 TEST_F(Cli, RunWritesCompleteReproducibleOutputs) {
   const std::string common = quote(kQuickstart) + " --set gradients.size=1MB";

@@ -12,6 +12,8 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,6 +23,8 @@
 #include "tests/tools/temp_dir.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "topology/builders/builders.hpp"
+#include "topology/collectives/collectives.hpp"
 #include "traces/npy.hpp"
 
 namespace ccsim::app {
@@ -165,6 +169,69 @@ INSTANTIATE_TEST_SUITE_P(Files, ShippedScenario, ::testing::ValuesIn(shipped_sce
                            return name;
                          });
 
+// The topology/collective scenarios are small enough to run in the test suite: each must run,
+// produce a positive time on every scheme, count bytes on the links its transfers cross, and
+// (fp32 passes data through exactly) give fp32 an error at the level of float summation order.
+class TopologyScenario : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TopologyScenario, RunsEndToEnd) {
+  const auto loaded = load_scenario((kSourceDir / GetParam()).string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const auto report = run_scenario(*loaded);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_EQ(report->results.size(), loaded->scenario.compression.size());
+  for (const auto& r : report->results) {
+    SCOPED_TRACE(r.scheme);
+    EXPECT_GT(r.time_s, 0);
+    EXPECT_LE(r.time_min_s, r.time_s);
+    EXPECT_GT(r.transfers, 0u);
+    double link_bytes = 0;
+    for (const auto& l : r.links) link_bytes += l.bytes;
+    // Every transfer crosses at least one link, so links carry at least the wire bytes.
+    EXPECT_GE(link_bytes, 0.999 * static_cast<double>(r.wire_bytes_total));
+    ASSERT_TRUE(std::isfinite(r.vnmse));
+    if (r.scheme == "fp32") {
+      EXPECT_LT(r.vnmse, 1e-10);
+    } else {
+      EXPECT_GT(r.vnmse, 0);
+    }
+  }
+  const std::string links = links_csv(*report);
+  EXPECT_EQ(links.rfind("scheme,link,from,to,", 0), 0u);
+  if (loaded->scenario.outputs.link_timeline_bin_s > 0) {
+    EXPECT_NE(links_timeline_csv(*report).find('\n'), std::string::npos);
+  }
+}
+
+std::vector<std::string> topology_scenarios() {
+  std::vector<std::string> out;
+  for (const auto& f : shipped_scenarios())
+    if (f.rfind("scenarios/topologies/", 0) == 0) out.push_back(f);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, TopologyScenario, ::testing::ValuesIn(topology_scenarios()),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name = p.param.substr(std::string("scenarios/topologies/").size());
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+TEST(ShippedScenarios, EveryTopologyAndCollectiveIsExercised) {
+  std::set<std::string> topologies, algorithms, operations;
+  for (const auto& f : shipped_scenarios()) {
+    const auto loaded = load_scenario((kSourceDir / f).string());
+    ASSERT_TRUE(loaded.ok()) << f;
+    topologies.insert(loaded->scenario.cluster.topology);
+    algorithms.insert(loaded->scenario.collective.algorithm);
+    operations.insert(loaded->scenario.collective.operation);
+  }
+  for (const auto& t : ccsim::topo::known_topologies()) EXPECT_TRUE(topologies.count(t.name)) << "no scenario uses " << t.name;
+  for (const auto& a : ccsim::topo::collective_algorithm_names()) EXPECT_TRUE(algorithms.count(a)) << "no scenario uses " << a;
+  for (const auto& o : ccsim::topo::collective_op_names()) EXPECT_TRUE(operations.count(o)) << "no scenario uses " << o;
+}
+
 TEST(SchemaFile, EqualsTheGeneratedSchema) {
   // scenarios/schema.json is `ccsim schema`'s output; regenerate it when the declarations change.
   const json shipped = json::parse(read_file(kSchemaFile));
@@ -206,7 +273,7 @@ const std::vector<BadCase>& bad_cases() {
   using P = std::pair<std::string, std::string>;
   static const std::vector<BadCase> cases = {
       {"MisspelledKey", rename("/cluster/nic_bandwidth", "nic_bandwith"), "/cluster/nic_bandwith",
-       {"unknown key 'nic_bandwith'", "did you mean 'nic_bandwidth'", "valid keys here: gpu, link_latency"},
+       {"unknown key 'nic_bandwith'", "did you mean 'nic_bandwidth'", "valid keys here: fat_tree, gpu, gpus_per_node, intra_node, leaf_spine, link_latency"},
        P{"/cluster/nic_bandwith", "unexpected property"}},
       {"MisspelledTopLevelKey", rename("/collective", "colective"), "/colective",
        {"unknown key 'colective'", "did you mean 'collective'"}, P{"/colective", "unexpected property"}},
@@ -215,11 +282,11 @@ const std::vector<BadCase>& bad_cases() {
       {"UnknownKeyFarFromAll", set("/zzzzzzzzzz", 1), "/zzzzzzzzzz", {"unknown key 'zzzzzzzzzz'; valid keys here"},
        P{"/zzzzzzzzzz", "unexpected property"}, StatusCode::kInvalidArgument, {"did you mean"}},
       {"NodesWrongType", set("/cluster/nodes", "eight"), "/cluster/nodes",
-       {"expected an integer in [2, 1048576]", "got the string \"eight\""}, P{"/cluster/nodes", "expected type integer"}},
+       {"expected an integer in [1, 1048576]", "got the string \"eight\""}, P{"/cluster/nodes", "expected type integer"}},
       {"NodesFractional", set("/cluster/nodes", 8.5), "/cluster/nodes", {"expected an integer", "8.5"},
        P{"/cluster/nodes", "expected type integer"}},
-      {"NodesBelowMinimum", set("/cluster/nodes", 1), "/cluster/nodes", {"[2, 1048576]", "got the number 1"},
-       P{"/cluster/nodes", ">= 2"}},
+      {"NodesBelowMinimum", set("/cluster/nodes", 0), "/cluster/nodes", {"[1, 1048576]", "got the number 0"},
+       P{"/cluster/nodes", ">= 1"}},
       {"NegativeBandwidthString", set("/cluster/nic_bandwidth", "-100Gbps"), "/cluster/nic_bandwidth",
        {"positive", "\"-100Gbps\""}, P{"/cluster/nic_bandwidth", "oneOf"}},
       {"NegativeBandwidthNumber", set("/cluster/nic_bandwidth", -5), "/cluster/nic_bandwidth", {"positive", "-5"},

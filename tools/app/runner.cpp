@@ -15,6 +15,7 @@
 #include "sim/base/check.hpp"
 #include "sim/base/units.hpp"
 #include "sim/schedule_runner.hpp"
+#include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "topology/topology.hpp"
 #include "traces/npy.hpp"
@@ -25,11 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-topo::Topology build_topology(const ClusterConfig& c) {
-  CCSIM_CHECK(c.topology == "star", "topology '{}' passed validation but has no builder", c.topology);
-  return topo::make_star(static_cast<uint32_t>(c.nodes), c.nic_bandwidth_Bps, c.link_latency_s);
-}
 
 // Per-rank input gradients, flattened.
 Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector<float>>& grads, std::string& desc) {
@@ -69,19 +65,6 @@ Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector
   return ok_status();
 }
 
-std::vector<float> exact_sum(const std::vector<std::vector<float>>& grads) {
-  const uint64_t n = grads.front().size();
-  std::vector<float> sum(n);
-  kern::parallel_for(n, 1 << 16, [&](uint64_t b, uint64_t e) {
-    for (uint64_t i = b; i < e; ++i) {
-      double acc = 0;
-      for (const auto& g : grads) acc += g[i];
-      sum[i] = static_cast<float>(acc);
-    }
-  });
-  return sum;
-}
-
 Status write_atomically(const std::vector<std::pair<fs::path, std::string>>& files) {
   std::vector<fs::path> temps;
   auto cleanup = [&] {
@@ -111,6 +94,19 @@ Status write_atomically(const std::vector<std::pair<fs::path, std::string>>& fil
   return ok_status();
 }
 
+// Group members per node as hierarchical algorithms see it: consecutive members in blocks of G on
+// one node each; 1 when the group is not laid out that way.
+uint32_t group_gpus_per_node(const std::vector<uint32_t>& group, const topo::Topology& t) {
+  uint32_t lead = 0;
+  while (lead < group.size() && t.node_of(group[lead]) == t.node_of(group[0])) ++lead;
+  if (group.size() % lead != 0) return 1;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (t.node_of(group[i]) != t.node_of(group[i - i % lead])) return 1;
+  for (size_t b = lead; b < group.size(); b += lead)
+    if (t.node_of(group[b]) == t.node_of(group[b - lead])) return 1;
+  return lead;
+}
+
 // Rounding noise below 1e-9 % prints as +0.0000%, not -0.0000%.
 double display_zero(double x) { return std::fabs(x) < 1e-9 ? 0.0 : x; }
 
@@ -129,11 +125,24 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
   const Scenario& s = loaded.scenario;
   RunReport report;
   report.loaded = loaded;
-  const topo::Topology topology = build_topology(s.cluster);
-  const uint32_t ranks = topology.num_ranks();
-  report.topology_desc = fmt::format("{} of {} ranks, {} links, {} per link", topology.kind(), ranks,
-                                     format_quantity(s.cluster.nic_bandwidth_Bps, UnitKind::kBandwidth),
+  CCSIM_ASSIGN_OR_RETURN(const topo::Topology topology, topo::build_topology(cluster_spec(s.cluster)));
+  report.ranks = topology.num_ranks();
+  report.topology_desc = fmt::format("{}; {} ranks ({} x {} GPUs), {} links, NIC {}, link latency {}",
+                                     topology.description().empty() ? topology.kind() : topology.description(),
+                                     report.ranks, topology.num_nodes(), topology.gpus_per_node(),
+                                     topology.links().size(), format_quantity(s.cluster.nic_bandwidth_Bps, UnitKind::kBandwidth),
                                      format_quantity(s.cluster.link_latency_s, UnitKind::kTime));
+  for (const auto& l : topology.links())
+    report.link_rows.push_back(LinkRow{topology.vertex_name(l.from), topology.vertex_name(l.to), l.capacity_Bps});
+
+  CCSIM_ASSIGN_OR_RETURN(const std::vector<std::vector<uint32_t>> groups, collective_groups(s));
+  report.groups = static_cast<uint32_t>(groups.size());
+  report.group_size = static_cast<uint32_t>(groups.front().size());
+  report.group_desc = s.collective.group == "world"
+                          ? fmt::format("all {} ranks", report.ranks)
+                          : fmt::format("{} {} groups of {} ranks at once (tp={} pp={} dp={}, order {})", report.groups,
+                                        s.collective.group, report.group_size, s.parallelism.tp, s.parallelism.pp,
+                                        report.ranks / (s.parallelism.tp * s.parallelism.pp), s.parallelism.order);
 
   sim::KernelCostModel costs;
   if (s.cluster.gpu.kernel_cost == "roofline") {
@@ -142,69 +151,129 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
   }
   report.kernel_cost_desc = costs.describe();
 
+  // Numerics run on group 0's ranks with real data, when they fit in memory.
+  const uint32_t g = report.group_size;
   std::vector<std::vector<float>> grads;
-  CCSIM_RETURN_IF_ERROR(load_gradients(s, ranks, grads, report.gradients_desc));
-  report.elements = grads.front().size();
-  const std::vector<float> exact = exact_sum(grads);
+  const uint64_t synthetic_elements = s.gradients.size_bytes / 4;
+  const bool numerics = s.gradients.source != "synthetic" ||
+                        3.0 * g * static_cast<double>(synthetic_elements) * 4 <= static_cast<double>(s.gradients.numerics_memory_bytes);
+  if (numerics) {
+    CCSIM_RETURN_IF_ERROR(load_gradients(s, g, grads, report.gradients_desc));
+    report.elements = grads.front().size();
+    report.numerics_note = report.groups == 1 ? fmt::format("numerics on all {} ranks", g)
+                                              : fmt::format("numerics on group 0 (ranks {}..)", groups.front().front());
+  } else {
+    report.elements = synthetic_elements;
+    report.gradients_desc = "synthetic (not generated: numerics skipped)";
+    report.numerics_note = fmt::format(
+        "numerics skipped: {} ranks x {} need about {} (> gradients.numerics_memory {})", g,
+        format_quantity(static_cast<double>(synthetic_elements) * 4, UnitKind::kBytes),
+        format_quantity(3.0 * g * static_cast<double>(synthetic_elements) * 4, UnitKind::kBytes),
+        format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes));
+  }
 
   CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective,
                          topo::find_collective(s.collective.operation, s.collective.algorithm));
+  topo::CollectiveOptions base_options;
+  base_options.segments = static_cast<uint32_t>(s.collective.segments);
+  base_options.root = static_cast<uint32_t>(s.collective.root);
+  base_options.gpus_per_node = group_gpus_per_node(groups.front(), topology);
+  if (Status st = collective->check(g, report.elements, base_options); !st.ok())
+    return invalid_argument(fmt::format("/collective/algorithm: {} cannot run {} elements on {} ranks: {}",
+                                        s.collective.algorithm, report.elements, g, st.message()));
+
+  const bool ring_formula = collective->operation == topo::CollectiveOp::kAllReduce && collective->algorithm == "ring" &&
+                            s.cluster.topology == "star" && s.cluster.gpus_per_node == 1 && report.groups == 1 &&
+                            s.collective.segments == 1;
   const double alpha = topology.route_latency_s(0, 1);
   const double bw = s.cluster.nic_bandwidth_Bps;
-  const bool ring_formula = collective->operation == "allreduce" && collective->algorithm == "ring" && s.cluster.topology == "star";
   report.analytic_desc = ring_formula ? fmt::format("2(n-1)(alpha + S/(nB)), n={}, alpha={} (rank-to-rank route), B={}",
-                                                    ranks, format_quantity(alpha, UnitKind::kTime),
+                                                    g, format_quantity(alpha, UnitKind::kTime),
                                                     format_quantity(bw, UnitKind::kBandwidth))
                                       : "none for this collective/topology";
 
-  std::vector<std::vector<float>> work(ranks);
+  std::vector<std::vector<float>> work(numerics ? g : 0);
   for (size_t i = 0; i < s.compression.size(); ++i) {
     const CompressionConfig& cc = s.compression[i];
     auto created = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
     if (!created.ok()) return created.status().with_context(fmt::format("/compression/{}", i));
     algo::Compressor& comp = **created;
-
-    topo::CollectiveOptions options;
+    topo::CollectiveOptions options = base_options;
     options.align = comp.alignment();
-    topo::Schedule schedule = collective->build(ranks, report.elements, options);
-    algo::bind_schedule(schedule, comp);
 
     SchemeResult r;
     r.scheme = cc.scheme;
     r.params = cc.params;
     r.unbiased = comp.unbiased();
-    for (const auto& c : schedule.chunks()) r.tensor_wire_bytes += comp.wire_bytes({c.offset, c.count}, {1, ranks});
+    for (const auto& c : topo::split_even(report.elements, g, options.align))
+      r.tensor_wire_bytes += comp.wire_bytes({c.offset, c.count}, {1, g});
     r.bits_per_element = 8.0 * static_cast<double>(r.tensor_wire_bytes) / static_cast<double>(report.elements);
-    r.wire_bytes_total = schedule.wire_bytes();
-    r.transfers = schedule.num_transfers();
 
-    const sim::ScheduleTiming timing = sim::simulate_schedule(topology, schedule, costs);
-    r.time_s = timing.duration().seconds();
-    for (const Duration d : timing.kernel_busy) r.kernel_time_s = std::max(r.kernel_time_s, d.seconds());
-    r.analytic_time_s = ring_formula ? 2.0 * (ranks - 1) *
-                                           (alpha + static_cast<double>(r.tensor_wire_bytes) / (ranks * bw))
+    // Timing: every group's schedule at once on one network, generated step by step.
+    sim::Engine engine;
+    sim::FlowNetwork network(engine, sim::link_specs(topology));
+    if (s.outputs.link_timeline_bin_s > 0) network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
+    auto binder = [&comp](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
+      algo::bind_ops(sched, comp, first, end);
+    };
+    std::vector<std::unique_ptr<topo::ScheduleGenerator>> generators;
+    std::vector<std::unique_ptr<sim::ScheduleRunner>> runners;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      generators.push_back(collective->make(g, report.elements, options));
+      sim::RunnerOptions ro;
+      ro.rank_map = groups[gi];
+      ro.ecmp_salt = gi;
+      runners.push_back(std::make_unique<sim::ScheduleRunner>(engine, network, topology, *generators.back(), binder,
+                                                              costs, ro));
+      runners.back()->start();
+    }
+    engine.run();
+    r.time_min_s = std::numeric_limits<double>::infinity();
+    for (const auto& run : runners) {
+      CCSIM_CHECK(run->done(), "schedule {} did not complete", run->window().name());
+      const sim::ScheduleTiming& t = run->timing();
+      r.time_s = std::max(r.time_s, t.duration().seconds());
+      r.time_min_s = std::min(r.time_min_s, t.duration().seconds());
+      r.wire_bytes_total += t.wire_bytes;
+      r.transfers += t.transfers;
+      for (const Duration d : t.kernel_busy) r.kernel_time_s = std::max(r.kernel_time_s, d.seconds());
+    }
+    r.events = engine.events_processed();
+    r.links = network.link_stats();
+    r.timeline = network.timeline();
+    r.analytic_time_s = ring_formula ? 2.0 * (g - 1) * (alpha + static_cast<double>(r.tensor_wire_bytes) / (g * bw))
                                      : std::numeric_limits<double>::quiet_NaN();
 
-    std::vector<std::span<float>> views;
-    for (uint32_t rk = 0; rk < ranks; ++rk) {
-      work[rk] = grads[rk];
-      views.emplace_back(work[rk]);
+    // Numerics: group 0's schedule, materialized, on real buffers.
+    r.vnmse = r.vnmse_max_rank = std::numeric_limits<double>::quiet_NaN();
+    if (numerics) {
+      topo::Schedule schedule = collective->build(g, report.elements, options);
+      algo::bind_schedule(schedule, comp);
+      std::vector<std::span<float>> views;
+      std::vector<std::span<const float>> ins, outs;
+      for (uint32_t rk = 0; rk < g; ++rk) {
+        work[rk] = grads[rk];
+        views.emplace_back(work[rk]);
+        ins.emplace_back(grads[rk]);
+        outs.emplace_back(work[rk]);
+      }
+      CCSIM_ASSIGN_OR_RETURN(algo::NumericsStats stats,
+                             algo::run_numerics(schedule, comp, views, {static_cast<uint64_t>(s.seed), 0}));
+      CCSIM_CHECK(stats.wire_bytes * report.groups == r.wire_bytes_total, "numerics sent {} bytes, timing {} over {} groups",
+                  stats.wire_bytes, r.wire_bytes_total, report.groups);
+      const std::vector<algo::ErrorStats> errs = algo::operation_errors(schedule, ins, outs);
+      r.vnmse_max_rank = 0;
+      for (const auto& e : errs) {
+        const algo::ErrorStats one[1] = {e};
+        r.vnmse_max_rank = std::max(r.vnmse_max_rank, algo::vnmse(one));
+      }
+      r.vnmse = algo::vnmse(errs);
     }
-    CCSIM_ASSIGN_OR_RETURN(algo::NumericsStats stats,
-                           algo::run_numerics(schedule, comp, views, {static_cast<uint64_t>(s.seed), 0}));
-    CCSIM_CHECK(stats.wire_bytes == r.wire_bytes_total, "numerics sent {} bytes, schedule declares {}", stats.wire_bytes,
-                r.wire_bytes_total);
-    std::vector<algo::ErrorStats> errs;
-    for (uint32_t rk = 0; rk < ranks; ++rk) {
-      errs.push_back(algo::error_stats(exact, work[rk]));
-      const algo::ErrorStats one[1] = {errs.back()};
-      r.vnmse_max_rank = std::max(r.vnmse_max_rank, algo::vnmse(one));
-    }
-    r.vnmse = algo::vnmse(errs);
     report.results.push_back(std::move(r));
   }
   return report;
 }
+
 
 json summary_json(const RunReport& report) {
   const Scenario& s = report.loaded.scenario;
@@ -217,9 +286,13 @@ json summary_json(const RunReport& report) {
               {"wire_bytes_total", r.wire_bytes_total},
               {"transfers", r.transfers},
               {"time_s", r.time_s},
+              {"time_min_s", r.time_min_s},
               {"kernel_time_s", r.kernel_time_s},
-              {"vnmse", std::isfinite(r.vnmse) ? json(r.vnmse) : json("inf")},
-              {"vnmse_max_rank", std::isfinite(r.vnmse_max_rank) ? json(r.vnmse_max_rank) : json("inf")},
+              {"events", r.events},
+              {"vnmse", std::isnan(r.vnmse) ? json(nullptr) : std::isfinite(r.vnmse) ? json(r.vnmse) : json("inf")},
+              {"vnmse_max_rank", std::isnan(r.vnmse_max_rank) ? json(nullptr)
+                                 : std::isfinite(r.vnmse_max_rank) ? json(r.vnmse_max_rank)
+                                                                   : json("inf")},
               {"unbiased", r.unbiased}};
     if (std::isfinite(r.analytic_time_s)) {
       j["analytic_time_s"] = r.analytic_time_s;
@@ -230,12 +303,16 @@ json summary_json(const RunReport& report) {
   return json{{"ccsim_version", ccsim_version()},
               {"scenario", s.name},
               {"seed", s.seed},
-              {"ranks", s.cluster.nodes},
+              {"ranks", report.ranks},
               {"topology", report.topology_desc},
               {"collective", s.collective.operation + "/" + s.collective.algorithm},
+              {"group", report.group_desc},
+              {"group_size", report.group_size},
+              {"groups", report.groups},
               {"elements", report.elements},
               {"tensor_bytes", report.elements * 4},
               {"gradients", report.gradients_desc},
+              {"numerics", report.numerics_note},
               {"kernel_cost", report.kernel_cost_desc},
               {"analytic_model", report.analytic_desc},
               {"results", results}};
@@ -244,16 +321,49 @@ json summary_json(const RunReport& report) {
 std::string results_csv(const RunReport& report) {
   const Scenario& s = report.loaded.scenario;
   std::string out =
-      "scenario,scheme,params,ranks,operation,algorithm,elements,bits_per_element,tensor_wire_bytes,wire_bytes_total,"
-      "transfers,time_s,analytic_time_s,time_vs_analytic,kernel_time_s,vnmse,vnmse_max_rank,unbiased\n";
+      "scenario,scheme,params,ranks,group_size,groups,operation,algorithm,elements,bits_per_element,tensor_wire_bytes,"
+      "wire_bytes_total,transfers,time_s,time_min_s,analytic_time_s,time_vs_analytic,kernel_time_s,vnmse,vnmse_max_rank,"
+      "unbiased\n";
+  auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{}", x); };
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, r.scheme, csv_escape(r.params.dump()),
-                       s.cluster.nodes, s.collective.operation, s.collective.algorithm, report.elements,
-                       r.bits_per_element, r.tensor_wire_bytes, r.wire_bytes_total, r.transfers, r.time_s,
-                       has ? fmt::format("{}", r.analytic_time_s) : "", has ? fmt::format("{}", r.time_s / r.analytic_time_s - 1.0) : "",
-                       r.kernel_time_s, r.vnmse, r.vnmse_max_rank, r.unbiased ? "true" : "false");
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, r.scheme,
+                       csv_escape(r.params.dump()), report.ranks, report.group_size, report.groups,
+                       s.collective.operation, s.collective.algorithm, report.elements, r.bits_per_element,
+                       r.tensor_wire_bytes, r.wire_bytes_total, r.transfers, r.time_s, r.time_min_s,
+                       has ? fmt::format("{}", r.analytic_time_s) : "",
+                       has ? fmt::format("{}", r.time_s / r.analytic_time_s - 1.0) : "", r.kernel_time_s, num(r.vnmse),
+                       num(r.vnmse_max_rank), r.unbiased ? "true" : "false");
   }
+  return out;
+}
+
+std::string links_csv(const RunReport& report) {
+  std::string out = "scheme,link,from,to,capacity_Bps,bytes,busy_s,utilization,max_flows\n";
+  for (const auto& r : report.results)
+    for (size_t l = 0; l < r.links.size(); ++l) {
+      const LinkRow& row = report.link_rows[l];
+      const sim::LinkStats& st = r.links[l];
+      const double util = r.time_s > 0 ? st.bytes / (row.capacity_Bps * r.time_s) : 0.0;
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", r.scheme, l, row.from, row.to, row.capacity_Bps, st.bytes,
+                         st.busy_s, util, st.max_flows);
+    }
+  return out;
+}
+
+std::string links_timeline_csv(const RunReport& report) {
+  const double bin = report.loaded.scenario.outputs.link_timeline_bin_s;
+  if (!(bin > 0)) return {};
+  std::string out = "scheme,link,from,to,bin_start_s,bytes,utilization\n";
+  for (const auto& r : report.results)
+    for (size_t l = 0; l < r.timeline.size(); ++l)
+      for (size_t b = 0; b < r.timeline[l].size(); ++b) {
+        const double bytes = r.timeline[l][b];
+        if (bytes <= 0) continue;
+        const LinkRow& row = report.link_rows[l];
+        out += fmt::format("{},{},{},{},{},{},{}\n", r.scheme, l, row.from, row.to, static_cast<double>(b) * bin, bytes,
+                           bytes / (row.capacity_Bps * bin));
+      }
   return out;
 }
 
@@ -262,9 +372,14 @@ Status write_outputs(const RunReport& report, const std::string& dir) {
   fs::create_directories(dir, ec);
   if (ec) return io_error(fmt::format("{}: cannot create output folder: {}", dir, ec.message()));
   const fs::path d(dir);
-  return write_atomically({{d / "scenario.resolved.json", report.loaded.resolved.dump(2) + "\n"},
-                           {d / "summary.json", summary_json(report).dump(2) + "\n"},
-                           {d / "results.csv", results_csv(report)}});
+  std::vector<std::pair<fs::path, std::string>> files = {
+      {d / "scenario.resolved.json", report.loaded.resolved.dump(2) + "\n"},
+      {d / "summary.json", summary_json(report).dump(2) + "\n"},
+      {d / "results.csv", results_csv(report)},
+      {d / "links.csv", links_csv(report)}};
+  if (report.loaded.scenario.outputs.link_timeline_bin_s > 0)
+    files.emplace_back(d / "links_timeline.csv", links_timeline_csv(report));
+  return write_atomically(files);
 }
 
 std::string format_summary(const RunReport& report, const std::string& out_dir) {
@@ -272,24 +387,26 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
   std::string out;
   out += fmt::format("ccsim {} | scenario {} | seed {}\n", ccsim_version(), s.name, s.seed);
   out += fmt::format("  cluster     {}\n", report.topology_desc);
-  out += fmt::format("  collective  {}/{} over {} ranks\n", s.collective.operation, s.collective.algorithm, s.cluster.nodes);
+  out += fmt::format("  collective  {}/{} over {}\n", s.collective.operation, s.collective.algorithm, report.group_desc);
   out += fmt::format("  tensor      {} fp32 per rank ({} elements), {}\n",
                      format_quantity(static_cast<double>(report.elements) * 4, UnitKind::kBytes), report.elements,
                      report.gradients_desc);
+  out += fmt::format("  numerics    {}\n", report.numerics_note);
   out += fmt::format("  kernels     {}\n", report.kernel_cost_desc);
   out += fmt::format("  analytic    {}\n\n", report.analytic_desc);
   out += fmt::format("  {:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}\n", "scheme", "bits/elem", "wire/rank", "time",
                      "analytic", "vs formula", "vNMSE");
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
-    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11.3e}\n", r.scheme, r.bits_per_element,
-                       format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(s.cluster.nodes), UnitKind::kBytes),
+    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11}\n", r.scheme, r.bits_per_element,
+                       format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(report.ranks), UnitKind::kBytes),
                        format_quantity(r.time_s, UnitKind::kTime),
                        has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
                        has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
-                       r.vnmse);
+                       std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse));
   }
-  out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv}}\n", out_dir);
+  out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,links.csv{}}}\n", out_dir,
+                     s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
   return out;
 }
 

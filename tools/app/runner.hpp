@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/base/status.hpp"
+#include "sim/network/flow_network.hpp"
 #include "tools/app/scenario_io.hpp"
 
 namespace ccsim::app {
@@ -24,14 +25,31 @@ struct SchemeResult {
   double time_s = 0;               ///< simulated collective time
   double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
   double kernel_time_s = 0;        ///< max over ranks of time spent in compression kernels
-  double vnmse = 0;                ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖²
+  double time_min_s = 0;           ///< fastest of the concurrent groups (time_s is the slowest)
+  double vnmse = 0;                ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)
   double vnmse_max_rank = 0;       ///< worst rank's normalized error
   bool unbiased = false;
+  uint64_t events = 0;             ///< engine events of the timing run
+  std::vector<sim::LinkStats> links;             ///< per topology link
+  std::vector<std::vector<double>> timeline;     ///< per link, bytes per timeline bin (when requested)
+};
+
+/// A topology link as the outputs name it.
+struct LinkRow {
+  std::string from;
+  std::string to;
+  double capacity_Bps = 0;
 };
 
 /// Everything a run measured.
 struct RunReport {
   LoadedScenario loaded;
+  uint32_t ranks = 0;              ///< all ranks of the cluster
+  uint32_t group_size = 0;         ///< ranks per collective instance
+  uint32_t groups = 0;             ///< concurrent instances (one per parallelism group)
+  std::string group_desc;
+  std::string numerics_note;       ///< why numerics ran on what they ran on, or were skipped
+  std::vector<LinkRow> link_rows;
   uint64_t elements = 0;
   std::string topology_desc;
   std::string gradients_desc;
@@ -44,7 +62,8 @@ struct RunReport {
 /// are input errors (exit code 2); anything else is a runtime failure.
 Result<RunReport> run_scenario(const LoadedScenario& loaded);
 
-/// Writes scenario.resolved.json, summary.json and results.csv into `dir` (created if needed).
+/// Writes scenario.resolved.json, summary.json, results.csv, links.csv (and links_timeline.csv when
+/// outputs.link_timeline_bin > 0) into `dir` (created if needed).
 /// Each file is written under a temporary name and renamed only once all are complete.
 Status write_outputs(const RunReport& report, const std::string& dir);
 
@@ -55,6 +74,10 @@ std::string format_summary(const RunReport& report, const std::string& out_dir);
 nlohmann::json summary_json(const RunReport& report);
 /// results.csv's content.
 std::string results_csv(const RunReport& report);
+/// links.csv's content: per scheme and link, bytes, busy time, utilization, peak sharing.
+std::string links_csv(const RunReport& report);
+/// links_timeline.csv's content (empty unless a timeline was recorded).
+std::string links_timeline_csv(const RunReport& report);
 
 /// The ccsim version string ("0.1.0").
 const char* ccsim_version();

@@ -13,7 +13,9 @@
 #include "algorithms/params.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
+#include "topology/parallel_groups.hpp"
 #include "topology/topology.hpp"
 
 namespace ccsim::app {
@@ -46,7 +48,7 @@ struct Names {
   }
   static std::vector<std::string> operation_names() {
     std::vector<std::string> v;
-    for (const auto& c : topo::known_collectives()) v.push_back(c.operation);
+    for (const auto& c : topo::known_collectives()) v.emplace_back(topo::collective_op_name(c.operation));
     return unique_sorted(v);
   }
   static std::vector<std::string> algorithm_names() {
@@ -96,6 +98,24 @@ class Reader : public Names {
     }
     if (!in_range) return expected(key, fmt::format("an integer in [{}, {}]", min, max), *v);
     out = v->get<int64_t>();
+  }
+  void integer_list(const std::string& key, std::vector<int64_t>& out, int64_t min, int64_t max, const char*) {
+    const json* v = get(key);
+    if (!v) return;
+    const std::string want = fmt::format("an array of integers in [{}, {}]", min, max);
+    if (!v->is_array()) return expected(key, want, *v);
+    out.clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& e = (*v)[i];
+      const bool integral = e.is_number_integer() || (e.is_number_float() && std::floor(e.get<double>()) == e.get<double>());
+      const double d = e.is_number() ? e.get<double>() : 0;
+      if (!integral || d < static_cast<double>(min) || d > static_cast<double>(max)) {
+        diag_.add(at(key) + "/" + std::to_string(i), fmt::format("expected an integer in [{}, {}], got {}", min, max,
+                                                                 describe_json(e)));
+        continue;
+      }
+      out.push_back(static_cast<int64_t>(d));
+    }
   }
   void number(const std::string& key, double& out, double min, double max, const char*) {
     const json* v = get(key);
@@ -277,6 +297,7 @@ class Writer : public Names {
   void choice(const std::string& k, const std::string& v, const std::vector<std::string>&, const char*) { out[k] = v; }
   void required_choice(const std::string& k, const std::string& v, const std::vector<std::string>&, const char*) { out[k] = v; }
   void integer(const std::string& k, int64_t v, int64_t, int64_t, const char*) { out[k] = v; }
+  void integer_list(const std::string& k, const std::vector<int64_t>& v, int64_t, int64_t, const char*) { out[k] = v; }
   void number(const std::string& k, double v, double, double, const char*) { out[k] = v; }
   void quantity(const std::string& k, double v, UnitKind, int, const char*) { out[k] = v; }
   void bytes(const std::string& k, uint64_t v, const char*) { out[k] = v; }
@@ -335,6 +356,12 @@ class SchemaWriter : public Names {
   }
   void integer(const std::string& k, int64_t def, int64_t min, int64_t max, const char* d) {
     props[k] = {{"type", "integer"}, {"minimum", min}, {"maximum", max}, {"default", def}, {"description", d}};
+  }
+  void integer_list(const std::string& k, const std::vector<int64_t>& def, int64_t min, int64_t max, const char* d) {
+    props[k] = {{"type", "array"},
+                {"items", {{"type", "integer"}, {"minimum", min}, {"maximum", max}}},
+                {"default", def},
+                {"description", d}};
   }
   void number(const std::string& k, double def, double min, double max, const char* d) {
     props[k] = {{"type", "number"}, {"minimum", min}, {"maximum", max}, {"default", def}, {"description", d}};
@@ -421,6 +448,55 @@ Status parse_file(const std::string& file, json& doc) {
 
 }  // namespace
 
+topo::ClusterSpec cluster_spec(const ClusterConfig& c) {
+  topo::ClusterSpec spec;
+  spec.topology = c.topology;
+  spec.nodes = static_cast<uint32_t>(c.nodes);
+  spec.gpus_per_node = static_cast<uint32_t>(c.gpus_per_node);
+  spec.nic_Bps = c.nic_bandwidth_Bps;
+  spec.link_latency_s = c.link_latency_s;
+  spec.intra_Bps = c.intra_node.bandwidth_Bps;
+  spec.intra_latency_s = c.intra_node.latency_s;
+  spec.leaves = static_cast<uint32_t>(c.leaf_spine.leaves);
+  spec.spines = static_cast<uint32_t>(c.leaf_spine.spines);
+  spec.uplink_Bps = c.leaf_spine.uplink_bandwidth_Bps;
+  spec.k = static_cast<uint32_t>(c.fat_tree.k);
+  for (int64_t d : c.torus.dims) spec.dims.push_back(static_cast<uint32_t>(d));
+  return spec;
+}
+
+Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s) {
+  const auto world = static_cast<uint32_t>(s.cluster.nodes * s.cluster.gpus_per_node);
+  const ParallelismConfig& p = s.parallelism;
+  const int64_t tp_pp = p.tp * p.pp;
+  const int64_t dp = p.dp == 0 ? (world % tp_pp == 0 ? world / tp_pp : 0) : p.dp;
+  if (dp == 0 || tp_pp * dp != world)
+    return invalid_argument(fmt::format("/parallelism: expected tp * pp * dp = {} ranks (nodes * gpus_per_node), got "
+                                        "tp={} pp={} dp={}",
+                                        world, p.tp, p.pp, p.dp == 0 ? std::string("auto") : std::to_string(p.dp)));
+  if (s.collective.group == "world") {
+    std::vector<uint32_t> all(world);
+    for (uint32_t r = 0; r < world; ++r) all[r] = r;
+    return std::vector<std::vector<uint32_t>>{std::move(all)};
+  }
+  topo::ParallelLayout layout;
+  layout.tp = static_cast<uint32_t>(p.tp);
+  layout.pp = static_cast<uint32_t>(p.pp);
+  layout.dp = static_cast<uint32_t>(dp);
+  layout.order = p.order;
+  auto groups = topo::ParallelGroups::make(layout, world);
+  if (!groups.ok()) return invalid_argument("/parallelism: " + groups.status().message());
+  const topo::Dim dim = s.collective.group == "tp" ? topo::Dim::kTensor
+                        : s.collective.group == "pp" ? topo::Dim::kPipeline
+                                                     : topo::Dim::kData;
+  std::vector<std::vector<uint32_t>> out;
+  for (const auto& g : groups->groups(dim)) out.emplace_back(g.begin(), g.end());
+  if (out.front().size() < 2 && s.collective.operation != "broadcast")
+    return invalid_argument(fmt::format("/collective/group: the {} groups have a single rank; nothing to communicate",
+                                        s.collective.group));
+  return out;
+}
+
 Status apply_override(json& doc, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -486,6 +562,51 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
   const auto collective = topo::find_collective(s.collective.operation, s.collective.algorithm);
   if (!collective.ok() && std::find(operations.begin(), operations.end(), s.collective.operation) != operations.end())
     diag.add("/collective/algorithm", collective.status().message());
+  if (diag.items().empty() && s.cluster.nodes * s.cluster.gpus_per_node < 2)
+    diag.add("/cluster/nodes", fmt::format("expected at least 2 ranks in all (nodes * gpus_per_node), got {} node(s) of "
+                                           "{} GPU(s)", s.cluster.nodes, s.cluster.gpus_per_node));
+  // The cluster must build; its builder names the offending field first ("k: expected ...").
+  if (diag.items().empty()) {
+    const auto topology = topo::build_topology(cluster_spec(s.cluster));
+    if (!topology.ok()) {
+      const std::string& m = topology.status().message();
+      const std::string field = m.substr(0, m.find(':'));
+      static const std::vector<std::pair<std::string, std::string>> kFieldPaths = {
+          {"nodes", "/cluster/nodes"},           {"gpus_per_node", "/cluster/gpus_per_node"},
+          {"intra_Bps", "/cluster/intra_node/bandwidth"}, {"leaves", "/cluster/leaf_spine/leaves"},
+          {"spines", "/cluster/leaf_spine/spines"}, {"uplink_Bps", "/cluster/leaf_spine/uplink_bandwidth"},
+          {"k", "/cluster/fat_tree/k"},          {"dims", "/cluster/torus/dims"},
+          {"nic_Bps", "/cluster/nic_bandwidth"}, {"topology", "/cluster/topology"}};
+      std::string path = "/cluster";
+      for (const auto& [f, p] : kFieldPaths)
+        if (f == field) path = p;
+      diag.add(path, m.find(':') == std::string::npos ? m : m.substr(m.find(':') + 2));
+    }
+  }
+  if (diag.items().empty()) {
+    const auto groups = collective_groups(s);
+    if (!groups.ok()) {
+      diag.add(groups.status().message().substr(0, groups.status().message().find(':')),
+               groups.status().message().substr(groups.status().message().find(':') + 2));
+    } else if (collective.ok()) {
+      const auto group_size = static_cast<uint32_t>(groups->front().size());
+      topo::CollectiveOptions options;
+      options.segments = static_cast<uint32_t>(s.collective.segments);
+      options.root = static_cast<uint32_t>(s.collective.root);
+      options.gpus_per_node = static_cast<uint32_t>(s.cluster.gpus_per_node);
+      // Element-count constraints are checked again at run time, when npy sizes are known.
+      const uint64_t elements = s.gradients.source == "synthetic" && s.gradients.size_bytes > 0
+                                    ? s.gradients.size_bytes / 4
+                                    : uint64_t{group_size} * 1024;
+      const Status st = (*collective)->check(group_size, elements, options);
+      if (!st.ok())
+        diag.add("/collective/algorithm", fmt::format("{} cannot run on a group of {} ranks: {}", s.collective.algorithm,
+                                                      group_size, st.message()));
+      if (s.collective.root >= group_size)
+        diag.add("/collective/root", fmt::format("expected a rank below the group size {}, got {}", group_size,
+                                                 s.collective.root));
+    }
+  }
   CCSIM_RETURN_IF_ERROR(diag.to_status(file));
 
   if (s.outputs.dir.empty()) s.outputs.dir = "out/" + s.name;

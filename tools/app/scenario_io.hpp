@@ -9,6 +9,7 @@
 
 #include "sim/base/status.hpp"
 #include "tools/app/scenario.hpp"
+#include "topology/builders/builders.hpp"
 
 namespace ccsim::app {
 
@@ -38,6 +39,13 @@ Result<LoadedScenario> load_scenario_json(nlohmann::json doc, const std::string&
 nlohmann::json scenario_to_json(const Scenario& s);
 /// The JSON Schema (draft 2020-12) for scenario files, generated from the field declarations.
 nlohmann::json scenario_schema();
+
+/// The topology builder's input for a scenario's cluster.
+topo::ClusterSpec cluster_spec(const ClusterConfig& c);
+/// The ranks of every concurrent collective instance: one group of all ranks for
+/// collective.group = "world", else every group of that parallelism dimension (group 0 first).
+/// Errors (inconsistent parallelism) name their JSON path.
+Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s);
 
 /// Applies one "PATH=VALUE" override to `doc`; VALUE is parsed as JSON, else taken as a string.
 Status apply_override(nlohmann::json& doc, const std::string& assignment);

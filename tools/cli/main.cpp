@@ -13,8 +13,11 @@
 
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
+#include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "topology/topology.hpp"
+#include "sim/base/units.hpp"
+#include "tools/app/bench.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
 
@@ -43,6 +46,7 @@ const char* kTopUsage =
     "  validate FILE...  check scenario files without running them\n"
     "  list              algorithms, collectives, topologies and gradient sources of this build\n"
     "  schema            print the JSON Schema of scenario files\n"
+    "  bench             wall time of simulating large collectives (flow network + schedules)\n"
     "\n"
     "options:\n"
     "  -h, --help        this help (`ccsim <command> --help` for a command's options)\n"
@@ -142,7 +146,7 @@ int cmd_list(const std::vector<std::string>& args) {
   }
   std::cout << "\ncollectives (collective.operation / collective.algorithm):\n";
   for (const auto& c : topo::known_collectives())
-    std::cout << fmt::format("  {:<10} {:<10} {}\n", c.operation, c.algorithm, c.description);
+    std::cout << fmt::format("  {:<15} {:<18} {}\n", topo::collective_op_name(c.operation), c.algorithm, c.description);
   std::cout << "\ntopologies (cluster.topology):\n";
   for (const auto& t : topo::known_topologies()) std::cout << fmt::format("  {:<10} {}\n", t.name, t.description);
   std::cout << "\ngradient sources (gradients.source):\n"
@@ -158,6 +162,100 @@ int cmd_schema(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse(args, desc, pos, vm, "usage: ccsim schema  (prints scenarios/schema.json's content)")) return kExitOk;
   std::cout << app::scenario_schema().dump(2) << "\n";
+  return kExitOk;
+}
+
+// Parses "64,256,1024" into rank counts.
+std::vector<uint32_t> parse_ranks(const std::string& text) {
+  std::vector<uint32_t> out;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, ',');) {
+    size_t used = 0;
+    const unsigned long v = std::stoul(part, &used);
+    if (used != part.size() || v < 2 || v > (1u << 20)) throw po::error("--ranks: expected integers in [2, 1048576], got '" + part + "'");
+    out.push_back(static_cast<uint32_t>(v));
+  }
+  return out;
+}
+
+int cmd_bench(const std::vector<std::string>& args) {
+  po::options_description desc("bench options");
+  desc.add_options()("help,h", "show this help")
+      ("suite", po::value<std::string>()->default_value("standard"),
+       "standard: ring all-reduce on one switch at 1024 and 2048 ranks, then ring and butterfly all-reduce on a "
+       "fat-tree at 64, 256, 1024, 4096 ranks; quick: the same at 64 and 256 ranks only; custom: --topology/--ranks/"
+       "--algorithm")
+      ("topology", po::value<std::string>()->default_value("fat_tree"), "custom: star, fat_tree, leaf_spine, torus, ring")
+      ("ranks", po::value<std::string>()->default_value("64,256"), "custom: comma-separated rank counts")
+      ("algorithm", po::value<std::string>()->default_value("ring"), "custom: all-reduce algorithm")
+      ("size", po::value<std::string>()->default_value("1GB"), "tensor size per rank (fp32, uncompressed)")
+      ("bandwidth", po::value<std::string>()->default_value("100Gbps"), "NIC bandwidth")
+      ("latency", po::value<std::string>()->default_value("1us"), "link latency");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse(args, desc, pos, vm, "usage: ccsim bench [--suite standard|quick|custom] [--topology T --ranks N,.. --algorithm A] [--size 1GB]"))
+    return kExitOk;
+  auto bytes = parse_quantity(vm["size"].as<std::string>(), UnitKind::kBytes);
+  auto bw = parse_quantity(vm["bandwidth"].as<std::string>(), UnitKind::kBandwidth);
+  auto lat = parse_quantity(vm["latency"].as<std::string>(), UnitKind::kTime);
+  for (const auto* r : {&bytes, &bw, &lat})
+    if (!r->ok()) return report(r->status());
+  if (*bytes < 4 || static_cast<uint64_t>(*bytes) % 4 != 0) throw po::error("--size: expected a positive multiple of 4 bytes");
+
+  struct Case {
+    std::string topology;
+    uint32_t ranks;
+    std::string algorithm;
+  };
+  std::vector<Case> cases;
+  const std::string suite = vm["suite"].as<std::string>();
+  if (suite == "standard" || suite == "quick") {
+    if (suite == "standard")
+      for (uint32_t n : {1024u, 2048u}) cases.push_back({"star", n, "ring"});
+    for (uint32_t n : suite == "standard" ? std::vector<uint32_t>{64, 256, 1024, 4096} : std::vector<uint32_t>{64, 256})
+      for (const char* a : {"ring", "butterfly"}) cases.push_back({"fat_tree", n, a});
+  } else if (suite == "custom") {
+    for (uint32_t n : parse_ranks(vm["ranks"].as<std::string>()))
+      cases.push_back({vm["topology"].as<std::string>(), n, vm["algorithm"].as<std::string>()});
+  } else {
+    throw po::error("--suite: expected standard, quick or custom, got '" + suite + "'");
+  }
+
+  std::cout << fmt::format("ccsim {} bench: all-reduce of {} per rank (fp32, uncompressed), NIC {}, link latency {}; "
+                           "single-threaded\n\n",
+                           app::ccsim_version(), format_quantity(*bytes, UnitKind::kBytes),
+                           format_quantity(*bw, UnitKind::kBandwidth), format_quantity(*lat, UnitKind::kTime));
+  std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12} {:>9} {:>11} {:>8} {:>9} {:>8}\n", "topology",
+                           "ranks", "algorithm", "flows", "events", "solves", "simulated", "wall", "flows/s",
+                           "active", "window", "RSS MiB");
+  for (const Case& c : cases) {
+    topo::ClusterSpec spec;
+    spec.topology = c.topology;
+    spec.nodes = c.ranks;
+    spec.nic_Bps = *bw;
+    spec.link_latency_s = *lat;
+    if (c.topology == "torus") {
+      // The most square 2D torus with this many nodes.
+      uint32_t a = 1;
+      for (uint32_t d = 1; d * d <= c.ranks; ++d)
+        if (c.ranks % d == 0) a = d;
+      spec.dims = {a, c.ranks / a};
+    }
+    auto topology = topo::build_topology(spec);
+    if (!topology.ok()) return report(topology.status());
+    app::BenchCase bc;
+    bc.name = c.algorithm;
+    bc.algorithm = c.algorithm;
+    bc.bytes = static_cast<uint64_t>(*bytes);
+    auto r = app::run_bench_case(bc, *topology);
+    if (!r.ok()) return report(r.status());
+    std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12} {:>8.3f}s {:>11.3e} {:>8} {:>9} {:>8.1f}\n",
+                             c.topology, r->ranks, c.algorithm, r->flows, r->events, r->solves,
+                             format_quantity(r->simulated_s, UnitKind::kTime), r->wall_s,
+                             static_cast<double>(r->flows) / r->wall_s, r->peak_active_flows, r->peak_window_ops,
+                             r->peak_rss_mib)
+              << std::flush;
+  }
   return kExitOk;
 }
 
@@ -184,6 +282,7 @@ int main(int argc, char** argv) {
     if (cmd == "validate") return cmd_validate(rest);
     if (cmd == "list") return cmd_list(rest);
     if (cmd == "schema") return cmd_schema(rest);
+    if (cmd == "bench") return cmd_bench(rest);
   } catch (const po::error& e) {
     std::cerr << "ccsim " << cmd << ": " << e.what() << " (see `ccsim " << cmd << " --help`)\n";
     return kExitBadInput;

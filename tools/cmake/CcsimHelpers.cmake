@@ -35,6 +35,12 @@ function(ccsim_add_test)
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   ccsim_target_defaults(${ARG_NAME})
-  gtest_discover_tests(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60
+  # gtest_discover_tests (CMake 3.25) keeps only the first value of a list property, so the labels
+  # are set by a second include file that runs after discovery, over the discovered test list.
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 TEST_LIST ${ARG_NAME}_TESTS
                        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set(label_file ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}_labels.cmake)
+  file(WRITE ${label_file}
+       "if(${ARG_NAME}_TESTS)\n  set_tests_properties(\${${ARG_NAME}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_file})
 endfunction()

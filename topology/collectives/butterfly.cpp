@@ -1,0 +1,263 @@
+// Butterfly: recursive-halving reduce-scatter + recursive-doubling all-gather (DynamiQ §5.3,
+// Appendix B Fig. 13) on n = 2^L ranks.
+//
+// Shards s = 0..n−1 split the tensor evenly; rank r owns shard r. A level-ℓ slice is the union of
+// n/2^ℓ consecutive shards (slice i covers shards [i·n/2^ℓ, (i+1)·n/2^ℓ)); it is contiguous.
+//
+// Reduce-scatter step k = 0..L−1 (partner p = x XOR n/2^(k+1), the highest remaining bit first):
+// rank x encodes the level-(k+1) slice that p keeps and sends it to p (one kernel + one transfer per
+// rank and segment); at step k+1 it decode-accumulates the level-(k+1) slice it keeps, received
+// from p. After L exchanges rank x keeps exactly shard x. Each shard's aggregation tree is a
+// binomial in-arborescence of depth L whose messages carry 1, 2, 4, …, n/2 contributions.
+// (Fig. 13 draws the distances in doubling order, 1, 2, 4; halving from the top bit gives the
+// isomorphic tree and lands shard x on rank x.)
+//
+// Not fused: a rank sends at step k+1 only half of what it received at step k, and a message can
+// only be decoded whole into a chunk of its own size. A fused decode-accumulate-encode on the half
+// to forward would need the sender to have encoded that half as its own message, and recursively
+// every later halving boundary too: one message per shard per (rank, step), O(n²) ops. So the
+// receiver decode-accumulates the whole received slice (kDecodeAccumulate, 2^(k+1) contributions)
+// and then encodes the half it forwards (kEncode, 2^(k+1) contributions). The values are those of
+// the fused kernel (accumulate, then encode the accumulator); it costs one extra read of the half.
+// Reduce-scatter: exactly 3·n·L·segments ops (n·L encodes, transfers and decode-accumulates).
+//
+// All-gather step a = 0..L−1 (partner x XOR 2^a): the owner encodes its shard once (and decodes its
+// own message); messages are then forwarded unchanged, so every rank ends with identical values
+// (as DynamiQ's all-gather). At step a rank x sends the 2^a messages of its block of shards
+// [x & ~(2^a − 1), +2^a) to its partner, one transfer per message and segment (distinct messages
+// share the hop concurrently; segments of one message follow each other). The schedule has no
+// bundle type, so forwarding unchanged messages costs n(n−1)·segments transfers and n²·segments
+// decodes (O(n²), the all-gather only); re-encoding the combined block at every
+// doubling would need only O(n log n) ops but changes values per hop and leaves ranks with
+// different results, which the all-gather contract (identical values everywhere) rules out.
+//
+// Steps (receiving kernels live in the step after their transfer, as in ring.cpp): reduce-scatter
+// L + 1, all-gather L + 1, all-reduce 2L + 1 (all-gather step 0 shares the last reduce-scatter step).
+// Generator state is O(n·segments).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "sim/base/check.hpp"
+#include "topology/collectives/registry_parts.hpp"
+
+namespace ccsim::topo {
+namespace {
+
+bool overlaps(const Chunk& a, const Chunk& b) {
+  return a.count > 0 && b.count > 0 && a.offset < b.offset + b.count && b.offset < a.offset + a.count;
+}
+
+class ButterflyGenerator final : public ScheduleGenerator {
+ public:
+  ButterflyGenerator(CollectiveOp op, uint32_t n, uint64_t elements, const CollectiveOptions& o)
+      : op_(op), n_(n), levels_(static_cast<uint32_t>(std::countr_zero(n))), segs_(o.segments), elements_(elements),
+        options_(o) {
+    CCSIM_CHECK(n >= 2 && std::has_single_bit(n), "butterfly needs a power-of-two rank count >= 2, got {}", n);
+    CCSIM_CHECK(op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather);
+    CCSIM_CHECK(o.segments >= 1 && o.align >= 1);
+  }
+
+  Schedule begin() override {
+    Schedule s(fmt::format("{}.butterfly(n={})", collective_op_name(op_), n_), op_, n_, elements_);
+    const std::vector<Chunk> shards = split_even(elements_, n_, options_.align);
+    for (uint32_t level = 1; level <= levels_; ++level) {
+      const uint32_t per = n_ >> level;
+      for (uint32_t i = 0; i < (1u << level); ++i) {
+        const Chunk& first = shards[i * per];
+        const Chunk& last = shards[i * per + per - 1];
+        const Chunk slice{first.offset, last.offset + last.count - first.offset};
+        for (const Chunk& seg : split_chunk(slice, segs_, options_.align)) s.add_chunk(seg.offset, seg.count);
+      }
+    }
+    if (op_ != CollectiveOp::kAllReduce) s.set_shards(shards);
+    inbox_.assign(size_t{n_} * segs_, MessageRef{});
+    inbox_arrived_.assign(size_t{n_} * segs_, kNoOp);
+    acc_.assign(size_t{n_} * segs_, kNoOp);
+    gathered_.assign(size_t{n_} * segs_, MessageRef{});
+    chain_first_.assign(n_, kNoOp);
+    chain_first_prev_.assign(n_, kNoOp);
+    return s;
+  }
+
+  bool next_step(Schedule& s) override {
+    const uint32_t rs_steps = op_ == CollectiveOp::kAllGather ? 0 : levels_ + 1;
+    const uint32_t ag_first =
+        op_ == CollectiveOp::kAllReduce ? levels_ : (op_ == CollectiveOp::kAllGather ? 0 : kNone);
+    const uint32_t total = ag_first == kNone ? rs_steps : ag_first + levels_ + 1;
+    if (step_ >= total) return false;
+    if (step_ < rs_steps) emit_reduce_step(s, step_);
+    if (ag_first != kNone && step_ >= ag_first) emit_gather_step(s, step_ - ag_first);
+    ++step_;
+    return true;
+  }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  /// Chunk of segment j of slice i at `level` (1..L).
+  uint32_t chunk(uint32_t level, uint32_t i, uint32_t j) const { return ((1u << level) - 2 + i) * segs_ + j; }
+  /// Index of the level-`level` slice containing shard/rank x.
+  uint32_t slice_of(uint32_t x, uint32_t level) const { return x >> (levels_ - level); }
+
+  void emit_reduce_step(Schedule& s, uint32_t k) {
+    const auto& chunks = s.chunks();
+    std::vector<OpId> accumulated(segs_);
+    if (k >= 1) {
+      // Decode-accumulate the level-k slice kept at step k−1 (2^(k−1) contributions arrive).
+      for (uint32_t x = 0; x < n_; ++x) {
+        for (uint32_t j = 0; j < segs_; ++j) {
+          const uint32_t c = chunk(k, slice_of(x, k), j);
+          std::vector<OpId> deps{inbox_arrived_[x * segs_ + j]};
+          if (k >= 2) append_overlapping(deps, chunks, x, chunk(k - 1, slice_of(x, k - 1), 0), chunks[c], kNone);
+          accumulated[j] =
+              s.add_kernel(KernelKind::kDecodeAccumulate, x, c, inbox_[x * segs_ + j], 1u << k, std::span(deps));
+        }
+        std::copy(accumulated.begin(), accumulated.end(), acc_.begin() + x * segs_);
+      }
+    }
+    if (k == levels_) return;
+    // Encode the level-(k+1) slice the partner keeps and send it (2^k contributions).
+    const uint32_t distance = n_ >> (k + 1);
+    for (uint32_t x = 0; x < n_; ++x) {
+      const uint32_t p = x ^ distance;
+      OpId prev = kNoOp;
+      for (uint32_t j = 0; j < segs_; ++j) {
+        const uint32_t c = chunk(k + 1, slice_of(p, k + 1), j);
+        OpId enc;
+        if (k == 0) {
+          enc = s.add_kernel(KernelKind::kEncode, x, c, MessageRef{}, 1, {});
+        } else {
+          std::vector<OpId> deps;
+          append_overlapping(deps, chunks, x, chunk(k, slice_of(x, k), 0), chunks[c], j);
+          enc = s.add_kernel(KernelKind::kEncode, x, c, MessageRef{}, 1u << k, std::span(deps));
+        }
+        const MessageRef msg = s.message(enc);
+        prev = prev == kNoOp ? s.add_transfer(x, p, msg, {enc}) : s.add_transfer(x, p, msg, {enc, prev});
+        inbox_[p * segs_ + j] = msg;
+        inbox_arrived_[p * segs_ + j] = prev;
+      }
+    }
+  }
+
+  /// Appends rank x's latest decode-accumulates (acc_, one per segment of the slice whose first
+  /// segment chunk is `first_chunk`) that overlap `target`; if none does (empty chunks), appends the
+  /// one of segment `fallback` unless it is kNone.
+  void append_overlapping(std::vector<OpId>& deps, const std::vector<Chunk>& chunks, uint32_t x, uint32_t first_chunk,
+                          const Chunk& target, uint32_t fallback) const {
+    bool any = false;
+    for (uint32_t j = 0; j < segs_; ++j) {
+      if (overlaps(chunks[first_chunk + j], target)) {
+        deps.push_back(acc_[x * segs_ + j]);
+        any = true;
+      }
+    }
+    if (!any && fallback != kNone) deps.push_back(acc_[x * segs_ + fallback]);
+  }
+
+  // All-gather step a: blocks of 2^a shards travel between x and x XOR 2^a.
+  void emit_gather_step(Schedule& s, uint32_t a) {
+    const uint32_t summed = op_ == CollectiveOp::kAllReduce ? n_ : 1;
+    const auto shard_chunk = [&](uint32_t shard, uint32_t j) { return chunk(levels_, shard, j); };
+    if (a == 0) {
+      for (uint32_t x = 0; x < n_; ++x) {
+        for (uint32_t j = 0; j < segs_; ++j) {
+          const OpId enc = op_ == CollectiveOp::kAllReduce
+                               ? s.add_kernel(KernelKind::kEncode, x, shard_chunk(x, j), MessageRef{}, summed,
+                                              {acc_[x * segs_ + j]})
+                               : s.add_kernel(KernelKind::kEncode, x, shard_chunk(x, j), MessageRef{}, summed, {});
+          gathered_[x * segs_ + j] = s.message(enc);
+          s.add_kernel(KernelKind::kDecode, x, shard_chunk(x, j), gathered_[x * segs_ + j], summed, {enc});
+        }
+      }
+    } else {
+      // Decode what arrived at step a−1: the block of q = x XOR 2^(a−1), in q's chain order.
+      const uint32_t half = 1u << (a - 1);
+      for (uint32_t x = 0; x < n_; ++x) {
+        const uint32_t q = x ^ half, start = q & ~(half - 1);
+        for (uint32_t shard = start; shard < start + half; ++shard)
+          for (uint32_t j = 0; j < segs_; ++j)
+            s.add_kernel(KernelKind::kDecode, x, shard_chunk(shard, j), gathered_[shard * segs_ + j], summed,
+                         {arrival(q, shard - start, j)});
+      }
+    }
+    if (a == levels_) return;
+    // x sends its block (shard order, segments inner; one contiguous run of transfers per rank) to
+    // x XOR 2^a. A message received at step a−1 leaves after its arrival; one x already held leaves
+    // after x's step-(a−1) transfer of it (x forwarded its whole block then), which anchors it to the
+    // previous step without serializing distinct messages on the hop. Segment j+1 of a message
+    // follows segment j on the hop.
+    const uint32_t block = 1u << a, half = block >> 1;
+    for (uint32_t x = 0; x < n_; ++x) {
+      const uint32_t p = x ^ block, start = x & ~(block - 1);
+      const uint32_t q = x ^ half, q_start = q & ~(half - 1), x_start = x & ~(half - 1);  // a >= 1 only
+      chain_first_[x] = s.id_end();
+      for (uint32_t shard = start; shard < start + block; ++shard) {
+        OpId prev = kNoOp;
+        for (uint32_t j = 0; j < segs_; ++j) {
+          const MessageRef msg = gathered_[shard * segs_ + j];
+          OpId ready;
+          if (a == 0) ready = msg.id;
+          else if (shard >= q_start && shard < q_start + half) ready = arrival(q, shard - q_start, j);
+          else ready = arrival(x, shard - x_start, j);
+          prev = prev == kNoOp ? s.add_transfer(x, p, msg, {ready}) : s.add_transfer(x, p, msg, {ready, prev});
+        }
+      }
+    }
+    std::swap(chain_first_, chain_first_prev_);
+  }
+
+  /// The transfer of step a−1 in which rank `sender` sent the `index`-th shard of its block, segment j
+  /// (chains are contiguous runs of transfers; chain_first_prev_ holds their first ids).
+  OpId arrival(uint32_t sender, uint32_t index, uint32_t j) const {
+    return chain_first_prev_[sender] + index * segs_ + j;
+  }
+
+  CollectiveOp op_;
+  uint32_t n_;
+  uint32_t levels_;  ///< L = log2 n
+  uint32_t segs_;
+  uint64_t elements_;
+  CollectiveOptions options_;
+  std::vector<MessageRef> inbox_;     ///< [rank·segs + j]: message sent to the rank at the previous step
+  std::vector<OpId> inbox_arrived_;   ///< its transfer
+  std::vector<OpId> acc_;             ///< [rank·segs + j]: the rank's latest decode-accumulate per segment
+  std::vector<MessageRef> gathered_;  ///< [shard·segs + j]: the owner's all-gather message
+  std::vector<OpId> chain_first_;     ///< all-gather: first transfer of each rank's chain, this step
+  std::vector<OpId> chain_first_prev_;  ///< … previous step
+  uint32_t step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ScheduleGenerator> make_butterfly(CollectiveOp op, uint32_t ranks, uint64_t elements,
+                                                  const CollectiveOptions& options) {
+  return std::make_unique<ButterflyGenerator>(op, ranks, elements, options);
+}
+
+namespace detail {
+
+void register_butterfly(std::vector<CollectiveInfo>& out) {
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather}) {
+    const std::string what =
+        op == CollectiveOp::kAllReduce
+            ? "recursive-halving reduce-scatter + recursive-doubling all-gather, log2(n) hops each"
+        : op == CollectiveOp::kReduceScatter ? "recursive halving, log2(n) hops, binomial aggregation tree"
+                                             : "recursive doubling, each shard encoded once and forwarded unchanged";
+    out.push_back(CollectiveInfo{
+        op, "butterfly", "butterfly (power-of-two ranks); " + what,
+        [](uint32_t ranks, uint64_t, const CollectiveOptions& o) -> Status {
+          if (ranks < 2 || !std::has_single_bit(ranks))
+            return invalid_argument(fmt::format("butterfly needs a power-of-two number of ranks >= 2, got {}", ranks));
+          if (o.segments < 1 || o.align < 1) return invalid_argument("butterfly needs segments >= 1 and align >= 1");
+          return Status();
+        },
+        [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
+          return make_butterfly(op, ranks, elements, o);
+        }});
+  }
+}
+
+}  // namespace detail
+}  // namespace ccsim::topo

@@ -1,0 +1,75 @@
+#include "topology/collectives/collectives.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/base/check.hpp"
+#include "topology/collectives/registry_parts.hpp"
+
+namespace ccsim::topo {
+namespace detail {
+
+Status need_ranks(uint32_t ranks, uint32_t at_least) {
+  if (ranks < at_least) return invalid_argument(fmt::format("needs at least {} ranks, got {}", at_least, ranks));
+  return Status();
+}
+
+}  // namespace detail
+
+Schedule CollectiveInfo::build(uint32_t ranks, uint64_t elements, const CollectiveOptions& options) const {
+  const Status st = check(ranks, elements, options);
+  CCSIM_CHECK(st.ok(), "{}/{}: {}", collective_op_name(operation), algorithm, st.message());
+  auto gen = make(ranks, elements, options);
+  return materialize(*gen);
+}
+
+const std::vector<CollectiveInfo>& known_collectives() {
+  static const std::vector<CollectiveInfo> kCollectives = [] {
+    std::vector<CollectiveInfo> v;
+    detail::register_ring(v);
+    detail::register_semi_loop(v);
+    detail::register_butterfly(v);
+    detail::register_hierarchical_ring(v);
+    detail::register_direct(v);
+    detail::register_two_level(v);
+    detail::register_broadcast_ring(v);
+    return v;
+  }();
+  return kCollectives;
+}
+
+Result<CollectiveOp> parse_collective_op(const std::string& name) {
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather,
+                          CollectiveOp::kBroadcast, CollectiveOp::kAllToAll})
+    if (collective_op_name(op) == name) return op;
+  return not_found(fmt::format("unknown collective operation '{}'", name));
+}
+
+std::vector<std::string> collective_op_names() {
+  std::vector<std::string> v;
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather,
+                          CollectiveOp::kBroadcast, CollectiveOp::kAllToAll})
+    v.emplace_back(collective_op_name(op));
+  return v;
+}
+
+std::vector<std::string> collective_algorithm_names() {
+  std::vector<std::string> v;
+  for (const auto& c : known_collectives())
+    if (std::find(v.begin(), v.end(), c.algorithm) == v.end()) v.push_back(c.algorithm);
+  return v;
+}
+
+Result<const CollectiveInfo*> find_collective(const std::string& operation, const std::string& algorithm) {
+  CCSIM_ASSIGN_OR_RETURN(const CollectiveOp op, parse_collective_op(operation));
+  std::string valid;
+  for (const auto& c : known_collectives()) {
+    if (c.operation != op) continue;
+    if (c.algorithm == algorithm) return &c;
+    valid += (valid.empty() ? "" : ", ") + c.algorithm;
+  }
+  return not_found(fmt::format("no algorithm '{}' for {}; valid: {}", algorithm, operation, valid));
+}
+
+}  // namespace ccsim::topo
