@@ -152,8 +152,8 @@ void ScheduleRunner::drain() {
 void ScheduleRunner::dispatch(OpId id) {
   ensure_generated(state(id).step + 1);
   const topo::Op& op = sched_.op(id);
-  if (options_.record_ops) timing_.op_start[id] = engine_.now();
   if (op.kind == OpKind::kTransfer) {
+    if (options_.record_ops) timing_.op_start[id] = engine_.now();
     const topo::Rank src = place(op.rank), dst = place(op.peer);
     topology_.route(src, dst, topo::ecmp_hash(src, dst, id ^ options_.ecmp_salt), route_);
     const Duration latency = Duration::from_seconds(topology_.latency_s(route_));

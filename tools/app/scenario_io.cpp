@@ -47,14 +47,10 @@ struct Names {
     return v;
   }
   static std::vector<std::string> operation_names() {
-    std::vector<std::string> v;
-    for (const auto& c : topo::known_collectives()) v.emplace_back(topo::collective_op_name(c.operation));
-    return unique_sorted(v);
+    return unique_sorted(topo::collective_op_names());
   }
   static std::vector<std::string> algorithm_names() {
-    std::vector<std::string> v;
-    for (const auto& c : topo::known_collectives()) v.push_back(c.algorithm);
-    return unique_sorted(v);
+    return unique_sorted(topo::collective_algorithm_names());
   }
   static std::vector<std::string> compressor_names() { return algo::CompressorRegistry::global().names(); }
 };

@@ -235,13 +235,6 @@ int cmd_bench(const std::vector<std::string>& args) {
     spec.nodes = c.ranks;
     spec.nic_Bps = *bw;
     spec.link_latency_s = *lat;
-    if (c.topology == "torus") {
-      // The most square 2D torus with this many nodes.
-      uint32_t a = 1;
-      for (uint32_t d = 1; d * d <= c.ranks; ++d)
-        if (c.ranks % d == 0) a = d;
-      spec.dims = {a, c.ranks / a};
-    }
     auto topology = topo::build_topology(spec);
     if (!topology.ok()) return report(topology.status());
     app::BenchCase bc;

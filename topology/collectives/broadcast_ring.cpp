@@ -81,9 +81,7 @@ void register_broadcast_ring(std::vector<CollectiveInfo>& out) {
       "pipelined chain root -> root+1 -> ...: encoded once at the root, forwarded unchanged, decoded everywhere; "
       "n-1 hops, segments pipeline along the chain",
       [](uint32_t ranks, uint64_t, const CollectiveOptions& o) -> Status {
-        CCSIM_RETURN_IF_ERROR(need_ranks(ranks, 2));
-        if (o.segments < 1) return invalid_argument("segments must be at least 1");
-        if (o.align < 1) return invalid_argument("align must be at least 1");
+        CCSIM_RETURN_IF_ERROR(check_common(ranks, o));
         if (o.root >= ranks)
           return invalid_argument(fmt::format("broadcast root {} is not one of the {} ranks", o.root, ranks));
         return Status();

@@ -82,13 +82,9 @@ class ButterflyGenerator final : public ScheduleGenerator {
   }
 
   bool next_step(Schedule& s) override {
-    const uint32_t rs_steps = op_ == CollectiveOp::kAllGather ? 0 : levels_ + 1;
-    const uint32_t ag_first =
-        op_ == CollectiveOp::kAllReduce ? levels_ : (op_ == CollectiveOp::kAllGather ? 0 : kNone);
-    const uint32_t total = ag_first == kNone ? rs_steps : ag_first + levels_ + 1;
-    if (step_ >= total) return false;
-    if (step_ < rs_steps) emit_reduce_step(s, step_);
-    if (ag_first != kNone && step_ >= ag_first) emit_gather_step(s, step_ - ag_first);
+    if (!detail::phased_step(op_, levels_, step_, [&](uint32_t k) { emit_reduce_step(s, k); },
+                     [&](uint32_t k) { emit_gather_step(s, k); }))
+      return false;
     ++step_;
     return true;
   }
@@ -250,8 +246,7 @@ void register_butterfly(std::vector<CollectiveInfo>& out) {
         [](uint32_t ranks, uint64_t, const CollectiveOptions& o) -> Status {
           if (ranks < 2 || !std::has_single_bit(ranks))
             return invalid_argument(fmt::format("butterfly needs a power-of-two number of ranks >= 2, got {}", ranks));
-          if (o.segments < 1 || o.align < 1) return invalid_argument("butterfly needs segments >= 1 and align >= 1");
-          return Status();
+          return check_common(ranks, o);
         },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_butterfly(op, ranks, elements, o);

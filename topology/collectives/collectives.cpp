@@ -15,6 +15,13 @@ Status need_ranks(uint32_t ranks, uint32_t at_least) {
   return Status();
 }
 
+Status check_common(uint32_t ranks, const CollectiveOptions& o) {
+  CCSIM_RETURN_IF_ERROR(need_ranks(ranks, 2));
+  if (o.segments < 1) return invalid_argument("segments must be at least 1");
+  if (o.align < 1) return invalid_argument("align must be at least 1");
+  return Status();
+}
+
 }  // namespace detail
 
 Schedule CollectiveInfo::build(uint32_t ranks, uint64_t elements, const CollectiveOptions& options) const {

@@ -158,9 +158,7 @@ class DirectGenerator final : public ScheduleGenerator {
 };
 
 Status check_direct(CollectiveOp op, uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
-  CCSIM_RETURN_IF_ERROR(detail::need_ranks(ranks, 2));
-  if (o.segments < 1) return invalid_argument("segments must be at least 1");
-  if (o.align < 1) return invalid_argument("align must be at least 1");
+  CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, o));
   if (op == CollectiveOp::kBroadcast && o.root >= ranks)
     return invalid_argument(fmt::format("broadcast root {} is not one of the {} ranks", o.root, ranks));
   if (op == CollectiveOp::kAllToAll && elements % ranks != 0)

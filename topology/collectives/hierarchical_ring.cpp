@@ -64,20 +64,14 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
   }
 
   bool next_step(Schedule& s) override {
-    const uint32_t rs_steps = op_ == CollectiveOp::kAllGather ? 0 : g_ + nodes_ - 1;
-    const uint32_t ag_first =
-        op_ == CollectiveOp::kAllReduce ? g_ + nodes_ - 2 : (op_ == CollectiveOp::kAllGather ? 0 : kNone);
-    const uint32_t total = ag_first == kNone ? rs_steps : ag_first + nodes_ + g_ - 1;
-    if (step_ >= total) return false;
-    if (step_ < rs_steps) emit_reduce_step(s, step_);
-    if (ag_first != kNone && step_ >= ag_first) emit_gather_step(s, step_ - ag_first);
+    if (!detail::phased_step(op_, g_ + nodes_ - 2, step_, [&](uint32_t k) { emit_reduce_step(s, k); },
+                     [&](uint32_t k) { emit_gather_step(s, k); }))
+      return false;
     ++step_;
     return true;
   }
 
  private:
-  static constexpr uint32_t kNone = UINT32_MAX;
-
   uint32_t rank(uint32_t node, uint32_t local) const { return (node % nodes_) * g_ + local % g_; }
   uint32_t piece(uint32_t part, uint32_t sub) const { return part * nodes_ + sub; }
   uint32_t chunk(uint32_t q, uint32_t j) const { return q * segs_ + j; }
@@ -320,9 +314,7 @@ void register_hierarchical_ring(std::vector<CollectiveInfo>& out) {
           if (ranks % o.gpus_per_node != 0)
             return invalid_argument(fmt::format(
                 "hierarchical_ring needs ranks divisible by gpus_per_node={}, got {} ranks", o.gpus_per_node, ranks));
-          if (o.segments < 1 || o.align < 1)
-            return invalid_argument("hierarchical_ring needs segments >= 1 and align >= 1");
-          return need_ranks(ranks, 2);
+          return check_common(ranks, o);
         },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_hierarchical_ring(op, ranks, elements, o);

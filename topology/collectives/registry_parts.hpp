@@ -19,5 +19,28 @@ void register_broadcast_ring(std::vector<CollectiveInfo>& out);     // broadcast
 
 /// Input error unless ranks >= at_least.
 Status need_ranks(uint32_t ranks, uint32_t at_least);
+/// What every algorithm requires: at least two ranks, segments >= 1, align >= 1.
+Status check_common(uint32_t ranks, const CollectiveOptions& o);
+
+/// The rank `hops` steps from `from` around a ring of n, clockwise (dir > 0) or counter-clockwise.
+inline uint32_t ring_walk(uint32_t n, uint32_t from, int dir, uint32_t hops) {
+  const uint64_t h = hops % n;
+  return static_cast<uint32_t>(dir > 0 ? (from + h) % n : (from + n - h) % n);
+}
+
+/// Step sequencing shared by the reduce-scatter / all-gather families. Each phase makes `hops` hops
+/// in hops + 1 steps (the last receiving kernel sits one step after the last send); an all-reduce
+/// runs the all-gather's step 0 in the reduce-scatter's last step. Calls reduce(k) and/or
+/// gather(k) for `step` and returns true, or returns false when `step` is past the end.
+template <class Reduce, class Gather>
+bool phased_step(CollectiveOp op, uint32_t hops, uint32_t step, Reduce&& reduce, Gather&& gather) {
+  const bool has_reduce = op != CollectiveOp::kAllGather, has_gather = op != CollectiveOp::kReduceScatter;
+  const uint32_t gather_first = op == CollectiveOp::kAllReduce ? hops : 0;
+  const uint32_t total = has_gather ? gather_first + hops + 1 : hops + 1;
+  if (step >= total) return false;
+  if (has_reduce && step <= hops) reduce(step);
+  if (has_gather && step >= gather_first) gather(step - gather_first);
+  return true;
+}
 
 }  // namespace ccsim::topo::detail

@@ -51,25 +51,15 @@ class RingGenerator final : public ScheduleGenerator {
   }
 
   bool next_step(Schedule& s) override {
-    // All-reduce: reduce-scatter steps 0..n-1, the all-gather's step 0 shares step n-1.
-    const uint32_t rs_steps = op_ == CollectiveOp::kAllGather ? 0 : n_;
-    const uint32_t ag_first = op_ == CollectiveOp::kAllReduce ? n_ - 1 : (op_ == CollectiveOp::kAllGather ? 0 : kNone);
-    const uint32_t total = ag_first == kNone ? rs_steps : ag_first + n_;
-    if (step_ >= total) return false;
-    if (step_ < rs_steps) emit_reduce_step(s, step_);
-    if (ag_first != kNone && step_ >= ag_first) emit_gather_step(s, step_ - ag_first);
+    if (!detail::phased_step(op_, n_ - 1, step_, [&](uint32_t k) { emit_reduce_step(s, k); },
+                     [&](uint32_t k) { emit_gather_step(s, k); }))
+      return false;
     ++step_;
     return true;
   }
 
  private:
-  static constexpr uint32_t kNone = UINT32_MAX;
-
-  /// Rank at `hops` from `from` along direction `dir`.
-  uint32_t walk(uint32_t from, int dir, uint32_t hops) const {
-    const uint64_t h = hops % n_;
-    return static_cast<uint32_t>(dir > 0 ? (from + h) % n_ : (from + n_ - h) % n_);
-  }
+  uint32_t walk(uint32_t from, int dir, uint32_t hops) const { return detail::ring_walk(n_, from, dir, hops); }
 
   // Reduce-scatter step k of every lane: the chain of a lane owned by o visits o+d, o+2d, ..., o.
   void emit_reduce_step(Schedule& s, uint32_t k) {
@@ -149,7 +139,7 @@ void register_ring(std::vector<CollectiveInfo>& out) {
           op, bidir ? "ring_bidir" : "ring",
           bidir ? "ring, every shard halved and sent both ways (EQuARX full loop); " + what
                 : "unidirectional ring; " + what + "; fused decode-accumulate-encode at intermediate hops",
-          [](uint32_t ranks, uint64_t, const CollectiveOptions&) { return need_ranks(ranks, 2); },
+          [](uint32_t ranks, uint64_t, const CollectiveOptions& o) { return check_common(ranks, o); },
           [op, bidir](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
             return make_ring(op, ranks, elements, o, bidir);
           }});

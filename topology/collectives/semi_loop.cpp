@@ -65,24 +65,15 @@ class SemiLoopGenerator final : public ScheduleGenerator {
   }
 
   bool next_step(Schedule& s) override {
-    const uint32_t rs_steps = op_ == CollectiveOp::kAllGather ? 0 : down_hops_ + 1;
-    const uint32_t ag_first =
-        op_ == CollectiveOp::kAllReduce ? down_hops_ : (op_ == CollectiveOp::kAllGather ? 0 : kNone);
-    const uint32_t total = ag_first == kNone ? rs_steps : ag_first + down_hops_ + 1;
-    if (step_ >= total) return false;
-    if (step_ < rs_steps) emit_reduce_step(s, step_);
-    if (ag_first != kNone && step_ >= ag_first) emit_gather_step(s, step_ - ag_first);
+    if (!detail::phased_step(op_, down_hops_, step_, [&](uint32_t k) { emit_reduce_step(s, k); },
+                     [&](uint32_t k) { emit_gather_step(s, k); }))
+      return false;
     ++step_;
     return true;
   }
 
  private:
-  static constexpr uint32_t kNone = UINT32_MAX;
-
-  uint32_t walk(uint32_t from, int dir, uint32_t hops) const {
-    const uint64_t h = hops % n_;
-    return static_cast<uint32_t>(dir > 0 ? (from + h) % n_ : (from + n_ - h) % n_);
-  }
+  uint32_t walk(uint32_t from, int dir, uint32_t hops) const { return detail::ring_walk(n_, from, dir, hops); }
   const Lane& lane_of(uint32_t owner, uint32_t segment) const { return lanes_[owner * options_.segments + segment]; }
 
   void emit_reduce_step(Schedule& s, uint32_t k) {
@@ -205,10 +196,7 @@ void register_semi_loop(std::vector<CollectiveInfo>& out) {
                                              : "each shard encoded once and forwarded both ways, floor(n/2) hops";
     out.push_back(CollectiveInfo{
         op, "semi_loop", "EQuARX semi-loop ring using both directions (aggregation depth floor(n/2)); " + what,
-        [](uint32_t ranks, uint64_t, const CollectiveOptions& o) -> Status {
-          if (o.segments < 1 || o.align < 1) return invalid_argument("semi_loop needs segments >= 1 and align >= 1");
-          return need_ranks(ranks, 2);
-        },
+        [](uint32_t ranks, uint64_t, const CollectiveOptions& o) { return check_common(ranks, o); },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_semi_loop(op, ranks, elements, o);
         }});

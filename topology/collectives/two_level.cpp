@@ -324,9 +324,7 @@ class TwoLevelAllToAll final : public ScheduleGenerator {
 };
 
 Status check_two_level(CollectiveOp op, uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
-  CCSIM_RETURN_IF_ERROR(detail::need_ranks(ranks, 2));
-  if (o.segments < 1) return invalid_argument("segments must be at least 1");
-  if (o.align < 1) return invalid_argument("align must be at least 1");
+  CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, o));
   if (o.gpus_per_node < 1 || ranks % o.gpus_per_node != 0)
     return invalid_argument(fmt::format("two_level needs the ranks ({}) to be a multiple of gpus_per_node ({})",
                                         ranks, o.gpus_per_node));
