@@ -16,16 +16,24 @@ using topo::OpKind;
 
 void bind_ops(topo::Schedule& schedule, const Compressor& compressor, topo::OpId first, topo::OpId end) {
   const auto& chunks = schedule.chunks();
+  const uint32_t ranks = schedule.num_ranks();
+  auto spec_of = [&](uint32_t chunk) { return TensorSpec{chunks[chunk].offset, chunks[chunk].count}; };
   for (topo::OpId id = first; id < end; ++id) {
     Op& op = schedule.mutable_op(id);
-    const TensorSpec spec{chunks[op.chunk].offset, chunks[op.chunk].count};
+    uint64_t bytes = 0;
     if (op.kind == OpKind::kTransfer) {
-      op.bytes = compressor.wire_bytes(spec, HopContext{op.summed, schedule.num_ranks()});
-    } else {
+      schedule.for_each_message(op, [&](const topo::MessageRef& m) {
+        bytes += compressor.wire_bytes(spec_of(m.chunk), HopContext{m.summed, ranks});
+      });
+    } else if (topo::Schedule::consumes_message(op.kernel)) {
       // Decoders see the incoming message's hop; encoders the hop they produce.
-      const uint32_t hop_summed = topo::Schedule::consumes_message(op.kernel) ? op.in_summed : op.summed;
-      op.bytes = compressor.memory_bytes(op.kernel, spec, HopContext{hop_summed, schedule.num_ranks()});
+      schedule.for_each_message(op, [&](const topo::MessageRef& m) {
+        bytes += compressor.memory_bytes(op.kernel, spec_of(m.chunk), HopContext{m.summed, ranks});
+      });
+    } else {
+      bytes = compressor.memory_bytes(op.kernel, spec_of(op.chunk), HopContext{op.summed, ranks});
     }
+    op.bytes = bytes;
   }
 }
 
@@ -47,7 +55,7 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
   // Messages live from their producing op to their last consumer.
   std::vector<uint32_t> consumers(ops.size(), 0);
   for (const Op& op : ops)
-    if (op.kind == OpKind::kKernel && topo::Schedule::consumes_message(op.kernel)) ++consumers[op.message];
+    if (op.kind == OpKind::kKernel) schedule.for_each_message(op, [&](const topo::MessageRef& m) { ++consumers[m.id]; });
   std::vector<std::vector<uint8_t>> messages(ops.size());
   std::vector<std::vector<uint8_t>> pool;  // released buffers, reused to avoid fresh page faults
 
@@ -58,9 +66,10 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
     const topo::Chunk& c = chunks[op.chunk];
     const TensorSpec spec{c.offset, c.count};
     if (op.kind == OpKind::kTransfer) {
-      const auto& msg = messages[op.message];
-      CCSIM_CHECK(msg.size() == op.bytes, "transfer {} carries {} bytes but is bound to {}", id, msg.size(), op.bytes);
-      stats.wire_bytes += msg.size();
+      uint64_t carried = 0;
+      schedule.for_each_message(op, [&](const topo::MessageRef& m) { carried += messages[m.id].size(); });
+      CCSIM_CHECK(carried == op.bytes, "transfer {} carries {} bytes but is bound to {}", id, carried, op.bytes);
+      stats.wire_bytes += carried;
       continue;
     }
     std::span<float> acc = buffers[op.rank].subspan(c.offset, c.count);
@@ -89,6 +98,16 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
         messages[msg] = {};
       }
     };
+    if (op.bundle > 1) {  // a bundle of decodes, each message into its own chunk
+      for (const topo::MessageRef& m : schedule.bundle(op)) {
+        const topo::Chunk& mc = chunks[m.chunk];
+        compressor.decode(messages[m.id], TensorSpec{mc.offset, mc.count}, HopContext{m.summed, ranks},
+                          buffers[op.rank].subspan(mc.offset, mc.count));
+        release(m.id);
+      }
+      ++stats.kernels_run;
+      continue;
+    }
     const HopContext in_hop{op.in_summed, ranks};
     switch (op.kernel) {
       case KernelKind::kEncode: compressor.encode(acc, spec, HopContext{op.summed, ranks}, key, new_message(op.summed)); break;

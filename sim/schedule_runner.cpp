@@ -29,7 +29,7 @@ bool ScheduleReplay::next_step(topo::Schedule& out) {
   CCSIM_CHECK(schedule_.id_base() == 0, "replaying a schedule window");
   if (emitted_ || schedule_.ops().empty()) return false;
   emitted_ = true;
-  for (const auto& op : schedule_.ops()) out.append_op(op, schedule_.deps(op));
+  for (const auto& op : schedule_.ops()) out.append_op(op, schedule_.deps(op), schedule_.bundle(op));
   return true;
 }
 

@@ -37,6 +37,12 @@ void Schedule::append_deps(Op& op, OpId id, std::span<const OpId> deps) {
   op.num_deps = static_cast<uint32_t>(deps.size());
 }
 
+void Schedule::append_bundle(Op& op, std::span<const MessageRef> bundle) {
+  op.bundle_begin = bundles_base_ + bundles_.size();
+  op.bundle = bundle.size() > 1 ? static_cast<uint32_t>(bundle.size()) : 0;
+  if (op.bundle > 1) bundles_.insert(bundles_.end(), bundle.begin(), bundle.end());
+}
+
 uint32_t Schedule::add_chunk(uint64_t offset, uint64_t count) {
   CCSIM_CHECK(offset + count <= elements_, "chunk [{}, +{}) outside {} elements", offset, count, elements_);
   chunks_.push_back(Chunk{offset, count});
@@ -62,30 +68,63 @@ OpId Schedule::add_kernel(KernelKind kind, uint32_t rank, uint32_t chunk, Messag
   op.summed = summed;
   op.in_summed = consumed.id == kNoOp ? 0 : consumed.summed;
   append_deps(op, id, deps);
+  append_bundle(op, {});
   ops_.push_back(op);
   return id;
 }
 
 OpId Schedule::add_transfer(uint32_t src, uint32_t dst, MessageRef message, std::span<const OpId> deps) {
+  return add_transfer(src, dst, std::span<const MessageRef>(&message, 1), deps);
+}
+
+OpId Schedule::add_transfer(uint32_t src, uint32_t dst, std::span<const MessageRef> bundle,
+                            std::span<const OpId> deps) {
   const OpId id = id_end();
   CCSIM_CHECK(src < num_ranks_ && dst < num_ranks_ && src != dst, "transfer {}->{}", src, dst);
-  CCSIM_CHECK(message.id < id && message.chunk < chunks_.size(), "transfer {} of message {}", id, message.id);
+  CCSIM_CHECK(!bundle.empty(), "transfer {} carries no message", id);
+  for (const MessageRef& m : bundle)
+    CCSIM_CHECK(m.id < id && m.chunk < chunks_.size(), "transfer {} of message {}", id, m.id);
   Op op;
   op.kind = OpKind::kTransfer;
   op.rank = src;
   op.peer = dst;
-  op.chunk = message.chunk;
-  op.message = message.id;
-  op.summed = message.summed;
+  op.chunk = bundle[0].chunk;
+  op.message = bundle[0].id;
+  op.summed = bundle[0].summed;
   append_deps(op, id, deps);
+  append_bundle(op, bundle);
   ops_.push_back(op);
   return id;
 }
 
-OpId Schedule::append_op(const Op& op, std::span<const OpId> deps) {
+OpId Schedule::add_decodes(uint32_t rank, std::span<const MessageRef> bundle, std::span<const OpId> deps) {
   const OpId id = id_end();
+  CCSIM_CHECK(rank < num_ranks_ && !bundle.empty(), "decodes on rank {} of {} messages", rank, bundle.size());
+  for (const MessageRef& m : bundle) {
+    CCSIM_CHECK(m.id < id && m.chunk < chunks_.size(), "kernel {} decodes message {}", id, m.id);
+    CCSIM_CHECK(m.summed == bundle[0].summed, "kernel {} decodes messages of {} and {} contributions", id,
+                bundle[0].summed, m.summed);
+  }
+  Op op;
+  op.kind = OpKind::kKernel;
+  op.kernel = KernelKind::kDecode;
+  op.rank = rank;
+  op.chunk = bundle[0].chunk;
+  op.message = bundle[0].id;
+  op.summed = op.in_summed = bundle[0].summed;
+  append_deps(op, id, deps);
+  append_bundle(op, bundle);
+  ops_.push_back(op);
+  return id;
+}
+
+OpId Schedule::append_op(const Op& op, std::span<const OpId> deps, std::span<const MessageRef> bundle) {
+  const OpId id = id_end();
+  CCSIM_CHECK(bundle.size() == (op.bundle > 1 ? op.bundle : 0), "op with bundle {} appended with {} messages",
+              op.bundle, bundle.size());
   Op copy = op;
   append_deps(copy, id, deps);
+  append_bundle(copy, bundle);
   ops_.push_back(copy);
   return id;
 }
@@ -102,17 +141,28 @@ void Schedule::retire_before(OpId id) {
   const size_t drop = id - id_base_;
   // Compact only when the dead prefix is at least half the storage: amortized O(1) per op.
   if (drop == 0 || drop * 2 < ops_.size()) return;
-  const uint64_t deps_drop = (drop == ops_.size()) ? deps_.size() : ops_[drop].deps_begin - deps_base_;
+  const bool all = drop == ops_.size();
+  const uint64_t deps_drop = all ? deps_.size() : ops_[drop].deps_begin - deps_base_;
+  const uint64_t bundles_drop = all ? bundles_.size() : ops_[drop].bundle_begin - bundles_base_;
   ops_.erase(ops_.begin(), ops_.begin() + static_cast<std::ptrdiff_t>(drop));
   deps_.erase(deps_.begin(), deps_.begin() + static_cast<std::ptrdiff_t>(deps_drop));
+  bundles_.erase(bundles_.begin(), bundles_.begin() + static_cast<std::ptrdiff_t>(bundles_drop));
   id_base_ = id;
   deps_base_ += deps_drop;
+  bundles_base_ += bundles_drop;
 }
 
 uint64_t Schedule::wire_bytes() const {
   uint64_t total = 0;
   for (const Op& op : ops_)
     if (op.kind == OpKind::kTransfer) total += op.bytes;
+  return total;
+}
+
+uint64_t Schedule::op_elements(const Op& op) const {
+  if (op.kind == OpKind::kKernel && op.bundle <= 1) return chunks_[op.chunk].count;
+  uint64_t total = 0;
+  for_each_message(op, [&](const MessageRef& m) { total += chunks_[m.chunk].count; });
   return total;
 }
 

@@ -10,6 +10,10 @@
 ///   so it may be forwarded several times (ring all-gather) without re-encoding.
 /// * `summed` counts the ranks whose contributions a message carries, which is what a compressor's
 ///   wire format may depend on (e.g. THC's integer fields widen with it).
+/// * A transfer may carry a *bundle* of messages (one flow, the sum of their wire bytes), and a
+///   kDecode kernel may decode a bundle, each message into the chunk it was encoded from. This is
+///   how a butterfly all-gather sends its growing block of unchanged shards in one flow per step.
+///   for_each_message() visits the messages of any op, bundled or not.
 ///
 /// Ops are stored in a topological order: every dependency of op i has an id smaller than i.
 /// The aggregation tree of a chunk is the message chain: follow `message` backwards from any decode
@@ -79,6 +83,9 @@ struct Op {
   uint32_t num_deps = 0;    ///< dependencies are deps_pool[deps_begin, deps_begin + num_deps)
   uint64_t deps_begin = 0;
   uint64_t bytes = 0;       ///< transfer: bytes on the wire; kernel: bytes of memory traffic (set by binding)
+  uint32_t bundle = 0;      ///< > 1: the op carries / decodes Schedule::bundle(op); then `message`, `chunk`,
+                            ///< `summed` (and `in_summed`) describe the first message of the bundle
+  uint64_t bundle_begin = 0;
 };
 
 /// A collective's DAG of ops over `num_ranks` group-local ranks and a tensor of `elements` fp32
@@ -111,8 +118,14 @@ class Schedule {
   OpId add_transfer(uint32_t src, uint32_t dst, MessageRef message, std::initializer_list<OpId> deps) {
     return add_transfer(src, dst, message, std::span<const OpId>(deps.begin(), deps.size()));
   }
-  /// Appends a copy of `op` (bytes included) with dependencies `deps`; for replaying a schedule.
-  OpId append_op(const Op& op, std::span<const OpId> deps);
+  /// Adds one transfer carrying every message of `bundle` (at least one) from `src` to `dst`.
+  OpId add_transfer(uint32_t src, uint32_t dst, std::span<const MessageRef> bundle, std::span<const OpId> deps);
+  /// Adds one kDecode kernel on `rank` that decodes every message of `bundle` (at least one, all with
+  /// the same `summed`) into the chunk it was encoded from.
+  OpId add_decodes(uint32_t rank, std::span<const MessageRef> bundle, std::span<const OpId> deps);
+  /// Appends a copy of `op` (bytes included) with dependencies `deps` and, for a bundled op, its
+  /// messages `bundle`; for replaying a schedule.
+  OpId append_op(const Op& op, std::span<const OpId> deps, std::span<const MessageRef> bundle = {});
   /// The message produced by op `id`. REQUIRES: id is in the window and produces a message.
   MessageRef message(OpId id) const;
 
@@ -133,6 +146,26 @@ class Schedule {
   const Op& op(OpId id) const { return ops_[id - id_base_]; }
   Op& mutable_op(OpId id) { return ops_[id - id_base_]; }
   std::span<const OpId> deps(const Op& op) const { return {deps_.data() + (op.deps_begin - deps_base_), op.num_deps}; }
+  /// The messages of a bundled op (empty unless op.bundle > 1).
+  std::span<const MessageRef> bundle(const Op& op) const {
+    return op.bundle > 1 ? std::span<const MessageRef>(bundles_.data() + (op.bundle_begin - bundles_base_), op.bundle)
+                         : std::span<const MessageRef>();
+  }
+  /// Calls f(MessageRef) for every message `op` carries (transfer) or consumes (decoding kernel),
+  /// bundled or not; nothing for kEncode. For a kernel, the MessageRef's `chunk` is the chunk the
+  /// message is decoded into and `summed` the contributions it carries.
+  template <class F>
+  void for_each_message(const Op& op, F&& f) const {
+    if (op.bundle > 1) {
+      for (const MessageRef& m : bundle(op)) f(m);
+    } else if (op.kind == OpKind::kTransfer) {
+      f(MessageRef{op.message, op.chunk, op.summed});
+    } else if (consumes_message(op.kernel)) {
+      f(MessageRef{op.message, op.chunk, op.in_summed});
+    }
+  }
+  /// Elements of the messages a transfer carries, or of the chunk(s) a kernel works on.
+  uint64_t op_elements(const Op& op) const;
   /// Drops ops with id < `id` (they must not be referenced again). Amortized O(1) per op.
   void retire_before(OpId id);
 
@@ -148,6 +181,7 @@ class Schedule {
 
  private:
   void append_deps(Op& op, OpId id, std::span<const OpId> deps);
+  void append_bundle(Op& op, std::span<const MessageRef> bundle);
 
   std::string name_;
   CollectiveOp operation_;
@@ -158,8 +192,10 @@ class Schedule {
   std::vector<Chunk> shards_;
   OpId id_base_ = 0;
   uint64_t deps_base_ = 0;
+  uint64_t bundles_base_ = 0;
   std::vector<Op> ops_;
   std::vector<OpId> deps_;
+  std::vector<MessageRef> bundles_;
 };
 
 /// Produces a schedule step by step. Contract (checked by the streaming timing interpreter):

@@ -318,25 +318,39 @@ void FlowNetwork::fill_component(size_t links_begin, size_t flows_begin) {
     L.rem = L.capacity;
     L.cnt = static_cast<uint32_t>(L.flows.size());
     ++L.version;
-    if (L.cnt > 0) heap_.push_back(Constraint{share(L.rem, L.cnt), 1, l, L.version});
+    if (L.cnt > 1) heap_.push_back(Constraint{share(L.rem, L.cnt), 1, l, L.version});
   }
+  // A link crossed by one flow keeps the key (capacity, link) until that flow freezes, after which
+  // it is empty: of a flow's private links only the smallest key can ever act, so only it enters.
   for (FlowId id : flows) {
     Flow& f = flows_[id];
     f.new_rate = -1;
     if (std::isfinite(f.cap)) heap_.push_back(Constraint{f.cap, 0, id, 0});
+    const Constraint* best = nullptr;
+    Constraint c;
+    for (uint32_t l : route_of(f)) {
+      const LinkState& L = links_[l];
+      if (L.cnt != 1) continue;
+      const Constraint k{share(L.rem, 1), 1, l, L.version};
+      if (best == nullptr || later(c, k)) {
+        c = k;
+        best = &c;
+      }
+    }
+    if (best != nullptr) heap_.push_back(c);
   }
   std::make_heap(heap_.begin(), heap_.end(), later);
-  ++epoch_;  // marks links touched by one freezing batch
+  // A link's share rem/cnt never decreases while flows freeze on it (each freezes at a value no
+  // larger than the share), so a stale heap entry is a lower bound of the link's true key: it is
+  // re-keyed lazily when it surfaces, and an entry is acted on only when it is current. The order
+  // in which constraints are acted on is therefore exactly the eager order.
   auto freeze = [&](Flow& f, double v) {
     f.new_rate = v;
     for (uint32_t l : route_of(f)) {
       LinkState& L = links_[l];
       L.rem -= v;
       --L.cnt;
-      if (L.mark != epoch_) {
-        L.mark = epoch_;
-        stack_.push_back(l);
-      }
+      ++L.version;
     }
   };
   while (!heap_.empty()) {
@@ -347,23 +361,17 @@ void FlowNetwork::fill_component(size_t links_begin, size_t flows_begin) {
       Flow& f = flows_[c.index];
       if (f.new_rate >= 0) continue;
       freeze(f, c.value);
-    } else {
-      const LinkState& L = links_[c.index];
-      if (c.version != L.version || L.cnt == 0) continue;
-      for (FlowId id : L.flows)
-        if (flows_[id].new_rate < 0) freeze(flows_[id], c.value);
+      continue;
     }
-    // Re-key every link the batch touched, once.
-    for (uint32_t l : stack_) {
-      LinkState& L = links_[l];
-      ++L.version;
-      if (L.cnt > 0) {
-        heap_.push_back(Constraint{share(L.rem, L.cnt), 1, l, L.version});
-        std::push_heap(heap_.begin(), heap_.end(), later);
-      }
+    LinkState& L = links_[c.index];
+    if (L.cnt == 0) continue;
+    if (c.version != L.version) {
+      heap_.push_back(Constraint{share(L.rem, L.cnt), 1, c.index, L.version});
+      std::push_heap(heap_.begin(), heap_.end(), later);
+      continue;
     }
-    stack_.clear();
-    ++epoch_;
+    for (FlowId id : L.flows)
+      if (flows_[id].new_rate < 0) freeze(flows_[id], c.value);
   }
 }
 

@@ -18,7 +18,7 @@ using topo::CollectiveOp;
 void bind_fp32(topo::Schedule& s, topo::OpId first, topo::OpId end) {
   for (topo::OpId id = first; id < end; ++id) {
     topo::Op& op = s.mutable_op(id);
-    op.bytes = op.kind == topo::OpKind::kTransfer ? 4 * s.chunks()[op.chunk].count : 0;
+    op.bytes = op.kind == topo::OpKind::kTransfer ? 4 * s.op_elements(op) : 0;
   }
 }
 
@@ -121,7 +121,7 @@ TEST(CollectiveTiming, StreamingEqualsMaterializedReplayForEveryAlgorithm) {
   auto binder = [](topo::Schedule& s, topo::OpId first, topo::OpId end) {
     for (topo::OpId id = first; id < end; ++id) {
       topo::Op& op = s.mutable_op(id);
-      op.bytes = (op.kind == topo::OpKind::kTransfer ? 2 : 8) * s.chunks()[op.chunk].count;
+      op.bytes = (op.kind == topo::OpKind::kTransfer ? 2 : 8) * s.op_elements(op);
     }
   };
   int compared = 0;

@@ -11,7 +11,7 @@ namespace {
 // Binds fp32 wire sizes (4 bytes per element) without the algorithms library.
 void bind_fp32(topo::Schedule& s) {
   for (auto& op : s.mutable_ops())
-    if (op.kind == topo::OpKind::kTransfer) op.bytes = 4 * s.chunks()[op.chunk].count;
+    if (op.kind == topo::OpKind::kTransfer) op.bytes = 4 * s.op_elements(op);
 }
 
 // Ring all-reduce on a star: 2(n-1) steps, each alpha (two link latencies) + (S/n)/B.

@@ -542,7 +542,7 @@ TEST(SimgridCrosscheck, RandomFlowsWithUnequalLatencyDiffer) {
 void bind_fp32(topo::Schedule& s, topo::OpId first, topo::OpId end) {
   for (topo::OpId id = first; id < end; ++id) {
     topo::Op& op = s.mutable_op(id);
-    op.bytes = op.kind == topo::OpKind::kTransfer ? 4 * s.chunks()[op.chunk].count : 0;
+    op.bytes = op.kind == topo::OpKind::kTransfer ? 4 * s.op_elements(op) : 0;
   }
 }
 

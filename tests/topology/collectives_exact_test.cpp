@@ -51,6 +51,7 @@ std::string describe(const Op& op, OpId id) {
 struct Recorded {
   std::vector<Op> ops;
   std::vector<std::vector<OpId>> deps;
+  std::vector<std::vector<MessageRef>> bundles;  ///< the messages of bundled ops (empty otherwise)
 };
 
 /// Streams `gen` step by step, checking the step contract, and records every op. Before each new
@@ -82,6 +83,10 @@ std::string generate(ScheduleGenerator& gen, Schedule& s, Recorded& rec) {
                     step - 1);
       rec.ops.push_back(op);
       rec.deps.emplace_back(deps.begin(), deps.end());
+      const auto bundle = s.bundle(op);
+      EXACT_REQUIRE(bundle.size() == (op.bundle > 1 ? op.bundle : 0u), "{}: bundle of {} for {} messages",
+                    describe(op, id), bundle.size(), op.bundle);
+      rec.bundles.emplace_back(bundle.begin(), bundle.end());
     }
     s.retire_before(first);
     prev_first = first;
@@ -166,94 +171,110 @@ std::string run_case(const CollectiveInfo& info, uint32_t n, uint64_t elements, 
     EXACT_REQUIRE(op.rank < n, "{}: rank out of range", describe(op, id));
     EXACT_REQUIRE(op.chunk < chunks.size(), "{}: chunk out of range", describe(op, id));
     const bool consumes = op.kind == OpKind::kTransfer || Schedule::consumes_message(op.kernel);
-    Custody* held = nullptr;
-    if (consumes) {
-      EXACT_REQUIRE(op.message < id, "{}: message is not earlier", describe(op, id));
-      const Op& producer = rec.ops[op.message];
+    // The messages the op carries or decodes: (message, chunk it is read into / sent as, summed).
+    std::vector<MessageRef> msgs = rec.bundles[id];
+    const bool bundled = !msgs.empty();
+    if (bundled) {
+      EXACT_REQUIRE(op.kind == OpKind::kTransfer || op.kernel == KernelKind::kDecode,
+                    "{}: only transfers and decodes take bundles", describe(op, id));
+      EXACT_REQUIRE(msgs[0].id == op.message && msgs[0].chunk == op.chunk, "{}: fields differ from the first message",
+                    describe(op, id));
+    } else if (consumes) {
+      msgs.push_back(MessageRef{op.message, op.chunk, op.kind == OpKind::kTransfer ? op.summed : op.in_summed});
+    }
+    for (const MessageRef& m : msgs) {
+      EXACT_REQUIRE(m.id < id, "{}: message {} is not earlier", describe(op, id), m.id);
+      EXACT_REQUIRE(m.chunk < chunks.size(), "{}: chunk {} out of range", describe(op, id), m.chunk);
+      const Op& producer = rec.ops[m.id];
       EXACT_REQUIRE(producer.kind == OpKind::kKernel && Schedule::produces_message(producer.kernel),
-                    "{}: op {} produces no message", describe(op, id), op.message);
-      EXACT_REQUIRE(chunks[producer.chunk].count == chunks[op.chunk].count,
+                    "{}: op {} produces no message", describe(op, id), m.id);
+      EXACT_REQUIRE(chunks[producer.chunk].count == chunks[m.chunk].count,
                     "{}: message of {} elements into a chunk of {}", describe(op, id), chunks[producer.chunk].count,
-                    chunks[op.chunk].count);
-      auto it = custody.find(key(op.message, op.rank));
-      EXACT_REQUIRE(it != custody.end(), "{}: rank {} does not hold message {}", describe(op, id), op.rank,
-                    op.message);
-      held = &it->second;
-      EXACT_REQUIRE(depends_on(id, held->since), "{}: does not depend on op {} that gave rank {} the message",
-                    describe(op, id), held->since, op.rank);
-      held->used = true;
-      const uint32_t carried = messages[op.message].masks.empty()
+                    chunks[m.chunk].count);
+      if (op.kind == OpKind::kTransfer || bundled)
+        EXACT_REQUIRE(m.chunk == producer.chunk, "{}: chunk {} differs from message {}'s {}", describe(op, id),
+                      m.chunk, m.id, producer.chunk);
+      auto it = custody.find(key(m.id, op.rank));
+      EXACT_REQUIRE(it != custody.end(), "{}: rank {} does not hold message {}", describe(op, id), op.rank, m.id);
+      EXACT_REQUIRE(depends_on(id, it->second.since), "{}: does not depend on op {} that gave rank {} message {}",
+                    describe(op, id), it->second.since, op.rank, m.id);
+      it->second.used = true;
+      const uint32_t carried = messages[m.id].masks.empty()
                                    ? producer.summed
-                                   : static_cast<uint32_t>(std::popcount(messages[op.message].masks[0]));
-      if (op.kind == OpKind::kTransfer) {
-        EXACT_REQUIRE(op.chunk == producer.chunk, "{}: chunk differs from the message's {}", describe(op, id),
-                      producer.chunk);
-        EXACT_REQUIRE(op.summed == producer.summed && op.summed == carried,
-                      "{}: summed {} but the message carries {} contributions", describe(op, id), op.summed, carried);
-      } else {
-        EXACT_REQUIRE(op.in_summed == carried, "{}: in_summed {} but the message carries {} contributions",
-                      describe(op, id), op.in_summed, carried);
-      }
+                                   : static_cast<uint32_t>(std::popcount(messages[m.id].masks[0]));
+      EXACT_REQUIRE(m.summed == producer.summed && m.summed == carried,
+                    "{}: summed {} but message {} carries {} contributions", describe(op, id), m.summed, m.id,
+                    carried);
     }
 
     if (op.kind == OpKind::kTransfer) {
       EXACT_REQUIRE(op.peer < n && op.peer != op.rank, "{}: bad peer", describe(op, id));
-      auto [it, fresh] = custody.emplace(key(op.message, op.peer), Custody{id, false});
-      EXACT_REQUIRE(fresh, "{}: rank {} already holds message {} (since op {})", describe(op, id), op.peer,
-                    op.message, it->second.since);
+      for (const MessageRef& m : msgs) {
+        auto [it, fresh] = custody.emplace(key(m.id, op.peer), Custody{id, false});
+        EXACT_REQUIRE(fresh, "{}: rank {} already holds message {} (since op {})", describe(op, id), op.peer, m.id,
+                      it->second.since);
+      }
       continue;
     }
 
-    const Chunk c = chunks[op.chunk];
     const bool reads = op.kernel != KernelKind::kDecode;
     const bool writes = op.kernel != KernelKind::kEncode;
-    const Message* in = consumes ? &messages[op.message] : nullptr;
-    Message out;
-    if (Schedule::produces_message(op.kernel)) {
-      out.values.resize(c.count);
-      out.masks.resize(c.count);
-    }
-    const uint64_t base = static_cast<uint64_t>(op.rank) * elements + c.offset;
-    for (uint64_t i = 0; i < c.count; ++i) {
-      const uint64_t x = base + i;
-      const OpId w = last_writer[x];
-      EXACT_REQUIRE(w == kNoOp || depends_on(id, w), "{}: element {} was last written by {} without a dependency",
-                    describe(op, id), c.offset + i, describe(rec.ops[w], w));
-      if (writes) {
-        for (OpId r : readers[x])
-          EXACT_REQUIRE(r == id || depends_on(id, r), "{}: overwrites element {} read by {} without a dependency",
-                        describe(op, id), c.offset + i, describe(rec.ops[r], r));
-        readers[x].clear();
-        last_writer[x] = id;
-      } else if (reads) {
-        readers[x].push_back(id);
+    // Applies the kernel to chunk c of the rank, decoding `in` (nullptr for kEncode).
+    auto apply = [&](const Chunk& c, const Message* in) -> std::string {
+      Message out;
+      if (Schedule::produces_message(op.kernel)) {
+        out.values.resize(c.count);
+        out.masks.resize(c.count);
       }
-      switch (op.kernel) {
-        case KernelKind::kEncode: break;
-        case KernelKind::kDecode:
-          buf[x] = in->values[i];
-          mask[x] = in->masks[i];
-          break;
-        case KernelKind::kDecodeAccumulate:
-        case KernelKind::kDecodeAccumulateEncode:
-          EXACT_REQUIRE((mask[x] & in->masks[i]) == 0,
-                        "{}: element {} adds contributions {:#x} to an accumulator already holding {:#x}",
-                        describe(op, id), c.offset + i, in->masks[i], mask[x]);
-          buf[x] += in->values[i];
-          mask[x] |= in->masks[i];
-          break;
+      const uint64_t base = static_cast<uint64_t>(op.rank) * elements + c.offset;
+      for (uint64_t i = 0; i < c.count; ++i) {
+        const uint64_t x = base + i;
+        const OpId w = last_writer[x];
+        EXACT_REQUIRE(w == kNoOp || depends_on(id, w), "{}: element {} was last written by {} without a dependency",
+                      describe(op, id), c.offset + i, describe(rec.ops[w], w));
+        if (writes) {
+          for (OpId r : readers[x])
+            EXACT_REQUIRE(r == id || depends_on(id, r), "{}: overwrites element {} read by {} without a dependency",
+                          describe(op, id), c.offset + i, describe(rec.ops[r], r));
+          readers[x].clear();
+          last_writer[x] = id;
+        } else if (reads) {
+          readers[x].push_back(id);
+        }
+        switch (op.kernel) {
+          case KernelKind::kEncode: break;
+          case KernelKind::kDecode:
+            buf[x] = in->values[i];
+            mask[x] = in->masks[i];
+            break;
+          case KernelKind::kDecodeAccumulate:
+          case KernelKind::kDecodeAccumulateEncode:
+            EXACT_REQUIRE((mask[x] & in->masks[i]) == 0,
+                          "{}: element {} adds contributions {:#x} to an accumulator already holding {:#x}",
+                          describe(op, id), c.offset + i, in->masks[i], mask[x]);
+            buf[x] += in->values[i];
+            mask[x] |= in->masks[i];
+            break;
+        }
+        EXACT_REQUIRE(static_cast<uint32_t>(std::popcount(mask[x])) == op.summed,
+                      "{}: summed {} but element {} holds {} contributions ({:#x})", describe(op, id), op.summed,
+                      c.offset + i, std::popcount(mask[x]), mask[x]);
+        if (!out.values.empty()) {
+          out.values[i] = buf[x];
+          out.masks[i] = mask[x];
+        }
       }
-      EXACT_REQUIRE(static_cast<uint32_t>(std::popcount(mask[x])) == op.summed,
-                    "{}: summed {} but element {} holds {} contributions ({:#x})", describe(op, id), op.summed,
-                    c.offset + i, std::popcount(mask[x]), mask[x]);
-      if (!out.values.empty()) {
-        out.values[i] = buf[x];
-        out.masks[i] = mask[x];
+      if (Schedule::produces_message(op.kernel)) {
+        messages[id] = std::move(out);
+        custody.emplace(key(id, op.rank), Custody{id, false});
       }
-    }
-    if (Schedule::produces_message(op.kernel)) {
-      messages[id] = std::move(out);
-      custody.emplace(key(id, op.rank), Custody{id, false});
+      return {};
+    };
+    if (bundled) {
+      for (const MessageRef& m : msgs)
+        if (std::string err = apply(chunks[m.chunk], &messages[m.id]); !err.empty()) return err;
+    } else if (std::string err = apply(chunks[op.chunk], consumes ? &messages[op.message] : nullptr); !err.empty()) {
+      return err;
     }
   }
   for (const auto& [k, cu] : custody)

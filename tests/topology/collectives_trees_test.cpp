@@ -179,51 +179,62 @@ uint32_t expected_steps(CollectiveOp op, const std::string& algorithm, uint32_t 
       anc[id * words + d / 64] |= 1ull << (d % 64);
       for (size_t w = 0; w < words; ++w) anc[id * words + w] |= anc[d * words + w];
     }
-    const Chunk c = s.chunks()[op.chunk];
+    // (message, chunk) pairs the op carries or decodes; a kernel without a message works on op.chunk.
+    std::vector<MessageRef> parts(s.bundle(op).begin(), s.bundle(op).end());
+    if (parts.empty()) {
+      const bool consumes = op.kind == OpKind::kTransfer || Schedule::consumes_message(op.kernel);
+      parts.push_back(MessageRef{consumes ? op.message : kNoOp, op.chunk,
+                                 op.kind == OpKind::kTransfer ? op.summed : op.in_summed});
+    }
     if (op.kind == OpKind::kTransfer) {
-      if (!available(op.message, op.rank, id))
-        return ::testing::AssertionFailure() << "transfer " << id << " forwards message " << op.message
-                                             << " that rank " << op.rank << " does not have";
-      if (op.summed != s.op(op.message).summed)
-        return ::testing::AssertionFailure() << "transfer " << id << " summed " << op.summed;
-      transfers_of[op.message].push_back(id);
+      for (const MessageRef& m : parts) {
+        if (!available(m.id, op.rank, id))
+          return ::testing::AssertionFailure() << "transfer " << id << " forwards message " << m.id << " that rank "
+                                               << op.rank << " does not have";
+        if (m.summed != s.op(m.id).summed)
+          return ::testing::AssertionFailure() << "transfer " << id << " summed " << m.summed;
+        transfers_of[m.id].push_back(id);
+      }
       continue;
     }
     const bool writes = op.kernel != KernelKind::kEncode;
-    for (const Touch& t : touches[op.rank]) {
-      const bool overlap = c.count > 0 && t.chunk.count > 0 && c.offset < t.chunk.offset + t.chunk.count &&
-                           t.chunk.offset < c.offset + c.count;
-      if (overlap && (writes || t.writes) && !is_ancestor(t.id, id))
-        return ::testing::AssertionFailure() << "kernels " << t.id << " and " << id << " on rank " << op.rank
-                                             << " touch common elements unordered";
-    }
-    touches[op.rank].push_back(Touch{id, c, writes});
-    std::vector<uint64_t>& a = acc[op.rank];
-    if (Schedule::consumes_message(op.kernel)) {
-      if (!available(op.message, op.rank, id))
-        return ::testing::AssertionFailure() << "kernel " << id << " on rank " << op.rank << " decodes message "
-                                             << op.message << " before it arrives";
-      const std::vector<uint64_t>& in = messages[op.message];
-      for (uint64_t i = 0; i < c.count; ++i) {
-        if (static_cast<uint32_t>(std::popcount(in[i])) != op.in_summed)
-          return ::testing::AssertionFailure() << "kernel " << id << " in_summed " << op.in_summed;
-        if (op.kernel == KernelKind::kDecode) {
-          a[c.offset + i] = in[i];
-        } else {
-          if (a[c.offset + i] & in[i])
-            return ::testing::AssertionFailure() << "kernel " << id << " counts a contribution twice";
-          a[c.offset + i] |= in[i];
+    for (const MessageRef& m : parts) {
+      const Chunk c = s.chunks()[m.chunk];
+      for (const Touch& t : touches[op.rank]) {
+        const bool overlap = c.count > 0 && t.chunk.count > 0 && c.offset < t.chunk.offset + t.chunk.count &&
+                             t.chunk.offset < c.offset + c.count;
+        if (overlap && (writes || t.writes) && !is_ancestor(t.id, id))
+          return ::testing::AssertionFailure() << "kernels " << t.id << " and " << id << " on rank " << op.rank
+                                               << " touch common elements unordered";
+      }
+      touches[op.rank].push_back(Touch{id, c, writes});
+      std::vector<uint64_t>& a = acc[op.rank];
+      if (Schedule::consumes_message(op.kernel)) {
+        if (!available(m.id, op.rank, id))
+          return ::testing::AssertionFailure() << "kernel " << id << " on rank " << op.rank << " decodes message "
+                                               << m.id << " before it arrives";
+        const std::vector<uint64_t>& in = messages[m.id];
+        for (uint64_t i = 0; i < c.count; ++i) {
+          if (static_cast<uint32_t>(std::popcount(in[i])) != m.summed)
+            return ::testing::AssertionFailure() << "kernel " << id << " in_summed " << m.summed;
+          if (op.kernel == KernelKind::kDecode) {
+            a[c.offset + i] = in[i];
+          } else {
+            if (a[c.offset + i] & in[i])
+              return ::testing::AssertionFailure() << "kernel " << id << " counts a contribution twice";
+            a[c.offset + i] |= in[i];
+          }
         }
       }
+      for (uint64_t i = 0; i < c.count; ++i)
+        if (static_cast<uint32_t>(std::popcount(a[c.offset + i])) != op.summed)
+          return ::testing::AssertionFailure() << "kernel " << id << " (" << kernel_kind_name(op.kernel)
+                                               << ") reports summed " << op.summed << " for "
+                                               << std::popcount(a[c.offset + i]) << " contributions";
+      if (Schedule::produces_message(op.kernel))
+        messages[id].assign(a.begin() + static_cast<std::ptrdiff_t>(c.offset),
+                            a.begin() + static_cast<std::ptrdiff_t>(c.offset + c.count));
     }
-    for (uint64_t i = 0; i < c.count; ++i)
-      if (static_cast<uint32_t>(std::popcount(a[c.offset + i])) != op.summed)
-        return ::testing::AssertionFailure() << "kernel " << id << " (" << kernel_kind_name(op.kernel)
-                                             << ") reports summed " << op.summed << " for "
-                                             << std::popcount(a[c.offset + i]) << " contributions";
-    if (Schedule::produces_message(op.kernel))
-      messages[id].assign(a.begin() + static_cast<std::ptrdiff_t>(c.offset),
-                          a.begin() + static_cast<std::ptrdiff_t>(c.offset + c.count));
   }
   for (uint32_t r = 0; r < n; ++r) {
     for (uint64_t e = 0; e < elements; ++e) {
@@ -374,11 +385,28 @@ TEST(CollectiveTrees, ButterflyOpCountsAreNLogN) {
           }
         }
       }
-      // The all-gather forwards unchanged messages: one encode per shard, n(n−1) transfers and n² decodes.
+      // The all-gather forwards unchanged messages in bundles: one encode and own decode per shard,
+      // then per rank, step and segment one bundled transfer and one bundled decode; n(n−1) messages
+      // are delivered and decoded in all.
       const Generated ag =
           generate(CollectiveOp::kAllGather, "butterfly", n, uint64_t{n} * 64, options_with(1, segments, 1));
-      EXPECT_EQ(ag.schedule.num_transfers(), N * (N - 1) * S);
-      EXPECT_EQ(ag.schedule.ops().size(), N * S + N * N * S + N * (N - 1) * S);
+      EXPECT_EQ(ag.schedule.num_transfers(), N * levels * S);
+      EXPECT_EQ(ag.schedule.ops().size(), 2 * N * S + 2 * N * levels * S);
+      uint64_t delivered = 0, decoded = 0;
+      for (const Op& op : ag.schedule.ops()) {
+        uint64_t messages = 0;
+        ag.schedule.for_each_message(op, [&](const MessageRef&) { ++messages; });
+        if (op.kind == OpKind::kTransfer) {
+          delivered += messages;
+          // Step a of the all-gather carries a block of 2^a shards.
+          EXPECT_TRUE(std::has_single_bit(messages)) << messages;
+          EXPECT_EQ(op.rank ^ op.peer, messages);
+        } else if (op.kernel == KernelKind::kDecode) {
+          decoded += messages;
+        }
+      }
+      EXPECT_EQ(delivered, N * (N - 1) * S);
+      EXPECT_EQ(decoded, N * N * S);
     }
   }
 }

@@ -27,7 +27,7 @@ Result<BenchResult> run_bench_case(const BenchCase& c, const topo::Topology& top
   auto binder = [](topo::Schedule& s, topo::OpId first, topo::OpId end) {
     for (topo::OpId id = first; id < end; ++id) {
       topo::Op& op = s.mutable_op(id);
-      op.bytes = op.kind == topo::OpKind::kTransfer ? 4 * s.chunks()[op.chunk].count : 0;
+      op.bytes = op.kind == topo::OpKind::kTransfer ? 4 * s.op_elements(op) : 0;
     }
   };
   sim::ScheduleRunner runner(engine, network, topology, *generator, binder, sim::KernelCostModel{});

@@ -183,8 +183,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   desc.add_options()("help,h", "show this help")
       ("suite", po::value<std::string>()->default_value("standard"),
        "standard: ring all-reduce on one switch at 1024 and 2048 ranks, ring all-reduce on a fat-tree at 64, 256, "
-       "1024, 4096 ranks, butterfly all-reduce on a fat-tree at 64 and 256 ranks (larger butterflies are not yet "
-       "practical: see docs/architecture.md); quick: 64 and 256 ranks only; custom: --topology/--ranks/--algorithm")
+       "1024, 4096 ranks, butterfly all-reduce on a fat-tree at 64, 256, 1024, 4096 ranks; quick: 64 and 256 "
+       "ranks only; custom: --topology/--ranks/--algorithm")
       ("topology", po::value<std::string>()->default_value("fat_tree"), "custom: star, fat_tree, leaf_spine, torus, ring")
       ("ranks", po::value<std::string>()->default_value("64,256"), "custom: comma-separated rank counts")
       ("algorithm", po::value<std::string>()->default_value("ring"), "custom: all-reduce algorithm")
@@ -212,9 +212,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (suite == "standard" || suite == "quick") {
     if (suite == "standard")
       for (uint32_t n : {1024u, 2048u}) cases.push_back({"star", n, "ring"});
-    for (uint32_t n : suite == "standard" ? std::vector<uint32_t>{64, 256, 1024, 4096} : std::vector<uint32_t>{64, 256})
-      cases.push_back({"fat_tree", n, "ring"});
-    for (uint32_t n : {64u, 256u}) cases.push_back({"fat_tree", n, "butterfly"});
+    const std::vector<uint32_t> sizes =
+        suite == "standard" ? std::vector<uint32_t>{64, 256, 1024, 4096} : std::vector<uint32_t>{64, 256};
+    for (const char* algorithm : {"ring", "butterfly"})
+      for (uint32_t n : sizes) cases.push_back({"fat_tree", n, algorithm});
   } else if (suite == "custom") {
     for (uint32_t n : parse_ranks(vm["ranks"].as<std::string>()))
       cases.push_back({vm["topology"].as<std::string>(), n, vm["algorithm"].as<std::string>()});

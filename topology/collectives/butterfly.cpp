@@ -24,13 +24,12 @@
 // All-gather step a = 0..L−1 (partner x XOR 2^a): the owner encodes its shard once (and decodes its
 // own message); messages are then forwarded unchanged, so every rank ends with identical values
 // (as DynamiQ's all-gather). At step a rank x sends the 2^a messages of its block of shards
-// [x & ~(2^a − 1), +2^a) to its partner, one transfer per message and segment (distinct messages
-// share the hop concurrently; segments of one message follow each other). The schedule has no
-// bundle type, so forwarding unchanged messages costs n(n−1)·segments transfers and n²·segments
-// decodes (O(n²), the all-gather only); re-encoding the combined block at every
-// doubling would need only O(n log n) ops but changes values per hop and leaves ranks with
-// different results, which the all-gather contract (identical values everywhere) rules out.
-//
+// [x & ~(2^a − 1), +2^a) to its partner as one bundled transfer per segment (one flow, as a real
+// butterfly sends the block in one message), and the partner decodes the bundle with one bundled
+// decode kernel. All-gather: n·segments encodes and own decodes, n·L·segments transfers and
+// n·L·segments bundled decodes (n(n−1)·segments messages delivered in all). Re-encoding the
+// combined block at every doubling would change values per hop and leave ranks with different
+// results, which the all-gather contract (identical values everywhere) rules out.
 // Steps (receiving kernels live in the step after their transfer, as in ring.cpp): reduce-scatter
 // L + 1, all-gather L + 1, all-reduce 2L + 1 (all-gather step 0 shares the last reduce-scatter step).
 // Generator state is O(n·segments).
@@ -76,8 +75,8 @@ class ButterflyGenerator final : public ScheduleGenerator {
     inbox_arrived_.assign(size_t{n_} * segs_, kNoOp);
     acc_.assign(size_t{n_} * segs_, kNoOp);
     gathered_.assign(size_t{n_} * segs_, MessageRef{});
-    chain_first_.assign(n_, kNoOp);
-    chain_first_prev_.assign(n_, kNoOp);
+    sent_.assign(size_t{n_} * segs_, kNoOp);
+    sent_prev_.assign(size_t{n_} * segs_, kNoOp);
     return s;
   }
 
@@ -168,46 +167,43 @@ class ButterflyGenerator final : public ScheduleGenerator {
         }
       }
     } else {
-      // Decode what arrived at step a−1: the block of q = x XOR 2^(a−1), in q's chain order.
+      // Decode what arrived at step a−1: the block of q = x XOR 2^(a−1), one bundle per segment.
       const uint32_t half = 1u << (a - 1);
       for (uint32_t x = 0; x < n_; ++x) {
-        const uint32_t q = x ^ half, start = q & ~(half - 1);
-        for (uint32_t shard = start; shard < start + half; ++shard)
-          for (uint32_t j = 0; j < segs_; ++j)
-            s.add_kernel(KernelKind::kDecode, x, shard_chunk(shard, j), gathered_[shard * segs_ + j], summed,
-                         {arrival(q, shard - start, j)});
-      }
-    }
-    if (a == levels_) return;
-    // x sends its block (shard order, segments inner; one contiguous run of transfers per rank) to
-    // x XOR 2^a. A message received at step a−1 leaves after its arrival; one x already held leaves
-    // after x's step-(a−1) transfer of it (x forwarded its whole block then), which anchors it to the
-    // previous step without serializing distinct messages on the hop. Segment j+1 of a message
-    // follows segment j on the hop.
-    const uint32_t block = 1u << a, half = block >> 1;
-    for (uint32_t x = 0; x < n_; ++x) {
-      const uint32_t p = x ^ block, start = x & ~(block - 1);
-      const uint32_t q = x ^ half, q_start = q & ~(half - 1), x_start = x & ~(half - 1);  // a >= 1 only
-      chain_first_[x] = s.id_end();
-      for (uint32_t shard = start; shard < start + block; ++shard) {
-        OpId prev = kNoOp;
+        const uint32_t q = x ^ half;
         for (uint32_t j = 0; j < segs_; ++j) {
-          const MessageRef msg = gathered_[shard * segs_ + j];
-          OpId ready;
-          if (a == 0) ready = msg.id;
-          else if (shard >= q_start && shard < q_start + half) ready = arrival(q, shard - q_start, j);
-          else ready = arrival(x, shard - x_start, j);
-          prev = prev == kNoOp ? s.add_transfer(x, p, msg, {ready}) : s.add_transfer(x, p, msg, {ready, prev});
+          block_messages(q & ~(half - 1), half, j);
+          const OpId arrived = sent_prev_[q * segs_ + j];
+          s.add_decodes(x, bundle_, std::span<const OpId>(&arrived, 1));
         }
       }
     }
-    std::swap(chain_first_, chain_first_prev_);
+    if (a == levels_) return;
+    // x sends its block (shard order) to x XOR 2^a, one bundle per segment. The bundle leaves after
+    // the arrival of the half x received at step a−1 and after x's own step-(a−1) bundle (which
+    // carried the other half), which anchors it to the previous step. Segment j+1 follows segment j
+    // on the hop.
+    const uint32_t block = 1u << a, half = block >> 1;
+    for (uint32_t x = 0; x < n_; ++x) {
+      const uint32_t p = x ^ block;
+      OpId prev = kNoOp;
+      for (uint32_t j = 0; j < segs_; ++j) {
+        block_messages(x & ~(block - 1), block, j);
+        std::vector<OpId> deps;
+        if (a == 0) deps.push_back(bundle_[0].id);
+        else deps = {sent_prev_[(x ^ half) * segs_ + j], sent_prev_[x * segs_ + j]};
+        if (prev != kNoOp) deps.push_back(prev);
+        prev = s.add_transfer(x, p, std::span<const MessageRef>(bundle_), std::span<const OpId>(deps));
+        sent_[x * segs_ + j] = prev;
+      }
+    }
+    std::swap(sent_, sent_prev_);
   }
 
-  /// The transfer of step a−1 in which rank `sender` sent the `index`-th shard of its block, segment j
-  /// (chains are contiguous runs of transfers; chain_first_prev_ holds their first ids).
-  OpId arrival(uint32_t sender, uint32_t index, uint32_t j) const {
-    return chain_first_prev_[sender] + index * segs_ + j;
+  /// Fills bundle_ with segment j of the all-gather messages of shards [start, start + count).
+  void block_messages(uint32_t start, uint32_t count, uint32_t j) {
+    bundle_.clear();
+    for (uint32_t shard = start; shard < start + count; ++shard) bundle_.push_back(gathered_[shard * segs_ + j]);
   }
 
   CollectiveOp op_;
@@ -220,8 +216,9 @@ class ButterflyGenerator final : public ScheduleGenerator {
   std::vector<OpId> inbox_arrived_;   ///< its transfer
   std::vector<OpId> acc_;             ///< [rank·segs + j]: the rank's latest decode-accumulate per segment
   std::vector<MessageRef> gathered_;  ///< [shard·segs + j]: the owner's all-gather message
-  std::vector<OpId> chain_first_;     ///< all-gather: first transfer of each rank's chain, this step
-  std::vector<OpId> chain_first_prev_;  ///< … previous step
+  std::vector<OpId> sent_;            ///< all-gather: [rank·segs + j] the rank's bundle transfer, this step
+  std::vector<OpId> sent_prev_;       ///< … previous step
+  std::vector<MessageRef> bundle_;    ///< scratch
   uint32_t step_ = 0;
 };
 
