@@ -10,12 +10,24 @@
 ///
 /// Mutation: `encode` must not modify `x`; decoders must not modify `in`. Per-rank state such as
 /// error-feedback residuals is owned by the compressor instance.
+///
+/// A round runs in this order (algorithms/numerics.hpp: plan_round, then run_numerics):
+///  1. Metadata phase, if plan_format() is not empty: every rank computes plan_local() statistics
+///     of its own tensor; they are combined across ranks (sums in rank order, maxima, bitwise ORs)
+///     and plan_commit() fixes the round's parameters, identical on every rank (DynamiQ super-group
+///     means, norms and bit widths; MX and THC global maxima; OmniReduce's index union; EDGC's
+///     rank). The phase's bytes, plan_format().wire_bytes() per rank, are an all-reduce of its own.
+///  2. prepare() transforms each rank's whole tensor before the collective (subtract a shared
+///     mean, rotate, add an error-feedback residual); finish() undoes it on what the rank ends with.
+///  3. The collective's kernels call the coding functions below on chunks. Wire sizes may depend on
+///     the committed plan, so a schedule is bound after step 1.
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/philox.hpp"
 #include "sim/base/status.hpp"
@@ -33,6 +45,24 @@ struct TensorSpec {
 struct HopContext {
   uint32_t summed = 1;  ///< ranks whose contributions the message carries (1 at a leaf)
   uint32_t ranks = 1;   ///< ranks in the collective
+};
+
+/// Statistics of a metadata phase (see the file comment), combined element-wise across ranks.
+struct PlanStats {
+  std::vector<double> sum;     ///< combined by summation, in rank order
+  std::vector<float> max;      ///< combined by maximum
+  std::vector<uint64_t> bits;  ///< combined by bitwise OR
+};
+
+/// Size of a compressor's metadata phase for one tensor.
+struct PlanFormat {
+  uint64_t sum_entries = 0;  ///< PlanStats::sum entries
+  uint64_t max_entries = 0;  ///< PlanStats::max entries
+  uint64_t bit_words = 0;    ///< PlanStats::bits words
+  uint32_t sum_bytes = 4;    ///< wire bytes of one sum entry (fp32 unless the scheme needs more)
+  /// Bytes one rank contributes to the metadata all-reduce (max entries as fp32, 8 per bit word).
+  uint64_t wire_bytes() const { return sum_entries * sum_bytes + 4 * max_entries + 8 * bit_words; }
+  bool empty() const { return sum_entries == 0 && max_entries == 0 && bit_words == 0; }
 };
 
 /// What a compressor guarantees about repeatability (a scenario requiring more is rejected).
@@ -66,6 +96,21 @@ class Compressor {
   virtual void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
                                         std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
                                         std::span<uint8_t> out) = 0;
+
+  // ---- round phases (defaults: none) ----
+  /// The metadata phase's size for a tensor of `elements` on `ranks` ranks; empty if the scheme has none.
+  virtual PlanFormat plan_format(uint64_t /*elements*/, uint32_t /*ranks*/) const { return {}; }
+  /// Rank `rank`'s statistics of its whole tensor `x`, sized as plan_format() says.
+  virtual void plan_local(std::span<const float> /*x*/, uint32_t /*rank*/, const kern::RngKey& /*key*/,
+                          PlanStats& /*out*/) const {}
+  /// Fixes the round's parameters from the statistics combined over `ranks` ranks.
+  virtual Status plan_commit(const PlanStats& /*combined*/, uint64_t /*elements*/, uint32_t /*ranks*/) {
+    return ok_status();
+  }
+  /// Transforms rank `rank`'s whole tensor before the collective.
+  virtual void prepare(std::span<float> /*x*/, uint32_t /*rank*/, uint32_t /*ranks*/, const kern::RngKey& /*key*/) {}
+  /// Undoes prepare() on what rank `rank` ends with.
+  virtual void finish(std::span<float> /*x*/, uint32_t /*rank*/, uint32_t /*ranks*/) {}
 
   /// Bytes of memory traffic of one kernel op on a chunk (what a roofline cost model charges).
   /// Default: fp32 reads/writes of the chunk plus the encoded bytes read/written.

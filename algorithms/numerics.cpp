@@ -41,6 +41,40 @@ void bind_schedule(topo::Schedule& schedule, const Compressor& compressor) {
   bind_ops(schedule, compressor, schedule.id_base(), schedule.id_end());
 }
 
+Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
+                              const NumericsOptions& options) {
+  CCSIM_CHECK(!inputs.empty());
+  const uint64_t elements = inputs[0].size();
+  const uint32_t ranks = static_cast<uint32_t>(inputs.size());
+  for (const auto& x : inputs) CCSIM_CHECK(x.size() == elements, "rank inputs of {} and {} elements", elements, x.size());
+  const PlanFormat format = compressor.plan_format(elements, ranks);
+  PlanReport report;
+  if (format.empty()) return report;
+  PlanStats combined;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    PlanStats local;
+    local.sum.assign(format.sum_entries, 0.0);
+    local.max.assign(format.max_entries, 0.0f);
+    local.bits.assign(format.bit_words, 0);
+    compressor.plan_local(inputs[r], r, kern::RngKey{options.seed, options.round, r, kPlanStream}, local);
+    CCSIM_CHECK(local.sum.size() == format.sum_entries && local.max.size() == format.max_entries &&
+                    local.bits.size() == format.bit_words,
+                "{}: plan_local changed the statistics' sizes", compressor.name());
+    if (r == 0) {
+      combined = std::move(local);
+      continue;
+    }
+    for (uint64_t i = 0; i < format.sum_entries; ++i) combined.sum[i] += local.sum[i];
+    for (uint64_t i = 0; i < format.max_entries; ++i)
+      if (local.max[i] > combined.max[i] || std::isnan(local.max[i])) combined.max[i] = local.max[i];
+    for (uint64_t i = 0; i < format.bit_words; ++i) combined.bits[i] |= local.bits[i];
+  }
+  CCSIM_RETURN_IF_ERROR(compressor.plan_commit(combined, elements, ranks));
+  report.ran = true;
+  report.wire_bytes_per_rank = format.wire_bytes();
+  return report;
+}
+
 Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
                                    std::span<const std::span<float>> buffers, const NumericsOptions& options) {
   CCSIM_CHECK(buffers.size() == schedule.num_ranks(), "{} buffers for {} ranks", buffers.size(), schedule.num_ranks());
@@ -51,6 +85,8 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
   const uint32_t ranks = schedule.num_ranks();
 
   for (const auto& c : chunks) CCSIM_RETURN_IF_ERROR(compressor.can_implement(TensorSpec{c.offset, c.count}));
+  for (uint32_t r = 0; r < ranks; ++r)
+    compressor.prepare(buffers[r], r, ranks, kern::RngKey{options.seed, options.round, r, kPrepareStream});
 
   // Messages live from their producing op to their last consumer.
   std::vector<uint32_t> consumers(ops.size(), 0);
@@ -73,7 +109,7 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
       continue;
     }
     std::span<float> acc = buffers[op.rank].subspan(c.offset, c.count);
-    const kern::RngKey key{options.seed, options.round, op.rank, id & 0xFFFFFFu};
+    const kern::RngKey key{options.seed, options.round, op.rank, id % kPrepareStream};
     auto new_message = [&](uint32_t summed) -> std::span<uint8_t> {
       auto& m = messages[id];
       const uint64_t size = compressor.wire_bytes(spec, HopContext{summed, ranks});
@@ -121,6 +157,7 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
     if (op.message != topo::kNoOp) release(op.message);
     ++stats.kernels_run;
   }
+  for (uint32_t r = 0; r < ranks; ++r) compressor.finish(buffers[r], r, ranks);
   return stats;
 }
 

@@ -25,6 +25,23 @@ struct NumericsOptions {
   uint32_t round = 0;
 };
 
+/// Random streams of the round phases (kernel ops use their op id modulo kPrepareStream, below both).
+inline constexpr uint32_t kPlanStream = 0xFFFFFF;
+inline constexpr uint32_t kPrepareStream = 0xFFFFFE;
+
+/// What a round's metadata phase did.
+struct PlanReport {
+  bool ran = false;                 ///< false when the compressor has no metadata phase
+  uint64_t wire_bytes_per_rank = 0;  ///< PlanFormat::wire_bytes(): what each rank contributes
+};
+
+/// Step 1 of a round (algorithms/compressor.hpp): every rank's plan_local() on its input (key
+/// {seed, round, rank, kPlanStream}), combined in rank order, then plan_commit(). Call it before
+/// binding a schedule, since wire sizes may depend on the plan.
+/// REQUIRES: inputs.size() >= 1, all of equal size.
+Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
+                              const NumericsOptions& options);
+
 /// What a numerics run observed.
 struct NumericsStats {
   uint64_t wire_bytes = 0;      ///< sum of encoded message bytes over all transfers
@@ -32,9 +49,10 @@ struct NumericsStats {
   uint64_t peak_message_bytes = 0;  ///< largest total of encoded messages alive at once
 };
 
-/// Runs `schedule` in op order. On entry `buffers[r]` holds rank r's input (schedule.elements()
-/// values); on return it holds what rank r ends with. Kernel op k on rank r draws randomness from
-/// RngKey{seed, round, r, k mod 2^24}.
+/// Runs `schedule` in op order, between the compressor's prepare() (key {seed, round, r,
+/// kPrepareStream}) and finish() on every rank. On entry `buffers[r]` holds rank r's input
+/// (schedule.elements() values); on return it holds what rank r ends with. Kernel op k on rank r
+/// draws randomness from RngKey{seed, round, r, k mod kPrepareStream}.
 /// REQUIRES: buffers.size() == schedule.num_ranks(); schedule bound to `compressor`.
 Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
                                    std::span<const std::span<float>> buffers, const NumericsOptions& options);

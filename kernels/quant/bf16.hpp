@@ -4,36 +4,21 @@
 /// BF16, decode it, and decode-accumulate it into an fp32 buffer.
 
 #include <cstdint>
-#include <cstring>
-
+#include "kernels/float_bits.hpp"
 #include "kernels/philox.hpp"
 
 namespace ccsim::kern {
 
 /// fp32 -> bf16 with round-to-nearest-even; NaN stays a (quiet) NaN, ±inf stays ±inf.
 CCSIM_HD uint16_t float_to_bf16_rne(float x) {
-  uint32_t u;
-#if defined(__CUDA_ARCH__)
-  u = __float_as_uint(x);
-#else
-  std::memcpy(&u, &x, sizeof u);
-#endif
+  uint32_t u = float_to_bits(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
   u += 0x7FFFu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
 
 /// bf16 -> fp32 (exact).
-CCSIM_HD float bf16_to_float(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-#endif
-}
+CCSIM_HD float bf16_to_float(uint16_t h) { return bits_to_float(static_cast<uint32_t>(h) << 16); }
 
 /// Writes `count` bf16 values (little-endian uint16) of `x` to `out`.
 void bf16_encode(const float* x, uint64_t count, uint16_t* out);

@@ -1,7 +1,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "algorithms/numerics.hpp"
@@ -127,6 +130,118 @@ TEST(RingNumerics, RepeatableAndIndependentOfThreadCount) {
   kern::set_worker_threads(2);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);  // a different seed draws different rounding
+}
+
+/// A test scheme with every round phase: the metadata phase agrees on per-block sums (the mean
+/// over ranks), global maxima and a bitmap of non-zero blocks; prepare() subtracts the agreed mean,
+/// finish() adds ranks × mean back; messages are plain fp32 whose wire size grows with the number of
+/// non-zero blocks (a data-dependent wire size, so binding must follow the plan).
+class PlannedFp32 final : public UnfusedHopCompressor {
+ public:
+  static constexpr uint64_t kBlock = 64;
+  std::string_view name() const override { return "planned_fp32"; }
+  PlanFormat plan_format(uint64_t elements, uint32_t) const override {
+    const uint64_t blocks = (elements + kBlock - 1) / kBlock;
+    return PlanFormat{blocks, 1, (blocks + 63) / 64, 8};
+  }
+  void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey&, PlanStats& out) const override {
+    for (uint64_t i = 0; i < x.size(); ++i) {
+      out.sum[i / kBlock] += x[i];
+      out.max[0] = std::max(out.max[0], std::fabs(x[i]));
+      if (x[i] != 0) out.bits[i / kBlock / 64] |= uint64_t{1} << (i / kBlock % 64);
+    }
+    ++calls[rank];
+  }
+  Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override {
+    mean.assign(combined.sum.size(), 0.0f);
+    for (size_t b = 0; b < mean.size(); ++b) {
+      const uint64_t count = std::min(kBlock, elements - b * kBlock);
+      mean[b] = static_cast<float>(combined.sum[b] / (static_cast<double>(count) * ranks));
+    }
+    global_max = combined.max[0];
+    nonzero_blocks = 0;
+    for (uint64_t w : combined.bits) nonzero_blocks += static_cast<uint64_t>(std::popcount(w));
+    return ok_status();
+  }
+  void prepare(std::span<float> x, uint32_t, uint32_t, const kern::RngKey&) override {
+    for (uint64_t i = 0; i < x.size(); ++i) x[i] -= mean[i / kBlock];
+  }
+  void finish(std::span<float> x, uint32_t, uint32_t ranks) override {
+    for (uint64_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(ranks) * mean[i / kBlock];
+  }
+  uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override { return 4 * spec.count + 8 * nonzero_blocks; }
+  void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey&,
+              std::span<uint8_t> out) override {
+    std::fill(out.begin(), out.end(), uint8_t{0});
+    std::memcpy(out.data(), x.data(), 4 * x.size());
+    ASSERT_EQ(out.size(), wire_bytes(spec, hop));
+  }
+  void decode(std::span<const uint8_t> in, const TensorSpec&, const HopContext&, std::span<float> out) override {
+    std::memcpy(out.data(), in.data(), 4 * out.size());
+  }
+  void decode_accumulate(std::span<const uint8_t> in, const TensorSpec&, const HopContext&, std::span<float> acc) override {
+    for (size_t i = 0; i < acc.size(); ++i) {
+      float v;
+      std::memcpy(&v, in.data() + 4 * i, 4);
+      acc[i] += v;
+    }
+  }
+  bool unbiased() const override { return true; }
+  Determinism determinism() const override { return Determinism::kRunToRun; }
+
+  std::vector<float> mean;
+  float global_max = 0;
+  uint64_t nonzero_blocks = 0;
+  mutable std::vector<int> calls = std::vector<int>(8, 0);
+};
+
+TEST(RoundPhases, PlanCombinesEveryRankThenPrepareAndFinishFrameTheCollective) {
+  const uint32_t n = 5;
+  const uint64_t elements = 1000;  // 16 blocks, the last one partial; blocks 3 and 9 are zero everywhere
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(elements));
+  for (uint32_t r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < elements; ++i)
+      bufs[r][i] = (i / 64 == 3 || i / 64 == 9) ? 0.0f : static_cast<float>(r + 1) * 0.25f + static_cast<float>(i % 7);
+  bufs[2][500] = -40.0f;  // the global maximum magnitude
+  PlannedFp32 comp;
+  std::vector<std::span<const float>> ins(bufs.begin(), bufs.end());
+  auto report = plan_round(comp, ins, {3, 0});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->ran);
+  EXPECT_EQ(report->wire_bytes_per_rank, 16 * 8 + 4 + 8);
+  EXPECT_EQ(comp.calls, (std::vector<int>{1, 1, 1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(comp.global_max, 40.0f);
+  EXPECT_EQ(comp.nonzero_blocks, 14u);
+  // Block 0's agreed mean: the average over ranks and elements, computed independently.
+  double sum0 = 0;
+  for (uint32_t r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < 64; ++i) sum0 += bufs[r][i];
+  EXPECT_FLOAT_EQ(comp.mean[0], static_cast<float>(sum0 / (64.0 * n)));
+
+  // Bound after the plan: every transfer carries 8 bytes per non-zero block on top of the payload.
+  topo::Schedule s = topo::make_allreduce_ring(n, elements, {1});
+  bind_schedule(s, comp);
+  uint64_t expected_wire = 0;
+  for (const auto& op : s.ops())
+    if (op.kind == topo::OpKind::kTransfer) expected_wire += 4 * s.chunks()[op.chunk].count + 8 * 14;
+  auto out = bufs;
+  auto v = views(out);
+  auto stats = run_numerics(s, comp, v, {3, 0});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->wire_bytes, expected_wire);
+  // prepare() and finish() cancel: every rank ends with the sum (to fp32 rounding of the shifts).
+  for (uint32_t r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < elements; ++i) {
+      double exact = 0;
+      for (uint32_t q = 0; q < n; ++q) exact += bufs[q][i];
+      ASSERT_NEAR(out[r][i], exact, 1e-4 * (1 + std::fabs(exact))) << "rank " << r << " element " << i;
+    }
+  // Without a metadata phase nothing runs.
+  auto fp32 = make("fp32");
+  auto none = plan_round(*fp32, ins, {3, 0});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->ran);
+  EXPECT_EQ(none->wire_bytes_per_rank, 0u);
 }
 
 TEST(Vnmse, NeverNaNOnDegenerateInputs) {

@@ -205,6 +205,17 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     r.scheme = cc.scheme;
     r.params = cc.params;
     r.unbiased = comp.unbiased();
+    // Metadata phase first: wire sizes may depend on what it agrees on. It needs every rank's data.
+    if (!comp.plan_format(report.elements, g).empty()) {
+      if (!numerics)
+        return invalid_argument(fmt::format("/compression/{}: '{}' agrees on metadata from the gradients each round, "
+                                            "but they are not loaded ({})",
+                                            i, cc.scheme, report.numerics_note));
+      std::vector<std::span<const float>> ins(grads.begin(), grads.end());
+      CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan,
+                             algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), 0}));
+      r.plan_bytes_per_rank = plan.wire_bytes_per_rank;
+    }
     for (const auto& c : topo::split_even(report.elements, g, options.align))
       r.tensor_wire_bytes += comp.wire_bytes({c.offset, c.count}, {1, g});
     r.bits_per_element = 8.0 * static_cast<double>(r.tensor_wire_bytes) / static_cast<double>(report.elements);
@@ -283,6 +294,7 @@ json summary_json(const RunReport& report) {
               {"params", r.params},
               {"bits_per_element", r.bits_per_element},
               {"tensor_wire_bytes", r.tensor_wire_bytes},
+              {"plan_bytes_per_rank", r.plan_bytes_per_rank},
               {"wire_bytes_total", r.wire_bytes_total},
               {"transfers", r.transfers},
               {"time_s", r.time_s},

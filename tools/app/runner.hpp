@@ -19,6 +19,7 @@ struct SchemeResult {
   std::string scheme;
   nlohmann::json params;
   uint64_t tensor_wire_bytes = 0;  ///< S: one rank's whole tensor encoded once
+  uint64_t plan_bytes_per_rank = 0;  ///< the scheme's metadata phase: bytes each rank contributes (0: none)
   double bits_per_element = 0;     ///< 8·S / elements
   uint64_t wire_bytes_total = 0;   ///< bytes over all transfers of the schedule
   uint64_t transfers = 0;

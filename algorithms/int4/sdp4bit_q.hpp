@@ -1,0 +1,59 @@
+#pragma once
+/// \file
+/// sdp4bit_q: the symmetric linear group quantizer of SDP4Bit (Jia et al. 2024, §2.2, §3.2) and
+/// ZeRO++: x_int = round(x / s * (2^(k-1) - 1)) with s = max |x| per group, k = 4 or 8 bits,
+/// optionally with TLq-HS's Hadamard smoother (a 32x32 orthonormal Hadamard transform of every
+/// complete 32-element block before quantization, inverted after dequantization). Every hop
+/// dequantizes to fp32, adds in fp32 and re-encodes. Element rules, tail handling and layout:
+/// kernels/quant/group_quant.hpp.
+///
+/// SDP4Bit's gradient pipeline TLq (int8 intra-node all-to-all, reduce, int4 inter-node
+/// all-to-all) is not one compressor: it is to be expressed through the two_level collective
+/// (topology/collectives/two_level.cpp), with bits = 8 on the intra-node level and bits = 4 on the
+/// inter-node level; hadamard = true on both gives TLq-HS (the paper applies H once before and once
+/// after the whole pipeline, using H·H = I and ΣHg = HΣg; this per-hop form equals it up to
+/// rounding).
+/// qWD (weight differences) is this quantizer with bits = 4, group = 2048 on the all-gather.
+///
+/// Wire: [ceil(count / group) fp32 group maxima | count codes of `bits` bits, two's complement,
+///        packed LSB-first (two 4-bit codes per byte, element 2j in the low nibble)]
+///   = 4 * ceil(count / group) + ceil(count * bits / 8) bytes.
+///
+/// Parameters: bits (4 or 8, default 4); group (default 128 for gradients, 2048 for weights;
+/// power of two in [32, 65536], so always a multiple of the 32-element Hadamard block); rounding
+/// nearest | stochastic (default nearest, the paper's round()); hadamard (default false).
+
+#include "algorithms/registry.hpp"
+#include "kernels/quant/group_quant.hpp"
+
+namespace ccsim::algo {
+
+/// SDP4Bit / ZeRO++ group quantizer.
+class Sdp4bitQuantCompressor final : public UnfusedHopCompressor {
+ public:
+  static CompressorInfo info();
+  explicit Sdp4bitQuantCompressor(kern::GroupQuantFormat format) : format_(format) {}
+
+  std::string_view name() const override { return "sdp4bit_q"; }
+  uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
+    return kern::group_quant_bytes(spec.count, format_);
+  }
+  void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
+              std::span<uint8_t> out) override;
+  void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
+              std::span<float> out) override;
+  void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
+                         std::span<float> acc) override;
+  uint64_t alignment() const override { return format_.group; }
+  /// Stochastic rounding is unbiased (the Hadamard transform is linear, so E[H·Q(Hx)] = x up to
+  /// rounding); nearest is not.
+  bool unbiased() const override { return format_.rounding == kern::Rounding::kStochastic; }
+  /// Plain IEEE adds, products and quotients in a fixed order (kernels/ builds without FMA
+  /// contraction) and integer rounding decisions: bitwise CPU/GPU.
+  Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
+
+ private:
+  kern::GroupQuantFormat format_;
+};
+
+}  // namespace ccsim::algo

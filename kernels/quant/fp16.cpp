@@ -1,0 +1,28 @@
+#include "kernels/quant/fp16.hpp"
+
+#include "kernels/parallel.hpp"
+
+namespace ccsim::kern {
+namespace {
+constexpr uint64_t kGrain = 1 << 16;
+}
+
+void fp16_encode(const float* x, uint64_t count, uint16_t* out) {
+  parallel_for(count, kGrain, [=](uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) out[i] = float_to_fp16_rne(x[i]);
+  });
+}
+
+void fp16_decode(const uint16_t* in, uint64_t count, float* out) {
+  parallel_for(count, kGrain, [=](uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) out[i] = fp16_to_float(in[i]);
+  });
+}
+
+void fp16_decode_accumulate(const uint16_t* in, uint64_t count, float* acc) {
+  parallel_for(count, kGrain, [=](uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) acc[i] += fp16_to_float(in[i]);
+  });
+}
+
+}  // namespace ccsim::kern

@@ -1,0 +1,32 @@
+#pragma once
+/// \file
+/// IEEE binary16 payloads: the CPU kernels that encode an fp32 chunk to FP16 (round to nearest
+/// even, saturating: a finite input never becomes inf), decode it, and decode-accumulate it into an
+/// fp32 buffer. The element conversions are minifloat_encode_rne() / minifloat_decode() with
+/// kFp16, so a CUDA kernel calling them produces the same bits.
+///
+/// Wire layout of `count` elements: count little-endian uint16 FP16 codes (2 * count bytes).
+///
+/// Thread safety: functions write only their output; results do not depend on the thread count.
+
+#include <cstdint>
+
+#include "kernels/quant/minifloat.hpp"
+
+namespace ccsim::kern {
+
+/// FP16 code of `x`: round to nearest even; finite values beyond ±65504 saturate to ±65504,
+/// ±inf and NaN stay non-finite (see minifloat.hpp).
+CCSIM_HD uint16_t float_to_fp16_rne(float x) { return minifloat_encode_rne(x, kFp16); }
+
+/// Value of an FP16 code (exact).
+CCSIM_HD float fp16_to_float(uint16_t h) { return minifloat_decode(h, kFp16); }
+
+/// out[i] = float_to_fp16_rne(x[i]) for i < count.
+void fp16_encode(const float* x, uint64_t count, uint16_t* out);
+/// out[i] = fp16_to_float(in[i]).
+void fp16_decode(const uint16_t* in, uint64_t count, float* out);
+/// acc[i] += fp16_to_float(in[i]), the sum in fp32.
+void fp16_decode_accumulate(const uint16_t* in, uint64_t count, float* acc);
+
+}  // namespace ccsim::kern

@@ -1,0 +1,169 @@
+#include "kernels/stats/entropy.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include "kernels/parallel.hpp"
+#include "kernels/philox.hpp"
+
+namespace ccsim::kern {
+namespace {
+
+TEST(Entropy, ExactSmallCases) {
+  // Four bins over [0, 3] (width 0.75): 0 -> 0, 1 -> 1, 2 -> 2, 3 -> 3 (the top edge).
+  const std::vector<float> x = {0, 0, 1, 1, 1, 1, 2, 3};
+  uint64_t counts[4];
+  EXPECT_EQ(histogram(x.data(), x.size(), 4, 0.0f, 3.0f, counts), 8u);
+  EXPECT_EQ(counts[0], 2u);
+  EXPECT_EQ(counts[1], 4u);
+  EXPECT_EQ(counts[2], 1u);
+  EXPECT_EQ(counts[3], 1u);
+  // p = (1/4, 1/2, 1/8, 1/8): H = 0.5 + 0.5 + 0.375 + 0.375 = 1.75 bits.
+  EXPECT_DOUBLE_EQ(entropy_bits(counts, 4), 1.75);
+  EXPECT_DOUBLE_EQ(histogram_entropy(x.data(), x.size(), 4), 1.75);
+  // Two equally likely values: 1 bit; (1/4, 3/4): 2 - (3/4) log2 3.
+  const std::vector<float> coin = {-1, 1, 1, -1};
+  EXPECT_DOUBLE_EQ(histogram_entropy(coin.data(), coin.size(), 2), 1.0);
+  const std::vector<float> biased = {0, 5, 5, 5};
+  EXPECT_DOUBLE_EQ(histogram_entropy(biased.data(), biased.size(), 16), 2.0 - 0.75 * std::log2(3.0));
+  const uint64_t c3[3] = {1, 1, 2};
+  EXPECT_DOUBLE_EQ(entropy_bits(c3, 3), 1.5);
+  const uint64_t empty[2] = {0, 0};
+  EXPECT_EQ(entropy_bits(empty, 2), 0.0);
+}
+
+TEST(Entropy, ConstantAndEmptyInputsHaveZeroEntropy) {
+  const std::vector<float> c(1000, 3.25f);
+  EXPECT_EQ(histogram_entropy(c.data(), c.size(), 64), 0.0);
+  EXPECT_EQ(histogram_entropy(c.data(), 0, 64), 0.0);
+  EXPECT_EQ(sampled_histogram_entropy(c.data(), c.size(), 64, 0.25f, RngKey{1, 0, 0, 0}, 0), 0.0);
+  EXPECT_EQ(sampled_histogram_entropy(c.data(), c.size(), 64, 0.0f, RngKey{1, 0, 0, 0}, 0), 0.0);
+}
+
+TEST(Entropy, UniformDataReachesLog2Bins) {
+  for (uint32_t bins : {2u, 16u, 256u, 1000u}) {
+    SCOPED_TRACE(fmt::format("bins={}", bins));
+    const uint32_t per_bin = 50;
+    // Evenly spread: values b + 0.5 per_bin times each, and the range [0, bins] pinned by
+    // replacing one value of the first and last bins with the edges 0 and bins.
+    std::vector<uint64_t> counts(bins);
+    std::vector<float> y(static_cast<size_t>(bins) * per_bin);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % bins) + 0.5f;
+    y[0] = 0.0f;
+    y[bins - 1] = static_cast<float>(bins);
+    histogram(y.data(), y.size(), bins, 0.0f, static_cast<float>(bins), counts.data());
+    for (uint64_t c : counts) ASSERT_EQ(c, per_bin);
+    EXPECT_NEAR(histogram_entropy(y.data(), y.size(), bins), std::log2(static_cast<double>(bins)), 1e-12);
+    // Random uniform data: the plug-in estimate is below log2(bins) by about (bins-1)/(2 n ln 2).
+    const RngKey key{bins, 0, 0, 0};
+    std::vector<float> r(1 << 20);
+    for (size_t i = 0; i < r.size(); ++i) r[i] = uniform_at(key, i);
+    const double h = histogram_entropy(r.data(), r.size(), bins);
+    EXPECT_LE(h, std::log2(static_cast<double>(bins)));
+    EXPECT_NEAR(h, std::log2(static_cast<double>(bins)), 2.0 * bins / static_cast<double>(r.size()) + 1e-3);
+  }
+}
+
+TEST(Entropy, GaussianMatchesDifferentialEntropy) {
+  // For N(0, σ²) binned with width Δ, H ≈ h(X) − log2 Δ, h = ½ log2(2πe σ²) (EDGC Lemma 2).
+  const RngKey key{12, 0, 0, 0};
+  std::vector<float> x(1 << 20);
+  for (size_t i = 0; i < x.size(); i += 2) {  // Box–Muller
+    const double u1 = 1.0 - uniform_at(key, i), u2 = uniform_at(key, i + 1);
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    x[i] = static_cast<float>(r * std::cos(2 * std::numbers::pi * u2));
+    x[i + 1] = static_cast<float>(r * std::sin(2 * std::numbers::pi * u2));
+  }
+  float lo = x[0], hi = x[0];
+  for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
+  const uint32_t bins = 512;
+  const double delta = (static_cast<double>(hi) - lo) / bins;
+  const double want = 0.5 * std::log2(2 * std::numbers::pi * std::numbers::e) - std::log2(delta);
+  EXPECT_NEAR(histogram_entropy(x.data(), x.size(), bins), want, 0.02);
+}
+
+TEST(Entropy, SampledEstimateIsDeterministicAndClose) {
+  const RngKey key{99, 4, 2, 7};
+  std::vector<float> x(1 << 20);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.001f) * static_cast<float>(1 + i % 7);
+  const double full = histogram_entropy(x.data(), x.size(), 256);
+  EXPECT_DOUBLE_EQ(sampled_histogram_entropy(x.data(), x.size(), 256, 1.0f, key, 0), full);
+  const double s1 = sampled_histogram_entropy(x.data(), x.size(), 256, 0.25f, key, 0);
+  const double s2 = sampled_histogram_entropy(x.data(), x.size(), 256, 0.25f, key, 0);
+  EXPECT_EQ(s1, s2);
+  EXPECT_NEAR(s1, full, 0.02);
+  EXPECT_NE(s1, sampled_histogram_entropy(x.data(), x.size(), 256, 0.25f, RngKey{100, 4, 2, 7}, 0));
+  // The sample is Bernoulli(β) per entry: about β·n entries.
+  uint64_t taken = 0;
+  for (uint64_t i = 0; i < x.size(); ++i) taken += in_sample(key, i, 0.25f);
+  const double n = static_cast<double>(x.size());
+  EXPECT_NEAR(static_cast<double>(taken), 0.25 * n, 5 * std::sqrt(0.25 * 0.75 * n));
+  // The sample is keyed by global index: with index_base 1000 the selected entries are those with
+  // in_sample(key, 1000 + i), and the estimate is the plain entropy of exactly those entries.
+  std::vector<float> picked;
+  for (uint64_t i = 0; i < x.size(); ++i)
+    if (in_sample(key, 1000 + i, 0.25f)) picked.push_back(x[i]);
+  EXPECT_DOUBLE_EQ(sampled_histogram_entropy(x.data(), x.size(), 64, 0.25f, key, 1000),
+                   histogram_entropy(picked.data(), picked.size(), 64));
+}
+
+TEST(Entropy, NonFiniteEntriesAreSkipped) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {0, 1, nan, inf, -inf, 1, 0};
+  EXPECT_DOUBLE_EQ(histogram_entropy(x.data(), x.size(), 2), 1.0);
+  uint64_t counts[2];
+  EXPECT_EQ(histogram(x.data(), x.size(), 2, 0.0f, 1.0f, counts), 4u);
+  // Values outside [lo, hi] clamp into the end bins.
+  const std::vector<float> y = {-5, 0.2f, 0.7f, 9};
+  EXPECT_EQ(histogram(y.data(), y.size(), 2, 0.0f, 1.0f, counts), 4u);
+  EXPECT_EQ(counts[0], 2u);
+  EXPECT_EQ(counts[1], 2u);
+  EXPECT_EQ(histogram_bin(1.0f, 0.0f, 1.0f, 10), 9u);
+  EXPECT_EQ(histogram_bin(0.0f, 0.0f, 1.0f, 10), 0u);
+  EXPECT_EQ(histogram_bin(0.1f, 0.0f, 1.0f, 10), 1u);  // 0.1f is just above 0.1
+}
+
+TEST(BlockStats, MaxAbsAndSumOfSquares) {
+  const std::vector<float> x = {1, -3, 2, 0.5f, -0.25f, 4, -4, 1, 7};
+  std::vector<float> m(3);
+  std::vector<double> s(3);
+  block_max_abs(x.data(), x.size(), 4, m.data());
+  block_sum_squares(x.data(), x.size(), 4, s.data());
+  EXPECT_EQ(m, (std::vector<float>{3, 4, 7}));
+  EXPECT_EQ(s, (std::vector<double>{1 + 9 + 4 + 0.25, 0.0625 + 16 + 16 + 1, 49}));
+  EXPECT_EQ(max_abs(x.data(), x.size()), 7.0f);
+  EXPECT_EQ(max_abs(x.data(), 0), 0.0f);
+  EXPECT_EQ(sum_squares(x.data(), 3), 14.0);
+  // NaN propagates through max_abs (an MX block with a NaN gets a NaN scale).
+  const std::vector<float> bad = {1, std::numeric_limits<float>::quiet_NaN(), 5};
+  EXPECT_TRUE(std::isnan(max_abs(bad.data(), bad.size())));
+  EXPECT_EQ(max_abs(bad.data(), 1), 1.0f);
+  // Infinity is a magnitude like any other.
+  const std::vector<float> big = {-std::numeric_limits<float>::infinity(), 1};
+  EXPECT_EQ(max_abs(big.data(), big.size()), std::numeric_limits<float>::infinity());
+}
+
+TEST(BlockStats, ResultsIndependentOfThreadCount) {
+  std::vector<float> x((1 << 20) + 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(static_cast<float>(i));
+  std::vector<std::vector<double>> sums;
+  std::vector<std::vector<float>> maxes;
+  for (int threads : {1, 4}) {
+    set_worker_threads(threads);
+    sums.emplace_back((x.size() + 255) / 256);
+    maxes.emplace_back((x.size() + 255) / 256);
+    block_sum_squares(x.data(), x.size(), 256, sums.back().data());
+    block_max_abs(x.data(), x.size(), 256, maxes.back().data());
+  }
+  set_worker_threads(2);
+  EXPECT_EQ(sums[0], sums[1]);
+  EXPECT_EQ(maxes[0], maxes[1]);
+}
+
+}  // namespace
+}  // namespace ccsim::kern

@@ -1,0 +1,487 @@
+#include "traces/safetensors.hpp"
+
+#include "kernels/quant/bf16.hpp"
+#include "sim/base/diagnostics.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <tuple>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ccsim::traces {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+// The reference implementation refuses headers above 100 MB; so do we (a corrupt length field
+// must not make us parse gigabytes).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+std::string ptr(std::string_view tensor, std::string_view field = {}) {
+  return field.empty() ? fmt::format("/{}", json_pointer_escape(tensor))
+                       : fmt::format("/{}/{}", json_pointer_escape(tensor), field);
+}
+
+std::string json_kind(const json& j) {
+  if (j.is_number_unsigned()) return fmt::format("{}", j.get<uint64_t>());
+  if (j.is_number_integer()) return fmt::format("{}", j.get<int64_t>());
+  std::string s = j.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return fmt::format("{} {}", j.type_name(), s);
+}
+
+// A non-negative integer that fits in uint64, or nullopt.
+std::optional<uint64_t> as_u64(const json& j) {
+  if (j.is_number_unsigned()) return j.get<uint64_t>();
+  if (j.is_number_integer() && j.get<int64_t>() >= 0) return static_cast<uint64_t>(j.get<int64_t>());
+  return std::nullopt;
+}
+
+std::string shape_str(const std::vector<uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+template <class F> void for_each_f32(const std::byte* src, TensorDtype dtype, uint64_t count, F&& sink) {
+  if (dtype == TensorDtype::kF32) {
+    for (uint64_t i = 0; i < count; ++i) {
+      float v;
+      std::memcpy(&v, src + 4 * i, 4);
+      sink(i, v);
+    }
+    return;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    sink(i, dtype == TensorDtype::kF16 ? f16_to_float(h) : kern::bf16_to_float(h));
+  }
+}
+
+}  // namespace
+
+std::string_view dtype_name(TensorDtype dtype) {
+  switch (dtype) {
+    case TensorDtype::kF32: return "F32";
+    case TensorDtype::kF16: return "F16";
+    case TensorDtype::kBF16: return "BF16";
+  }
+  return "?";
+}
+
+size_t dtype_bytes(TensorDtype dtype) { return dtype == TensorDtype::kF32 ? 4 : 2; }
+
+Result<TensorDtype> parse_dtype(std::string_view name) {
+  for (TensorDtype d : {TensorDtype::kF32, TensorDtype::kF16, TensorDtype::kBF16})
+    if (name == dtype_name(d)) return d;
+  return invalid_argument(fmt::format("unsupported dtype '{}': expected one of F32, F16, BF16", name));
+}
+
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0) {
+    // Zero or subnormal: man · 2^-24 is exact in fp32.
+    float v = static_cast<float>(man) * 0x1p-24f;
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  } else if (exp == 31) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  }
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+uint16_t float_to_f16_rne(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));  // quiet NaN
+  if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);                        // >= 65520 rounds to inf
+  const uint32_t exp = a >> 23;
+  if (exp < 113) {
+    // Result is subnormal (or rounds up to the smallest normal): q = |x| / 2^-24, rounded to even.
+    const uint32_t m = (a & 0x7FFFFFu) | (exp ? 0x800000u : 0u);
+    const uint32_t shift = 126 - exp;  // >= 14
+    if (shift > 24) return sign;
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<uint16_t>(sign | q);
+  }
+  uint32_t h = ((exp - 112) << 10) | ((a & 0x7FFFFFu) >> 13);
+  const uint32_t rem = a & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is correct
+  return static_cast<uint16_t>(sign | h);
+}
+
+// ---- MappedFile -------------------------------------------------------------------------------
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& path) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return not_found(fmt::format("{}: no such file", path.string()));
+  if (!fs::is_regular_file(st))
+    return not_found(fmt::format("{}: expected a regular file, found a directory or special file", path.string()));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return io_error(fmt::format("{}: cannot stat: {}", path.string(), std::strerror(err)));
+  }
+  const auto size = static_cast<size_t>(sb.st_size);
+  const std::byte* data = nullptr;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return io_error(fmt::format("{}: cannot map {} bytes: {}", path.string(), size, std::strerror(err)));
+    }
+    data = static_cast<const std::byte*>(p);
+  }
+  ::close(fd);  // the mapping stays valid without the descriptor
+  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_bytes_);
+}
+
+// ---- SafetensorsFile --------------------------------------------------------------------------
+
+uint64_t SafetensorsTensorInfo::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
+  CCSIM_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  const std::string name = path.string();
+  const auto bytes = file->bytes();
+  if (bytes.size() < 8)
+    return invalid_argument(fmt::format(
+        "{}: truncated safetensors file: expected at least 8 bytes (the header length), found {}", name, bytes.size()));
+  uint64_t header_len;
+  std::memcpy(&header_len, bytes.data(), 8);
+  const uint64_t after_prefix = bytes.size() - 8;
+  if (header_len > after_prefix)
+    return invalid_argument(
+        fmt::format("{}: header length {} exceeds the file: expected at most {} bytes after the 8-byte prefix "
+                    "(file is {} bytes)",
+                    name, header_len, after_prefix, bytes.size()));
+  if (header_len > kMaxHeaderBytes)
+    return invalid_argument(
+        fmt::format("{}: header length {} exceeds the limit of {} bytes", name, header_len, kMaxHeaderBytes));
+  const auto* hdr = reinterpret_cast<const char*>(bytes.data() + 8);
+  if (header_len == 0 || hdr[0] != '{')
+    return invalid_argument(
+        fmt::format("{}: expected the header to be a JSON object starting with '{{', found {}", name,
+                    header_len == 0 ? std::string("an empty header")
+                                    : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(hdr[0]))));
+
+  // Duplicate keys would silently shadow each other in a DOM; catch them while parsing.
+  Diagnostics diag;
+  std::vector<std::set<std::string>> open_objects;
+  std::vector<std::string> path_stack;  // key of each enclosing object member
+  std::string last_key;
+  const auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        path_stack.push_back(open_objects.empty() ? std::string() : last_key);
+        open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        open_objects.pop_back();
+        path_stack.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        last_key = parsed.get<std::string>();
+        if (!open_objects.back().insert(last_key).second) {
+          std::string p;
+          for (size_t i = 1; i < path_stack.size(); ++i) p += fmt::format("/{}", json_pointer_escape(path_stack[i]));
+          diag.add(fmt::format("{}/{}", p, json_pointer_escape(last_key)), "duplicate key in the header");
+        }
+        break;
+      }
+      default: break;
+    }
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(hdr, hdr + header_len, callback);
+  } catch (const json::parse_error& e) {
+    return invalid_argument(fmt::format("{}: header is not valid JSON: {}", name, e.what()));
+  }
+
+  SafetensorsFile out;
+  out.file_ = file;
+  out.data_start_byte_ = 8 + header_len;
+  const uint64_t data_bytes = after_prefix - header_len;
+  for (const auto& [key, value] : header.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) {
+        diag.add(ptr(key), fmt::format("expected an object of string values, found {}", json_kind(value)));
+        continue;
+      }
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string())
+          diag.add(ptr(key, json_pointer_escape(mk)), fmt::format("expected a string, found {}", json_kind(mv)));
+        else
+          out.metadata_[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    if (!value.is_object()) {
+      diag.add(ptr(key), fmt::format("expected a tensor entry {{\"dtype\", \"shape\", \"data_offsets\"}}, found {}",
+                                     json_kind(value)));
+      continue;
+    }
+    bool good = true;
+    for (const auto& [field, fv] : value.items()) {
+      if (field != "dtype" && field != "shape" && field != "data_offsets") {
+        const std::string near = closest_match(field, {"dtype", "shape", "data_offsets"});
+        diag.add(ptr(key, json_pointer_escape(field)),
+                 fmt::format("unknown key '{}'{}; valid keys: dtype, shape, data_offsets", field,
+                             near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
+        good = false;
+      }
+    }
+    for (const char* field : {"dtype", "shape", "data_offsets"}) {
+      if (!value.contains(field)) {
+        diag.add(ptr(key), fmt::format("missing required key '{}'", field));
+        good = false;
+      }
+    }
+    if (!good) continue;
+    SafetensorsTensorInfo t;
+    t.name = key;
+    if (!value["dtype"].is_string()) {
+      diag.add(ptr(key, "dtype"),
+               fmt::format("expected a string (F32, F16 or BF16), found {}", json_kind(value["dtype"])));
+      good = false;
+    } else if (auto d = parse_dtype(value["dtype"].get<std::string>()); !d.ok()) {
+      diag.add(ptr(key, "dtype"), d.status().message());
+      good = false;
+    } else {
+      t.dtype = *d;
+    }
+    const json& shape = value["shape"];
+    if (!shape.is_array()) {
+      diag.add(ptr(key, "shape"),
+               fmt::format("expected an array of non-negative integers, found {}", json_kind(shape)));
+      good = false;
+    } else {
+      for (size_t i = 0; i < shape.size(); ++i) {
+        if (auto d = as_u64(shape[i]))
+          t.shape.push_back(*d);
+        else {
+          diag.add(ptr(key, fmt::format("shape/{}", i)),
+                   fmt::format("expected a non-negative integer, found {}", json_kind(shape[i])));
+          good = false;
+        }
+      }
+    }
+    const json& offs = value["data_offsets"];
+    std::optional<uint64_t> begin, end;
+    if (offs.is_array() && offs.size() == 2) {
+      begin = as_u64(offs[0]);
+      end = as_u64(offs[1]);
+    }
+    if (!begin || !end) {
+      diag.add(ptr(key, "data_offsets"),
+               fmt::format("expected [begin, end] as two non-negative integers, found {}", json_kind(offs)));
+      continue;
+    }
+    t.begin_byte = *begin;
+    t.end_byte = *end;
+    if (t.begin_byte > t.end_byte) {
+      diag.add(ptr(key, "data_offsets"),
+               fmt::format("expected begin <= end, found [{}, {}]", t.begin_byte, t.end_byte));
+      continue;
+    }
+    if (t.end_byte > data_bytes) {
+      diag.add(ptr(key, "data_offsets"),
+               fmt::format("out of range: expected end <= {} (the data buffer's size), found [{}, {}]", data_bytes,
+                           t.begin_byte, t.end_byte));
+      good = false;
+    }
+    if (!good) continue;
+    uint64_t expect = dtype_bytes(t.dtype);
+    bool overflow = false;
+    for (uint64_t d : t.shape) overflow |= __builtin_mul_overflow(expect, d, &expect);
+    if (overflow || expect != t.end_byte - t.begin_byte) {
+      diag.add(ptr(key, "data_offsets"),
+               fmt::format("size mismatch: expected {} bytes ({} × shape {}), found [{}, {}] = {} bytes",
+                           overflow ? std::string("more than 2^64") : std::to_string(expect), dtype_name(t.dtype),
+                           shape_str(t.shape), t.begin_byte, t.end_byte, t.end_byte - t.begin_byte));
+      continue;
+    }
+    out.tensors_.push_back(std::move(t));
+  }
+
+  // The tensors must tile the data buffer: no overlap, no hole, nothing after the last one.
+  std::sort(out.tensors_.begin(), out.tensors_.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.begin_byte, a.end_byte, a.name) < std::tie(b.begin_byte, b.end_byte, b.name);
+  });
+  if (diag.empty()) {
+    uint64_t cursor = 0;
+    const SafetensorsTensorInfo* prev = nullptr;
+    for (const auto& t : out.tensors_) {
+      if (t.begin_byte < cursor)
+        diag.add(ptr(t.name, "data_offsets"),
+                 fmt::format("overlaps tensor '{}' at bytes [{}, {}): expected begin >= {}, found {}", prev->name,
+                             prev->begin_byte, prev->end_byte, cursor, t.begin_byte));
+      else if (t.begin_byte > cursor)
+        diag.add(ptr(t.name, "data_offsets"),
+                 fmt::format("gap in the data buffer: expected begin = {} (end of {}), found {}", cursor,
+                             prev ? fmt::format("tensor '{}'", prev->name) : std::string("the header"), t.begin_byte));
+      if (t.end_byte > cursor) {
+        cursor = t.end_byte;
+        prev = &t;
+      }
+    }
+    if (diag.empty() && cursor != data_bytes)
+      diag.add("",
+               fmt::format(
+                   "the tensors cover {} bytes of the data buffer, expected all {} bytes (file is {} bytes, header {})",
+                   cursor, data_bytes, bytes.size(), header_len));
+  }
+  CCSIM_RETURN_IF_ERROR(diag.to_status(name));
+  return out;
+}
+
+const SafetensorsTensorInfo* SafetensorsFile::find(std::string_view name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::span<const std::byte> SafetensorsFile::raw_bytes(const SafetensorsTensorInfo& t) const {
+  return file_->bytes().subspan(data_start_byte_ + t.begin_byte, t.end_byte - t.begin_byte);
+}
+
+std::optional<std::span<const float>> SafetensorsFile::f32_view(const SafetensorsTensorInfo& t) const {
+  if (t.dtype != TensorDtype::kF32) return std::nullopt;
+  const auto raw = raw_bytes(t);
+  if (reinterpret_cast<uintptr_t>(raw.data()) % alignof(float) != 0) return std::nullopt;
+  // The mapping holds the bytes of fp32 values written by a little-endian host.
+  return std::span<const float>(reinterpret_cast<const float*>(raw.data()), raw.size() / sizeof(float));
+}
+
+Status SafetensorsFile::read_f32(const SafetensorsTensorInfo& t, uint64_t first, std::span<float> out) const {
+  const uint64_t n = t.elements();
+  if (first > n || out.size() > n - first)
+    return invalid_argument(fmt::format("{}: tensor '{}': expected a range within its {} elements, found [{}, {})",
+                                        path().string(), t.name, n, first, first + out.size()));
+  const std::byte* src = raw_bytes(t).data() + first * dtype_bytes(t.dtype);
+  for_each_f32(src, t.dtype, out.size(), [&](uint64_t i, float v) { out[i] = v; });
+  return ok_status();
+}
+
+Result<std::vector<float>> SafetensorsFile::read_f32(std::string_view name) const {
+  const SafetensorsTensorInfo* t = find(name);
+  if (t == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& x : tensors_) names.push_back(fmt::format("'{}'", x.name));
+    return not_found(fmt::format("{}: no tensor '{}'; tensors present: {}", path().string(), name,
+                                 names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
+  }
+  std::vector<float> v(t->elements());
+  CCSIM_RETURN_IF_ERROR(read_f32(*t, 0, v));
+  return v;
+}
+
+// ---- writer -----------------------------------------------------------------------------------
+
+Status write_safetensors(const fs::path& path, std::span<const SafetensorsTensorData> tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  const std::string name = path.string();
+  std::set<std::string> seen;
+  for (const auto& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__")
+      return invalid_argument(fmt::format("{}: tensor name '{}' is reserved or empty", name, t.name));
+    if (!seen.insert(t.name).second)
+      return invalid_argument(fmt::format("{}: duplicate tensor name '{}'", name, t.name));
+    uint64_t n = 1;
+    for (uint64_t d : t.shape) n *= d;
+    if (n != t.values.size())
+      return invalid_argument(fmt::format("{}: tensor '{}': shape {} has {} elements, expected {} (the values given)",
+                                          name, t.name, shape_str(t.shape), n, t.values.size()));
+  }
+  // Data order: F32 tensors first, so that each stays 4-byte aligned after an odd-length 16-bit one.
+  std::vector<const SafetensorsTensorData*> order;
+  for (const auto& t : tensors)
+    if (t.dtype == TensorDtype::kF32) order.push_back(&t);
+  for (const auto& t : tensors)
+    if (t.dtype != TensorDtype::kF32) order.push_back(&t);
+  ordered_json header = ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<const SafetensorsTensorData*, std::pair<uint64_t, uint64_t>> offsets;
+  uint64_t cursor = 0;
+  for (const auto* t : order) {
+    const uint64_t size = t->values.size() * dtype_bytes(t->dtype);
+    offsets[t] = {cursor, cursor + size};
+    cursor += size;
+  }
+  for (const auto& t : tensors)
+    header[t.name] = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offsets[&t].first, offsets[&t].second}}};
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text += ' ';
+
+  const fs::path tmp = fs::path(name + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return io_error(fmt::format("{}: cannot write", tmp.string()));
+    const uint64_t len = text.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    std::vector<uint16_t> buf;
+    for (const auto* t : order) {
+      if (t->dtype == TensorDtype::kF32) {
+        out.write(reinterpret_cast<const char*>(t->values.data()), static_cast<std::streamsize>(t->values.size() * 4));
+        continue;
+      }
+      buf.resize(t->values.size());
+      for (size_t i = 0; i < buf.size(); ++i)
+        buf[i] = t->dtype == TensorDtype::kF16 ? float_to_f16_rne(t->values[i]) : kern::float_to_bf16_rne(t->values[i]);
+      out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 2));
+    }
+    out.flush();
+    if (!out) {
+      out.close();
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      return io_error(fmt::format("{}: write failed", tmp.string()));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return io_error(fmt::format("{}: rename failed: {}", name, ec.message()));
+  }
+  return ok_status();
+}
+
+}  // namespace ccsim::traces
