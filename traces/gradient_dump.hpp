@@ -12,7 +12,7 @@
 ///       "version": 1,                            // required, exactly 1
 ///       "dtype": "BF16",                         // required: storage type of every worker file,
 ///                                                //   F32 | F16 | BF16 (.npy: F32 | F16)
-///       "elements": 312576,                      // required: length of one flattened gradient
+///       "elements": 115200,                      // required: length of one flattened gradient
 ///       "workers": ["worker0.safetensors", ...], // required, >= 1: one file per worker, relative
 ///                                                //   to the directory, all .safetensors or all .npy
 ///       "steps": [                               // optional; absent = one step
@@ -23,7 +23,7 @@
 ///                                                //   allowed for .npy); loss: optional number
 ///       ],
 ///       "layers": [                              // required, >= 1, in offset order
-///         {"name": "blocks.0.attn.qkv.weight", "shape": [192, 64], "offset": 0, "count": 12288}, ...
+///         {"name": "tok_emb.weight", "shape": [86, 64], "offset": 0, "count": 5504}, ...
 ///                                                //   offset: first element in the flattened vector;
 ///                                                //   count: elements, == ∏shape; layers tile
 ///                                                //   [0, elements) with no gap and no overlap
@@ -48,6 +48,9 @@
 /// GradientVector taken from it lives; F32 data is handed out as views into the mapping, F16/BF16
 /// data as widened copies.
 
+#include "sim/base/status.hpp"
+#include "traces/safetensors.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -56,9 +59,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "sim/base/status.hpp"
-#include "traces/safetensors.hpp"
 
 namespace ccsim::traces {
 

@@ -18,6 +18,8 @@
 /// The file is memory-mapped read-only; values are converted to fp32 on access (F16 and BF16
 /// widen exactly). Little-endian hosts only (checked at compile time).
 
+#include "sim/base/status.hpp"
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -28,9 +30,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
-
-#include "sim/base/status.hpp"
 
 namespace ccsim::traces {
 
@@ -141,9 +142,10 @@ struct SafetensorsTensorData {
   std::span<const float> values;  ///< borrowed; must outlive the write call
 };
 
-/// Writes `tensors` (in the given order, data packed back to back) and `metadata` to `path`.
-/// The header is padded with spaces to a multiple of 8 bytes so the data buffer, and every F32
-/// tensor in it, is aligned for zero-copy views. The file is written under a temporary name and
+/// Writes `tensors` and `metadata` to `path`. The header lists the tensors in the given order; the
+/// data packs them back to back, F32 tensors first, and the header is padded with spaces to a
+/// multiple of 8 bytes, so every F32 tensor is 4-byte aligned for zero-copy views (f32_view). Any
+/// reader that follows the format reads the result. The file is written under a temporary name and
 /// renamed, so it appears whole or not at all. kInvalidArgument for an empty, duplicate or
 /// reserved ("__metadata__") name or a shape that does not match the values; kIo if the file
 /// cannot be written.

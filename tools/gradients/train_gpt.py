@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Train a small GPT-style model on real English text and dump per-worker gradients for ccsim.
+
+The model is a decoder-only transformer (pre-LayerNorm, learned positions, causal multi-head
+attention, GELU MLP, untied output head) over the characters of the corpus. Training is
+data-parallel over W simulated workers: the training text is cut into chunks dealt round-robin to
+the workers (disjoint shards, each spread over the whole corpus, as when a sampler deals out a
+shuffled dataset); each worker draws its own micro-batch from its own shard, computes its *local*
+gradient, the W gradients are averaged
+and the average is applied by Adam. At each step listed in --dump-steps (gradients taken at the
+parameters reached after that many updates), every worker's local gradient, before averaging, is
+written as one flattened vector into that worker's safetensors file; manifest.json describes the
+layers, steps, losses and provenance (schema: traces/gradient_dump.hpp, docs/gradient-dumps.md).
+
+Default corpus: the license texts Debian ships in /usr/share/common-licenses (every regular file,
+symlinks skipped, in name order) -- plain English prose present on every Debian machine.
+
+Needs Debian's python3-torch (apt-get install -y python3-torch) and NumPy; run it with the system
+interpreter:
+
+    /usr/bin/python3 tools/gradients/train_gpt.py --out traces/data/gpt-small
+
+Deterministic for a given --seed, machine and torch build (single-threaded by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812 (the usual torch alias)
+from torch import nn
+
+DEFAULT_CORPUS_DIR = Path("/usr/share/common-licenses")
+
+
+# ---- model ---------------------------------------------------------------------------------------
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model: int, n_head: int, block_size: int) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
+        self.register_buffer("mask", mask.view(1, 1, block_size, block_size), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        hd = c // self.n_head
+        q = q.view(b, t, self.n_head, hd).transpose(1, 2)
+        k = k.view(b, t, self.n_head, hd).transpose(1, 2)
+        v = v.view(b, t, self.n_head, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, c)
+        return self.proj(y)
+
+
+class Mlp(nn.Module):
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, 4 * d_model)
+        self.fc2 = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, d_model: int, n_head: int, block_size: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, block_size)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = Mlp(d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab: int, d_model: int, n_layer: int, n_head: int, block_size: int) -> None:
+        super().__init__()
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_head, block_size) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+        # GPT-2 initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer).
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif ".ln" in name or name.startswith("ln_"):
+                nn.init.ones_(p)
+            else:
+                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
+                nn.init.normal_(p, mean=0.0, std=std)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        t = idx.shape[1]
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(t))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+# ---- data ----------------------------------------------------------------------------------------
+
+
+def load_corpus(paths: list[Path]) -> tuple[str, list[Path]]:
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(f for f in p.iterdir() if f.is_file() and not f.is_symlink())
+        else:
+            files.append(p)
+    if not files:
+        sys.exit(f"train_gpt.py: no corpus files found under {', '.join(map(str, paths))}")
+    texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    return "\n\n".join(texts), files
+
+
+def sample_batch(data: torch.Tensor, chunks: list[int], chunk: int, batch: int, block: int, gen: torch.Generator):
+    """`batch` windows of block + 1 characters, each inside one of `chunks` (chunk start offsets)."""
+    pick = torch.randint(0, len(chunks), (batch,), generator=gen).tolist()
+    within = torch.randint(0, chunk - block, (batch,), generator=gen).tolist()
+    starts = [chunks[c] + o for c, o in zip(pick, within)]
+    x = torch.stack([data[s : s + block] for s in starts])
+    y = torch.stack([data[s + 1 : s + block + 1] for s in starts])
+    return x, y
+
+
+# ---- output --------------------------------------------------------------------------------------
+
+
+def write_safetensors(path: Path, tensors: list[tuple[str, np.ndarray, str]], metadata: dict[str, str]) -> None:
+    """Writes (name, uint16/float32 array, dtype) tensors back to back; header padded to 8 bytes."""
+    header: dict = {"__metadata__": metadata}
+    offset = 0
+    for name, arr, dtype in tensors:
+        size = arr.nbytes
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":"))
+    text += " " * ((8 - (8 + len(text)) % 8) % 8)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text.encode("utf-8"))
+        for _, arr, _ in tensors:
+            f.write(np.ascontiguousarray(arr).tobytes())  # little-endian host (checked in main)
+    os.replace(tmp, path)
+
+
+def to_storage(vec: torch.Tensor, dtype: str) -> np.ndarray:
+    if dtype == "F32":
+        return vec.to(torch.float32).numpy()
+    if dtype == "F16":
+        return vec.to(torch.float16).view(torch.int16).numpy().view(np.uint16)
+    return vec.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)  # round to nearest even
+
+
+# ---- main ----------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", nargs="+", type=Path, default=[DEFAULT_CORPUS_DIR],
+                    help="text files or directories (every regular file inside, in name order); default: %(default)s")
+    ap.add_argument("--out", type=Path, required=True, help="dump directory to write (created if needed)")
+    ap.add_argument("--workers", type=int, default=8, help="simulated data-parallel workers (default %(default)s)")
+    ap.add_argument("--micro-batch", type=int, default=32, help="sequences per worker per step (default %(default)s)")
+    ap.add_argument("--block-size", type=int, default=64, help="context length in characters (default %(default)s)")
+    ap.add_argument("--d-model", type=int, default=64, help="embedding width (default %(default)s)")
+    ap.add_argument("--layers", type=int, default=2, help="transformer blocks (default %(default)s)")
+    ap.add_argument("--heads", type=int, default=4, help="attention heads (default %(default)s)")
+    ap.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate after warm-up (default %(default)s)")
+    ap.add_argument("--warmup", type=int, default=20, help="linear warm-up steps (default %(default)s)")
+    ap.add_argument("--dump-steps", type=int, nargs="+", default=[0, 50, 200],
+                    help="steps whose gradients are dumped (default %(default)s)")
+    ap.add_argument("--dtype", choices=["BF16", "F16", "F32"], default="BF16",
+                    help="storage type (default %(default)s)")
+    ap.add_argument("--shard-chunk", type=int, default=512,
+                    help="the training text is dealt to the workers round-robin in chunks of this many "
+                         "characters (default %(default)s)")
+    ap.add_argument("--val-fraction", type=float, default=0.1, help="held-out tail of the corpus (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="seed for initialization and batch sampling (default %(default)s)")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default %(default)s, for determinism)")
+    args = ap.parse_args()
+    if sys.byteorder != "little":
+        sys.exit("train_gpt.py: safetensors data is little-endian; this writer assumes a little-endian host")
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(args.seed)
+    dump_steps = sorted(set(args.dump_steps))
+
+    text, files = load_corpus(args.corpus)
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    n_train = int(len(data) * (1 - args.val_fraction))
+    if args.shard_chunk <= args.block_size:
+        sys.exit(f"train_gpt.py: --shard-chunk {args.shard_chunk} must exceed --block-size {args.block_size}")
+    # Worker w owns training chunks w, w + W, w + 2W, ...: disjoint data spread over the whole corpus,
+    # as when a sampler deals a shuffled dataset out to the ranks.
+    n_chunks = n_train // args.shard_chunk
+    if n_chunks < args.workers:
+        sys.exit(f"train_gpt.py: corpus too small: {n_chunks} chunks of {args.shard_chunk} characters "
+                 f"for {args.workers} workers")
+    shards = [[c * args.shard_chunk for c in range(w, n_chunks, args.workers)] for w in range(args.workers)]
+    val_chunks = list(range(n_chunks * args.shard_chunk, len(data) - args.shard_chunk + 1, args.shard_chunk))
+
+    model = Gpt(len(chars), args.d_model, args.layers, args.heads, args.block_size)
+    params = list(model.named_parameters())
+    n_params = sum(p.numel() for _, p in params)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.99))
+    gens = [torch.Generator().manual_seed(args.seed * 1000 + w + 1) for w in range(args.workers)]
+    val_gen = torch.Generator().manual_seed(args.seed * 1000)
+    val_batches = [sample_batch(data, val_chunks, args.shard_chunk, 16, args.block_size, val_gen) for _ in range(4)]
+
+    print(f"corpus: {len(files)} files, {len(text)} characters, vocabulary {len(chars)}; "
+          f"{n_train} for training ({len(shards[0])} chunks of {args.shard_chunk} per worker), "
+          f"{len(data) - n_train} held out")
+    print(f"model: {n_params} parameters in {len(params)} tensors; {args.workers} workers x "
+          f"{args.micro_batch} x {args.block_size} characters per step")
+
+    grads: dict[int, list[torch.Tensor]] = {}
+    step_log: dict[int, dict] = {}
+    t0 = time.time()
+    for step in range(dump_steps[-1] + 1):
+        local, losses = [], []
+        for w in range(args.workers):
+            x, y = sample_batch(data, shards[w], args.shard_chunk, args.micro_batch, args.block_size, gens[w])
+            model.zero_grad(set_to_none=True)
+            loss = model(x, y)
+            loss.backward()
+            local.append(torch.cat([p.grad.reshape(-1) for _, p in params]).clone())
+            losses.append(loss.item())
+        if step in dump_steps:
+            with torch.no_grad():
+                val = sum(model(x, y).item() for x, y in val_batches) / len(val_batches)
+            grads[step] = local
+            step_log[step] = {"train_loss": float(np.mean(losses)), "worker_loss": losses, "val_loss": val}
+            print(f"step {step:4d}: train loss {np.mean(losses):.4f} (workers {min(losses):.3f}..{max(losses):.3f}), "
+                  f"held-out loss {val:.4f}  [{time.time() - t0:.1f} s]")
+        avg = torch.stack(local).mean(dim=0)
+        offset = 0
+        for _, p in params:
+            p.grad = avg[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        for g in opt.param_groups:
+            g["lr"] = args.lr * min(1.0, (step + 1) / max(1, args.warmup))
+        opt.step()
+
+    # ---- write the dump ----
+    args.out.mkdir(parents=True, exist_ok=True)
+    layers, offset = [], 0
+    for name, p in params:
+        layers.append({"name": name, "shape": list(p.shape), "offset": offset, "count": p.numel()})
+        offset += p.numel()
+    workers = [f"worker{w}.safetensors" for w in range(args.workers)]
+    corpus_desc = ", ".join(str(p) for p in args.corpus)
+    corpus_name = "Debian license texts" if args.corpus == [DEFAULT_CORPUS_DIR] else "Text corpus"
+    for w, fname in enumerate(workers):
+        tensors = [(f"step{s}", to_storage(grads[s][w], args.dtype), args.dtype) for s in dump_steps]
+        write_safetensors(args.out / fname, tensors, {"worker": str(w), "workers": str(args.workers),
+                                                      "steps": ",".join(map(str, dump_steps))})
+    command = " ".join(["tools/gradients/train_gpt.py", *sys.argv[1:]])
+    manifest = {
+        "format": "ccsim-gradient-dump",
+        "version": 1,
+        "dtype": args.dtype,
+        "elements": n_params,
+        "workers": workers,
+        "steps": [{"step": s, "tensor": f"step{s}", "loss": round(step_log[s]["train_loss"], 6)} for s in dump_steps],
+        "layers": layers,
+        "provenance": {
+            "model": f"GPT-style decoder-only transformer, character-level: {args.layers} pre-LN blocks, "
+                     f"d_model {args.d_model}, {args.heads} heads, MLP 4x with GELU, context {args.block_size}, "
+                     f"vocabulary {len(chars)}, learned positions, untied head; {n_params} parameters",
+            "dataset": f"{corpus_name} ({corpus_desc}): {len(files)} files, {len(text)} characters; "
+                       f"first {1 - args.val_fraction:.0%} cut into {args.shard_chunk}-character chunks dealt "
+                       f"round-robin to the {args.workers} workers (disjoint shards), rest held out",
+            "generator": command,
+            "corpus_files": [f.name for f in files],
+            "training": {
+                "optimizer": "Adam(betas=(0.9, 0.99)), averaged gradient of all workers",
+                "lr": args.lr, "warmup_steps": args.warmup, "micro_batch_per_worker": args.micro_batch,
+                "sequence_length": args.block_size, "seed": args.seed, "torch": torch.__version__,
+            },
+            "gradient": "each worker's local gradient of its own micro-batch mean cross-entropy, before averaging, "
+                        "at the parameters reached after `step` Adam updates; layers flattened in order",
+            "losses": {str(s): {"train": round(step_log[s]["train_loss"], 6),
+                                "held_out": round(step_log[s]["val_loss"], 6),
+                                "per_worker": [round(v, 6) for v in step_log[s]["worker_loss"]]} for s in dump_steps},
+        },
+    }
+    tmp = args.out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, args.out / "manifest.json")
+    total = sum((args.out / f).stat().st_size for f in workers + ["manifest.json"])
+    print(f"wrote {args.out}: {len(workers)} worker files + manifest.json, {total} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
