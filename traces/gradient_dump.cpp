@@ -2,6 +2,7 @@
 
 #include "kernels/quant/bf16.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "traces/json_fields.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,24 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using detail::describe_json;
+using detail::json_as_u64;
 
 constexpr const char* kManifestName = "manifest.json";
 constexpr const char* kFormatName = "ccsim-gradient-dump";
 constexpr int64_t kVersion = 1;
-
-std::string describe(const json& j) {
-  if (j.is_number_unsigned()) return fmt::format("{}", j.get<uint64_t>());
-  if (j.is_number_integer()) return fmt::format("{}", j.get<int64_t>());
-  std::string s = j.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return fmt::format("{} {}", j.type_name(), s);
-}
-
-std::optional<uint64_t> as_u64(const json& j) {
-  if (j.is_number_unsigned()) return j.get<uint64_t>();
-  if (j.is_number_integer() && j.get<int64_t>() >= 0) return static_cast<uint64_t>(j.get<int64_t>());
-  return std::nullopt;
-}
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -67,8 +56,8 @@ bool check_keys(const json& obj, const std::string& path, const std::vector<std:
 
 // A non-negative integer member, or an error at its path.
 std::optional<uint64_t> read_u64(const json& obj, const std::string& path, const char* key, Diagnostics& diag) {
-  auto v = as_u64(obj.at(key));
-  if (!v) diag.add(path + "/" + key, fmt::format("expected a non-negative integer, found {}", describe(obj.at(key))));
+  auto v = json_as_u64(obj.at(key));
+  if (!v) diag.add(path + "/" + key, fmt::format("expected a non-negative integer, found {}", describe_json(obj.at(key))));
   return v;
 }
 
@@ -172,7 +161,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
   }
   Diagnostics diag;
   if (!root.is_object()) {
-    diag.add("", fmt::format("expected a JSON object, found {}", describe(root)));
+    diag.add("", fmt::format("expected a JSON object, found {}", describe_json(root)));
     return diag.to_status(mname);
   }
 
@@ -183,19 +172,19 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
                               {"steps"}, diag);
 
   if (root.contains("format") && root["format"] != kFormatName) {
-    diag.add("/format", fmt::format("expected \"{}\", found {}", kFormatName, describe(root["format"])));
+    diag.add("/format", fmt::format("expected \"{}\", found {}", kFormatName, describe_json(root["format"])));
     header_ok = false;
   }
   if (root.contains("version") && root["version"] != kVersion) {
     diag.add("/version", fmt::format("expected {} (the only version this build reads), found {}", kVersion,
-                                     describe(root["version"])));
+                                     describe_json(root["version"])));
     header_ok = false;
   }
   if (root.contains("dtype")) {
     const auto d = root["dtype"].is_string()
                        ? parse_dtype(root["dtype"].get<std::string>())
                        : Result<TensorDtype>(invalid_argument("expected a string (F32, F16 or BF16), found " +
-                                                              describe(root["dtype"])));
+                                                              describe_json(root["dtype"])));
     if (d.ok())
       dump.dtype_ = *d;
     else {
@@ -219,14 +208,14 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
   if (root.contains("workers")) {
     const json& ws = root["workers"];
     if (!ws.is_array() || ws.empty()) {
-      diag.add("/workers", fmt::format("expected a non-empty array of file names, found {}", describe(ws)));
+      diag.add("/workers", fmt::format("expected a non-empty array of file names, found {}", describe_json(ws)));
       header_ok = false;
     } else {
       std::set<std::string> seen;
       for (size_t i = 0; i < ws.size(); ++i) {
         const std::string p = fmt::format("/workers/{}", i);
         if (!ws[i].is_string() || ws[i].get<std::string>().empty()) {
-          diag.add(p, fmt::format("expected a file name, found {}", describe(ws[i])));
+          diag.add(p, fmt::format("expected a file name, found {}", describe_json(ws[i])));
           header_ok = false;
           continue;
         }
@@ -263,14 +252,14 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
     dump.steps_.push_back(GradientStep{});
   } else if (const json& ss = root["steps"]; !ss.is_array() || ss.empty()) {
     diag.add("/steps", fmt::format("expected a non-empty array of {{\"step\", \"tensor\", \"loss\"}} objects, found {}",
-                                   describe(ss)));
+                                   describe_json(ss)));
     header_ok = false;
   } else {
     for (size_t i = 0; i < ss.size(); ++i) {
       const std::string p = fmt::format("/steps/{}", i);
       const json& s = ss[i];
       if (!s.is_object()) {
-        diag.add(p, fmt::format("expected an object {{\"step\", \"tensor\", \"loss\"}}, found {}", describe(s)));
+        diag.add(p, fmt::format("expected an object {{\"step\", \"tensor\", \"loss\"}}, found {}", describe_json(s)));
         header_ok = false;
         continue;
       }
@@ -294,7 +283,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
           diag.add(p + "/tensor", "expected no tensor name for .npy worker files (step i is the i-th row)");
           header_ok = false;
         } else if (!s["tensor"].is_string() || s["tensor"].get<std::string>().empty()) {
-          diag.add(p + "/tensor", fmt::format("expected a tensor name, found {}", describe(s["tensor"])));
+          diag.add(p + "/tensor", fmt::format("expected a tensor name, found {}", describe_json(s["tensor"])));
           header_ok = false;
         } else {
           st.tensor = s["tensor"].get<std::string>();
@@ -311,7 +300,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         if (s["loss"].is_number())
           st.loss = s["loss"].get<double>();
         else
-          diag.add(p + "/loss", fmt::format("expected a number, found {}", describe(s["loss"])));
+          diag.add(p + "/loss", fmt::format("expected a number, found {}", describe_json(s["loss"])));
       }
       dump.steps_.push_back(std::move(st));
     }
@@ -323,7 +312,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
     if (!ls.is_array() || ls.empty()) {
       diag.add("/layers",
                fmt::format("expected a non-empty array of {{\"name\", \"shape\", \"offset\", \"count\"}}, found {}",
-                           describe(ls)));
+                           describe_json(ls)));
     } else {
       uint64_t cursor = 0;
       bool cursor_known = true;
@@ -333,7 +322,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         const json& l = ls[i];
         if (!l.is_object()) {
           diag.add(p, fmt::format("expected an object {{\"name\", \"shape\", \"offset\", \"count\"}}, found {}",
-                                  describe(l)));
+                                  describe_json(l)));
           cursor_known = false;
           continue;
         }
@@ -344,7 +333,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         GradientLayer layer;
         bool good = true;
         if (!l["name"].is_string() || l["name"].get<std::string>().empty()) {
-          diag.add(p + "/name", fmt::format("expected a non-empty string, found {}", describe(l["name"])));
+          diag.add(p + "/name", fmt::format("expected a non-empty string, found {}", describe_json(l["name"])));
         } else {
           layer.name = l["name"].get<std::string>();
           if (!names.insert(layer.name).second)
@@ -353,16 +342,16 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         uint64_t shape_count = 1;
         if (!l["shape"].is_array()) {
           diag.add(p + "/shape",
-                   fmt::format("expected an array of non-negative integers, found {}", describe(l["shape"])));
+                   fmt::format("expected an array of non-negative integers, found {}", describe_json(l["shape"])));
           good = false;
         } else {
           for (size_t k = 0; k < l["shape"].size(); ++k) {
-            if (auto d = as_u64(l["shape"][k])) {
+            if (auto d = json_as_u64(l["shape"][k])) {
               layer.shape.push_back(*d);
               shape_count *= *d;
             } else {
               diag.add(fmt::format("{}/shape/{}", p, k),
-                       fmt::format("expected a non-negative integer, found {}", describe(l["shape"][k])));
+                       fmt::format("expected a non-negative integer, found {}", describe_json(l["shape"][k])));
               good = false;
             }
           }
@@ -405,7 +394,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
   if (root.contains("provenance")) {
     const json& pv = root["provenance"];
     if (!pv.is_object()) {
-      diag.add("/provenance", fmt::format("expected an object with \"model\" and \"dataset\", found {}", describe(pv)));
+      diag.add("/provenance", fmt::format("expected an object with \"model\" and \"dataset\", found {}", describe_json(pv)));
     } else {
       const std::pair<const char*, std::string*> fields[] = {{"model", &dump.provenance_.model},
                                                              {"dataset", &dump.provenance_.dataset},
@@ -415,7 +404,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
           if (field != &dump.provenance_.generator)
             diag.add("/provenance", fmt::format("missing required key '{}'", key));
         } else if (!pv[key].is_string()) {
-          diag.add(fmt::format("/provenance/{}", key), fmt::format("expected a string, found {}", describe(pv[key])));
+          diag.add(fmt::format("/provenance/{}", key), fmt::format("expected a string, found {}", describe_json(pv[key])));
         } else {
           *field = pv[key].get<std::string>();
         }

@@ -2,6 +2,7 @@
 
 #include "kernels/quant/bf16.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "traces/json_fields.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using detail::describe_json;
+using detail::json_as_u64;
 using nlohmann::ordered_json;
 
 // The reference implementation refuses headers above 100 MB; so do we (a corrupt length field
@@ -32,21 +35,6 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 std::string ptr(std::string_view tensor, std::string_view field = {}) {
   return field.empty() ? fmt::format("/{}", json_pointer_escape(tensor))
                        : fmt::format("/{}/{}", json_pointer_escape(tensor), field);
-}
-
-std::string json_kind(const json& j) {
-  if (j.is_number_unsigned()) return fmt::format("{}", j.get<uint64_t>());
-  if (j.is_number_integer()) return fmt::format("{}", j.get<int64_t>());
-  std::string s = j.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return fmt::format("{} {}", j.type_name(), s);
-}
-
-// A non-negative integer that fits in uint64, or nullopt.
-std::optional<uint64_t> as_u64(const json& j) {
-  if (j.is_number_unsigned()) return j.get<uint64_t>();
-  if (j.is_number_integer() && j.get<int64_t>() >= 0) return static_cast<uint64_t>(j.get<int64_t>());
-  return std::nullopt;
 }
 
 std::string shape_str(const std::vector<uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -239,12 +227,12 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) {
-        diag.add(ptr(key), fmt::format("expected an object of string values, found {}", json_kind(value)));
+        diag.add(ptr(key), fmt::format("expected an object of string values, found {}", describe_json(value)));
         continue;
       }
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
-          diag.add(ptr(key, json_pointer_escape(mk)), fmt::format("expected a string, found {}", json_kind(mv)));
+          diag.add(ptr(key, json_pointer_escape(mk)), fmt::format("expected a string, found {}", describe_json(mv)));
         else
           out.metadata_[mk] = mv.get<std::string>();
       }
@@ -252,7 +240,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     }
     if (!value.is_object()) {
       diag.add(ptr(key), fmt::format("expected a tensor entry {{\"dtype\", \"shape\", \"data_offsets\"}}, found {}",
-                                     json_kind(value)));
+                                     describe_json(value)));
       continue;
     }
     bool good = true;
@@ -276,7 +264,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     t.name = key;
     if (!value["dtype"].is_string()) {
       diag.add(ptr(key, "dtype"),
-               fmt::format("expected a string (F32, F16 or BF16), found {}", json_kind(value["dtype"])));
+               fmt::format("expected a string (F32, F16 or BF16), found {}", describe_json(value["dtype"])));
       good = false;
     } else if (auto d = parse_dtype(value["dtype"].get<std::string>()); !d.ok()) {
       diag.add(ptr(key, "dtype"), d.status().message());
@@ -287,15 +275,15 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     const json& shape = value["shape"];
     if (!shape.is_array()) {
       diag.add(ptr(key, "shape"),
-               fmt::format("expected an array of non-negative integers, found {}", json_kind(shape)));
+               fmt::format("expected an array of non-negative integers, found {}", describe_json(shape)));
       good = false;
     } else {
       for (size_t i = 0; i < shape.size(); ++i) {
-        if (auto d = as_u64(shape[i]))
+        if (auto d = json_as_u64(shape[i]))
           t.shape.push_back(*d);
         else {
           diag.add(ptr(key, fmt::format("shape/{}", i)),
-                   fmt::format("expected a non-negative integer, found {}", json_kind(shape[i])));
+                   fmt::format("expected a non-negative integer, found {}", describe_json(shape[i])));
           good = false;
         }
       }
@@ -303,12 +291,12 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     const json& offs = value["data_offsets"];
     std::optional<uint64_t> begin, end;
     if (offs.is_array() && offs.size() == 2) {
-      begin = as_u64(offs[0]);
-      end = as_u64(offs[1]);
+      begin = json_as_u64(offs[0]);
+      end = json_as_u64(offs[1]);
     }
     if (!begin || !end) {
       diag.add(ptr(key, "data_offsets"),
-               fmt::format("expected [begin, end] as two non-negative integers, found {}", json_kind(offs)));
+               fmt::format("expected [begin, end] as two non-negative integers, found {}", describe_json(offs)));
       continue;
     }
     t.begin_byte = *begin;
