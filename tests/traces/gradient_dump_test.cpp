@@ -340,7 +340,10 @@ const fs::path kShippedDump = fs::path(CCSIM_SOURCE_DIR) / "traces" / "data" / "
 
 class GptSmallDump : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  // Opened once, in the first test's SetUp: a failure there fails the test (a failure in
+  // SetUpTestSuite would only mark the suite's tests as skipped).
+  void SetUp() override {
+    if (dump_ != nullptr) return;
     auto d = GradientDump::open(kShippedDump);
     ASSERT_TRUE(d.ok()) << d.status().message();
     dump_ = new GradientDump(std::move(d).value());
