@@ -67,7 +67,11 @@ Result<std::unique_ptr<Compressor>> CompressorRegistry::create(const std::string
   Diagnostics diag;
   nlohmann::json resolved = info->params.resolve(params, "/params", diag);
   CCSIM_RETURN_IF_ERROR(diag.to_status(name));
-  return info->create(Params(std::move(resolved)));
+  Params p(std::move(resolved));
+  if (info->check) {
+    if (Status st = info->check(p); !st.ok()) return invalid_argument(fmt::format("{}: /params/{}", name, st.message()));
+  }
+  return info->create(p);
 }
 
 }  // namespace ccsim::algo

@@ -20,6 +20,10 @@ struct CompressorInfo {
   std::string description;
   ParamTable params;
   std::function<std::unique_ptr<Compressor>(const Params&)> create;
+  /// Optional constraints between parameters, checked after each one passed its own range check.
+  /// A failure is kInvalidArgument whose message starts with the parameter it blames and ": "
+  /// (e.g. "k: expected an integer in [7, 16] with base fp16, got 20").
+  std::function<Status(const Params&)> check = nullptr;
 };
 
 /// Name → CompressorInfo, in registration order. Thread safety: register at start-up only.

@@ -33,6 +33,13 @@ CompressorInfo TfpCompressor::info() {
           std::move(params), [](const Params& p) {
             const kern::TfpFormat format{parse_base(p.get_string("base")), static_cast<uint32_t>(p.get_int("k"))};
             return std::make_unique<TfpCompressor>(format, p.get_bool("random_rounding"));
+          },
+          [](const Params& p) -> Status {
+            const kern::TfpFormat format{parse_base(p.get_string("base")), static_cast<uint32_t>(p.get_int("k"))};
+            if (format.valid()) return ok_status();
+            return invalid_argument(fmt::format("k: expected an integer in [{}, {}] with base {}, got {}",
+                                                format.min_bits(), format.base_bits(), p.get_string("base"),
+                                                format.bits));
           }};
 }
 

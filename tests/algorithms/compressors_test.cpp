@@ -39,6 +39,13 @@ TEST(Registry, ValidatesParametersWithoutClamping) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("did you mean 'nearest'"), std::string::npos);
   EXPECT_TRUE(reg.create("int8", {{"block", 64}, {"rounding", "nearest"}}).ok());
+  // Constraints between parameters: each valid alone, not together.
+  r = reg.create("tfp", {{"k", 20}, {"base", "fp16"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/params/k: expected an integer in [7, 16] with base fp16, got 20"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(reg.create("tfp", {{"k", 12}, {"base", "fp16"}}).ok());
 }
 
 struct Case {

@@ -223,7 +223,15 @@ class Reader : public Names {
     const json* v = get(key);
     const auto* info = algo::CompressorRegistry::global().find(scheme);
     if (info == nullptr) return;  // the scheme itself was already reported
+    const size_t errors = diag_.items().size();
     out = info->params.resolve(v ? *v : json(), at(key), diag_);
+    if (diag_.items().size() != errors || !info->check) return;
+    if (Status st = info->check(algo::Params(out)); !st.ok()) {
+      const std::string& m = st.message();
+      const size_t colon = m.find(": ");
+      diag_.add(colon == std::string::npos ? at(key) : at(key) + "/" + m.substr(0, colon),
+                colon == std::string::npos ? m : m.substr(colon + 2));
+    }
   }
 
   /// Reports keys that no field declared, with the closest declared key.
