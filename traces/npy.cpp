@@ -1,5 +1,7 @@
 #include "traces/npy.hpp"
 
+#include "kernels/quant/fp16.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -10,18 +12,6 @@
 #include <regex>
 
 namespace ccsim::traces {
-namespace {
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  float v;
-  if (exp == 0) v = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31) v = man ? std::nanf("") : INFINITY;
-  else v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
-  return sign ? -v : v;
-}
-
-}  // namespace
 
 Result<NpyArray> read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -77,7 +67,7 @@ Result<NpyArray> read_npy(const std::string& path) {
     for (uint64_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, raw.data() + 2 * i, 2);
-      arr.values[i] = half_to_float(h);
+      arr.values[i] = kern::fp16_to_float(h);
     }
   }
   return arr;

@@ -1,6 +1,7 @@
 #include "traces/safetensors.hpp"
 
 #include "kernels/quant/bf16.hpp"
+#include "kernels/quant/fp16.hpp"
 #include "sim/base/diagnostics.hpp"
 #include "traces/json_fields.hpp"
 
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -74,47 +76,13 @@ Result<TensorDtype> parse_dtype(std::string_view name) {
   return invalid_argument(fmt::format("unsupported dtype '{}': expected one of F32, F16, BF16", name));
 }
 
-float f16_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  uint32_t bits;
-  if (exp == 0) {
-    // Zero or subnormal: man · 2^-24 is exact in fp32.
-    float v = static_cast<float>(man) * 0x1p-24f;
-    std::memcpy(&bits, &v, 4);
-    bits |= sign;
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 112u) << 23) | (man << 13);
-  }
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
+float f16_to_float(uint16_t h) { return kern::fp16_to_float(h); }
 
 uint16_t float_to_f16_rne(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));  // quiet NaN
-  if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);                        // >= 65520 rounds to inf
-  const uint32_t exp = a >> 23;
-  if (exp < 113) {
-    // Result is subnormal (or rounds up to the smallest normal): q = |x| / 2^-24, rounded to even.
-    const uint32_t m = (a & 0x7FFFFFu) | (exp ? 0x800000u : 0u);
-    const uint32_t shift = 126 - exp;  // >= 14
-    if (shift > 24) return sign;
-    uint32_t q = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
-    return static_cast<uint16_t>(sign | q);
-  }
-  uint32_t h = ((exp - 112) << 10) | ((a & 0x7FFFFFu) >> 13);
-  const uint32_t rem = a & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is correct
-  return static_cast<uint16_t>(sign | h);
+  // The IEEE conversion a file format wants: the saturating kernel conversion, except that
+  // magnitudes rounding past 65504 (from 65520 up, a tie rounding to even 2^16) become inf.
+  if (!std::isnan(x) && std::fabs(x) >= 65520.0f) return std::signbit(x) ? 0xFC00u : 0x7C00u;
+  return kern::float_to_fp16_rne(x);
 }
 
 // ---- MappedFile -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
+#include "kernels/float_bits.hpp"
 #include "kernels/quant/fp16.hpp"
 
 namespace ccsim::algo {
@@ -22,18 +23,6 @@ std::unique_ptr<Compressor> make_tfp(const nlohmann::json& params) {
   auto made = CompressorRegistry::global().create("tfp", params);
   EXPECT_TRUE(made.ok()) << made.status().message();
   return made.ok() ? std::move(*made) : nullptr;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 std::vector<float> decode_all(Compressor& c, const std::vector<float>& x, uint64_t seed, uint64_t offset = 0) {
@@ -93,30 +82,30 @@ TEST(Tfp, TruncationCodesAreTheLeadingBitsPackedLsbFirst) {
 TEST(Tfp, TruncationKeepsExactlyTheTopKBitsOfTheFp32Pattern) {
   std::mt19937 gen(3);
   std::vector<float> x;
-  for (int i = 0; i < 4000; ++i) x.push_back(float_of(gen() & 0xFF7FFFFFu));  // finite patterns of every exponent
+  for (int i = 0; i < 4000; ++i) x.push_back(kern::bits_to_float(gen() & 0xFF7FFFFFu));  // finite patterns of every exponent
   x.insert(x.end(), {0.0f, -0.0f, 1e-45f, -1e-40f, std::numeric_limits<float>::max(), -3e38f, 1.0f, -65504.0f});
   for (const uint32_t k : {10u, 12u, 16u, 23u, 31u, 32u}) {
     SCOPED_TRACE(fmt::format("k={}", k));
     auto comp = make_tfp({{"k", k}});
     const uint32_t mask = k == 32 ? 0xFFFFFFFFu : ~((1u << (32 - k)) - 1u);
     const auto d = decode_all(*comp, x, 0, 5);
-    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bits_of(d[i]), bits_of(x[i]) & mask) << x[i];
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(kern::float_to_bits(d[i]), kern::float_to_bits(x[i]) & mask) << x[i];
   }
 }
 
 TEST(Tfp, RandomRoundingPicksTheTruncationOrOneUnitUp) {
   std::mt19937 gen(4);
   std::vector<float> x;
-  for (int i = 0; i < 4000; ++i) x.push_back(float_of(gen() & 0xFF7FFFFFu));
+  for (int i = 0; i < 4000; ++i) x.push_back(kern::bits_to_float(gen() & 0xFF7FFFFFu));
   for (const uint32_t k : {10u, 16u, 24u}) {
     SCOPED_TRACE(fmt::format("k={}", k));
     auto comp = make_tfp({{"k", k}, {"random_rounding", true}});
     const uint32_t drop = 32 - k, mask = ~((1u << drop) - 1u);
     const auto d = decode_all(*comp, x, 17);
     for (size_t i = 0; i < x.size(); ++i) {
-      const uint32_t lo = bits_of(x[i]) & mask, got = bits_of(d[i]);
+      const uint32_t lo = kern::float_to_bits(x[i]) & mask, got = kern::float_to_bits(d[i]);
       ASSERT_TRUE(got == lo || got == lo + (1u << drop)) << x[i];
-      if (bits_of(x[i]) == lo) {
+      if (kern::float_to_bits(x[i]) == lo) {
         ASSERT_EQ(got, lo) << "representable values never move";
       }
       ASSERT_TRUE(std::isfinite(d[i]));
@@ -127,7 +116,7 @@ TEST(Tfp, RandomRoundingPicksTheTruncationOrOneUnitUp) {
 TEST(Tfp, RandomRoundingSaturatesBelowInfinity) {
   auto comp = make_tfp({{"k", 16}, {"random_rounding", true}});
   const std::vector<float> x(4096, std::numeric_limits<float>::max());
-  for (const float v : decode_all(*comp, x, 5)) ASSERT_EQ(bits_of(v), 0x7F7F0000u);
+  for (const float v : decode_all(*comp, x, 5)) ASSERT_EQ(kern::float_to_bits(v), 0x7F7F0000u);
 }
 
 TEST(Tfp, SmallerBasesConvertFirst) {

@@ -3,6 +3,7 @@
 
 #include "traces/safetensors.hpp"
 
+#include "kernels/float_bits.hpp"
 #include "kernels/quant/bf16.hpp"
 
 #include <fmt/format.h>
@@ -63,12 +64,6 @@ class SafetensorsTest : public ::testing::Test {
 #define EXPECT_CONTAINS(haystack, needle)                                                                              \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "'" << (needle) << "' not in: " << (haystack)
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 float from_bits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
@@ -96,7 +91,7 @@ TEST(SafetensorsDtype, F16WidensAndNarrowsEveryValueExactly) {
   EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));
   EXPECT_EQ(f16_to_float(0x0400), std::ldexp(1.0f, -14));
   EXPECT_EQ(f16_to_float(0x7C00), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(bits_of(f16_to_float(0x8000)), 0x80000000u);  // -0 keeps its sign
+  EXPECT_EQ(kern::float_to_bits(f16_to_float(0x8000)), 0x80000000u);  // -0 keeps its sign
 }
 
 TEST(SafetensorsDtype, F16RoundsToNearestEven) {
@@ -186,9 +181,9 @@ TEST_F(SafetensorsTest, RoundTripsEveryDtype) {
       const float want = t.dtype == TensorDtype::kF32   ? x
                          : t.dtype == TensorDtype::kF16 ? f16_to_float(float_to_f16_rne(x))
                                                         : kern::bf16_to_float(kern::float_to_bf16_rne(x));
-      ASSERT_EQ(bits_of((*v)[i]), bits_of(want)) << "element " << i;
+      ASSERT_EQ(kern::float_to_bits((*v)[i]), kern::float_to_bits(want)) << "element " << i;
       if (i < exact.size() && &t != &tensors[3] && &t != &tensors[4]) {
-        ASSERT_EQ(bits_of((*v)[i]), bits_of(x)) << "exact value " << x;
+        ASSERT_EQ(kern::float_to_bits((*v)[i]), kern::float_to_bits(x)) << "exact value " << x;
       }
     }
   }

@@ -45,8 +45,7 @@ class BroadcastRing final : public ScheduleGenerator {
         ready = seg.arrived;
       }
       if (step_ + 1 == n_) continue;
-      seg.arrived = prev_segment == kNoOp ? s.add_transfer(at, next, seg.msg, {ready})
-                                          : s.add_transfer(at, next, seg.msg, {ready, prev_segment});
+      seg.arrived = detail::send_after(s, at, next, seg.msg, ready, prev_segment);
       prev_segment = seg.arrived;
     }
     ++step_;

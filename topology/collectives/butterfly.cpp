@@ -129,7 +129,7 @@ class ButterflyGenerator final : public ScheduleGenerator {
           enc = s.add_kernel(KernelKind::kEncode, x, c, MessageRef{}, 1u << k, std::span(deps));
         }
         const MessageRef msg = s.message(enc);
-        prev = prev == kNoOp ? s.add_transfer(x, p, msg, {enc}) : s.add_transfer(x, p, msg, {enc, prev});
+        prev = detail::send_after(s, x, p, msg, enc, prev);
         inbox_[p * segs_ + j] = msg;
         inbox_arrived_[p * segs_ + j] = prev;
       }

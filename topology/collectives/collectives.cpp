@@ -22,6 +22,14 @@ Status check_common(uint32_t ranks, const CollectiveOptions& o) {
   return Status();
 }
 
+Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements) {
+  if (op == CollectiveOp::kAllToAll && elements % ranks != 0)
+    return invalid_argument(
+        fmt::format("alltoall needs elements divisible by the ranks (equal blocks), got {} elements over {} ranks",
+                    elements, ranks));
+  return Status();
+}
+
 }  // namespace detail
 
 Schedule CollectiveInfo::build(uint32_t ranks, uint64_t elements, const CollectiveOptions& options) const {

@@ -161,11 +161,7 @@ Status check_direct(CollectiveOp op, uint32_t ranks, uint64_t elements, const Co
   CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, o));
   if (op == CollectiveOp::kBroadcast && o.root >= ranks)
     return invalid_argument(fmt::format("broadcast root {} is not one of the {} ranks", o.root, ranks));
-  if (op == CollectiveOp::kAllToAll && elements % ranks != 0)
-    return invalid_argument(
-        fmt::format("alltoall needs elements divisible by the ranks (equal blocks), got {} elements over {} ranks",
-                    elements, ranks));
-  return Status();
+  return detail::check_alltoall_blocks(op, ranks, elements);
 }
 
 }  // namespace

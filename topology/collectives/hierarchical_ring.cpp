@@ -104,7 +104,7 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
                 t == 0 ? s.add_kernel(KernelKind::kEncode, at, c, MessageRef{}, 1, {})
                        : s.add_kernel(KernelKind::kDecodeAccumulateEncode, at, c, MessageRef{old + 2 * idx, c, t},
                                       t + 1, {old + 2 * idx + 1});
-            prev = send(s, at, to, s.message(kernel), kernel, prev);
+            prev = detail::send_after(s, at, to, s.message(kernel), kernel, prev);
           }
         }
       }
@@ -142,7 +142,7 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
           const OpId kernel = g_ >= 2 ? junction(m + 1, l, m, j)
                                       : s.add_kernel(KernelKind::kEncode, at, chunk(q, j), MessageRef{}, 1, {});
           msg_[q * segs_ + j] = s.message(kernel);
-          prev = arrived_[q * segs_ + j] = send(s, at, to, msg_[q * segs_ + j], kernel, prev);
+          prev = arrived_[q * segs_ + j] = detail::send_after(s, at, to, msg_[q * segs_ + j], kernel, prev);
         }
       }
     }
@@ -162,7 +162,7 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
                       : s.add_kernel(KernelKind::kDecodeAccumulateEncode, at, chunk(q, j), msg_[lane], u + 1,
                                      {arrived_[lane]});
           msg_[lane] = s.message(kernel);
-          prev = arrived_[lane] = send(s, at, to, msg_[lane], kernel, prev);
+          prev = arrived_[lane] = detail::send_after(s, at, to, msg_[lane], kernel, prev);
         }
       }
     }
@@ -213,7 +213,7 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
           OpId prev = kNoOp;
           for (uint32_t j = 0; j < segs_; ++j) {
             const OpId ready = a == 0 ? msg_[q * segs_ + j].id : inter_arrival(a - 1, q, j);
-            prev = send(s, rank(m + a, l), rank(m + a + 1, l), msg_[q * segs_ + j], ready, prev);
+            prev = detail::send_after(s, rank(m + a, l), rank(m + a + 1, l), msg_[q * segs_ + j], ready, prev);
           }
         }
       }
@@ -250,9 +250,9 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
             const MessageRef msg = msg_[q * segs_ + j];
             const uint32_t from = rank(i, l + v), to = rank(i, l + v + 1);
             if (v >= 1) {
-              prev = send(s, from, to, msg, intra_first_ + (i * g_ + l) * run + pos * segs_ + j, prev);
+              prev = detail::send_after(s, from, to, msg, intra_first_ + (i * g_ + l) * run + pos * segs_ + j, prev);
             } else if (u + 1 == nodes_) {
-              prev = send(s, from, to, msg, u == 0 ? msg.id : inter_arrival(u - 1, q, j), prev);
+              prev = detail::send_after(s, from, to, msg, u == 0 ? msg.id : inter_arrival(u - 1, q, j), prev);
             } else {
               const OpId ready = u == 0 ? msg.id : inter_arrival(u - 1, q, j);  // u = 0: the node's own piece
               const OpId last = inter_arrival(nodes_ - 2, piece_at(i, l, 0), j);
@@ -269,10 +269,6 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
   /// The inter all-gather transfer of all-gather step a carrying piece q, segment j.
   OpId inter_arrival(uint32_t a, uint32_t q, uint32_t j) const { return inter_first_[a] + q * segs_ + j; }
 
-  static OpId send(Schedule& s, uint32_t from, uint32_t to, MessageRef msg, OpId after, OpId prev) {
-    if (prev == kNoOp) return s.add_transfer(from, to, msg, {after});
-    return s.add_transfer(from, to, msg, {after, prev});
-  }
 
   CollectiveOp op_;
   uint32_t n_;

@@ -22,6 +22,17 @@ Status need_ranks(uint32_t ranks, uint32_t at_least);
 /// What every algorithm requires: at least two ranks, segments >= 1, align >= 1.
 Status check_common(uint32_t ranks, const CollectiveOptions& o);
 
+/// For an all-to-all, an input error unless the elements split into equal blocks over the ranks.
+Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements);
+
+/// A transfer of `msg` from `from` to `to` that leaves after op `after` and, unless `prev_segment`
+/// is kNoOp, after the previous segment's transfer on the same hop (segments of a message follow
+/// each other).
+inline OpId send_after(Schedule& s, uint32_t from, uint32_t to, MessageRef msg, OpId after, OpId prev_segment) {
+  if (prev_segment == kNoOp) return s.add_transfer(from, to, msg, {after});
+  return s.add_transfer(from, to, msg, {after, prev_segment});
+}
+
 /// The rank `hops` steps from `from` around a ring of n, clockwise (dir > 0) or counter-clockwise.
 inline uint32_t ring_walk(uint32_t n, uint32_t from, int dir, uint32_t hops) {
   const uint64_t h = hops % n;

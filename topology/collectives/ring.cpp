@@ -75,7 +75,7 @@ class RingGenerator final : public ScheduleGenerator {
                                  : s.add_kernel(KernelKind::kDecodeAccumulateEncode, at, lane.chunk, lane.msg, k + 1,
                                                 {lane.arrived});
       lane.msg = s.message(kernel);
-      lane.arrived = send(s, at, next, lane.msg, kernel, prev_segment);
+      lane.arrived = detail::send_after(s, at, next, lane.msg, kernel, prev_segment);
       prev_segment = lane.arrived;
     }
   }
@@ -100,15 +100,10 @@ class RingGenerator final : public ScheduleGenerator {
         ready = lane.arrived;
       }
       if (k + 1 < n_) {
-        lane.arrived = send(s, at, next, lane.msg, ready, prev_segment);
+        lane.arrived = detail::send_after(s, at, next, lane.msg, ready, prev_segment);
         prev_segment = lane.arrived;
       }
     }
-  }
-
-  static OpId send(Schedule& s, uint32_t from, uint32_t to, MessageRef msg, OpId after, OpId prev_segment) {
-    if (prev_segment == kNoOp) return s.add_transfer(from, to, msg, {after});
-    return s.add_transfer(from, to, msg, {after, prev_segment});
   }
 
   CollectiveOp op_;

@@ -101,7 +101,7 @@ class SemiLoopGenerator final : public ScheduleGenerator {
                               {lane.down_arrived});
       }
       lane.down = s.message(kernel);
-      lane.down_arrived = send(s, at, walk(at, -1, 1), lane.down, kernel, prev_down);
+      lane.down_arrived = detail::send_after(s, at, walk(at, -1, 1), lane.down, kernel, prev_down);
       prev_down = lane.down_arrived;
 
       // Up chain: its t-th hop happens at step up_start + t, from owner − (Hb − t) to owner − (Hb − t) + 1.
@@ -119,7 +119,7 @@ class SemiLoopGenerator final : public ScheduleGenerator {
         kernel = s.add_kernel(KernelKind::kDecodeAccumulateEncode, from, lane.chunk, lane.up, t + 1, {lane.up_arrived});
       }
       lane.up = s.message(kernel);
-      lane.up_arrived = send(s, from, walk(from, 1, 1), lane.up, kernel, prev_up);
+      lane.up_arrived = detail::send_after(s, from, walk(from, 1, 1), lane.up, kernel, prev_up);
       prev_up = lane.up_arrived;
     }
   }
@@ -137,10 +137,11 @@ class SemiLoopGenerator final : public ScheduleGenerator {
                              : s.add_kernel(KernelKind::kEncode, lane.owner, lane.chunk, MessageRef{}, summed, {});
         lane.gathered = s.message(enc);
         s.add_kernel(KernelKind::kDecode, lane.owner, lane.chunk, lane.gathered, summed, {enc});
-        lane.plus_arrived = send(s, lane.owner, walk(lane.owner, 1, 1), lane.gathered, enc, prev_plus);
+        lane.plus_arrived = detail::send_after(s, lane.owner, walk(lane.owner, 1, 1), lane.gathered, enc, prev_plus);
         prev_plus = lane.plus_arrived;
         if (up_hops_ > 0) {
-          lane.minus_arrived = send(s, lane.owner, walk(lane.owner, -1, 1), lane.gathered, enc, prev_minus);
+          lane.minus_arrived =
+              detail::send_after(s, lane.owner, walk(lane.owner, -1, 1), lane.gathered, enc, prev_minus);
           prev_minus = lane.minus_arrived;
         }
         continue;
@@ -149,7 +150,7 @@ class SemiLoopGenerator final : public ScheduleGenerator {
         const uint32_t at = walk(lane.owner, 1, a);
         s.add_kernel(KernelKind::kDecode, at, lane.chunk, lane.gathered, summed, {lane.plus_arrived});
         if (a < down_hops_) {
-          lane.plus_arrived = send(s, at, walk(at, 1, 1), lane.gathered, lane.plus_arrived, prev_plus);
+          lane.plus_arrived = detail::send_after(s, at, walk(at, 1, 1), lane.gathered, lane.plus_arrived, prev_plus);
           prev_plus = lane.plus_arrived;
         }
       }
@@ -157,16 +158,12 @@ class SemiLoopGenerator final : public ScheduleGenerator {
         const uint32_t at = walk(lane.owner, -1, a);
         s.add_kernel(KernelKind::kDecode, at, lane.chunk, lane.gathered, summed, {lane.minus_arrived});
         if (a < up_hops_) {
-          lane.minus_arrived = send(s, at, walk(at, -1, 1), lane.gathered, lane.minus_arrived, prev_minus);
+          lane.minus_arrived =
+              detail::send_after(s, at, walk(at, -1, 1), lane.gathered, lane.minus_arrived, prev_minus);
           prev_minus = lane.minus_arrived;
         }
       }
     }
-  }
-
-  static OpId send(Schedule& s, uint32_t from, uint32_t to, MessageRef msg, OpId after, OpId prev_segment) {
-    if (prev_segment == kNoOp) return s.add_transfer(from, to, msg, {after});
-    return s.add_transfer(from, to, msg, {after, prev_segment});
   }
 
   CollectiveOp op_;

@@ -328,11 +328,7 @@ Status check_two_level(CollectiveOp op, uint32_t ranks, uint64_t elements, const
   if (o.gpus_per_node < 1 || ranks % o.gpus_per_node != 0)
     return invalid_argument(fmt::format("two_level needs the ranks ({}) to be a multiple of gpus_per_node ({})",
                                         ranks, o.gpus_per_node));
-  if (op == CollectiveOp::kAllToAll && elements % ranks != 0)
-    return invalid_argument(
-        fmt::format("alltoall needs elements divisible by the ranks (equal blocks), got {} elements over {} ranks",
-                    elements, ranks));
-  return Status();
+  return detail::check_alltoall_blocks(op, ranks, elements);
 }
 
 }  // namespace
