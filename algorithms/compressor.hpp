@@ -18,7 +18,8 @@
 ///     means, norms and bit widths; MX and THC global maxima; OmniReduce's index union; EDGC's
 ///     rank). The phase's bytes, plan_format().wire_bytes() per rank, are an all-reduce of its own.
 ///  2. prepare() transforms each rank's whole tensor before the collective (subtract a shared
-///     mean, rotate, add an error-feedback residual); finish() undoes it on what the rank ends with.
+///     mean, rotate, add an error-feedback residual, project onto low-rank factors, which makes the
+///     reduced vector shorter: reduced_elements()); finish() undoes it on what the rank ends with.
 ///  3. The collective's kernels call the coding functions below on chunks. Wire sizes may depend on
 ///     the committed plan, so a schedule is bound after step 1.
 
@@ -47,6 +48,16 @@ struct HopContext {
   uint32_t ranks = 1;   ///< ranks in the collective
 };
 
+/// One layer (parameter tensor) of a flattened gradient: `count` elements at `offset`, seen as a
+/// row-major rows x cols matrix (rows = the first dimension, cols = the product of the others;
+/// a 1-D layer has rows = count, cols = 1).
+struct LayerShape {
+  uint64_t offset = 0;
+  uint64_t count = 0;
+  uint64_t rows = 0;
+  uint64_t cols = 1;
+};
+
 /// Statistics of a metadata phase (see the file comment), combined element-wise across ranks.
 struct PlanStats {
   std::vector<double> sum;     ///< combined by summation, in rank order
@@ -72,6 +83,9 @@ enum class Determinism {
   kBitwiseCpuGpu,  ///< CPU reference and CUDA kernel produce identical bits
 };
 std::string_view determinism_name(Determinism d);
+
+/// Copies `from` into `to` unless they are the same buffer. REQUIRES: equal sizes.
+void copy_unless_same(std::span<const float> from, std::span<float> to);
 
 /// A compression scheme instance with fixed parameters.
 class Compressor {
@@ -107,10 +121,27 @@ class Compressor {
   virtual Status plan_commit(const PlanStats& /*combined*/, uint64_t /*elements*/, uint32_t /*ranks*/) {
     return ok_status();
   }
-  /// Transforms rank `rank`'s whole tensor before the collective.
-  virtual void prepare(std::span<float> /*x*/, uint32_t /*rank*/, uint32_t /*ranks*/, const kern::RngKey& /*key*/) {}
-  /// Undoes prepare() on what rank `rank` ends with.
-  virtual void finish(std::span<float> /*x*/, uint32_t /*rank*/, uint32_t /*ranks*/) {}
+  /// Receives the tensor's layer layout (shapes tile [0, elements) in offset order) before a
+  /// round's plan; schemes that work on matrices (PowerSGD, EDGC) need it. Default: ignored, and a
+  /// scheme that needs a layout treats a tensor without one as a single row vector.
+  virtual void set_layout(std::span<const LayerShape> /*layers*/) {}
+  /// Elements of the vector the collective reduces for a tensor of `elements` (default: the tensor
+  /// itself). Low-rank schemes reduce their factors instead; the schedule is built on this count.
+  virtual uint64_t reduced_elements(uint64_t elements) const { return elements; }
+  /// Turns rank `rank`'s whole tensor `x` into what it contributes to the collective, `out`
+  /// (reduced_elements(x.size()) values): subtract a shared mean, rotate, add an error-feedback
+  /// residual, project onto factors. When the sizes are equal, `out` may be `x` itself (the
+  /// numerics interpreter transforms in place), so implementations must allow that aliasing.
+  /// Default: copy.
+  virtual void prepare(std::span<const float> x, std::span<float> out, uint32_t /*rank*/, uint32_t /*ranks*/,
+                       const kern::RngKey& /*key*/) {
+    copy_unless_same(x, out);
+  }
+  /// Undoes prepare() on what rank `rank` ends with: `reduced` (reduced_elements() values) back to
+  /// the tensor's `out`; the same aliasing rule holds. Default: copy.
+  virtual void finish(std::span<const float> reduced, std::span<float> out, uint32_t /*rank*/, uint32_t /*ranks*/) {
+    copy_unless_same(reduced, out);
+  }
 
   /// Bytes of memory traffic of one kernel op on a chunk (what a roofline cost model charges).
   /// Default: fp32 reads/writes of the chunk plus the encoded bytes read/written.

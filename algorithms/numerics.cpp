@@ -10,6 +10,11 @@
 
 namespace ccsim::algo {
 
+void copy_unless_same(std::span<const float> from, std::span<float> to) {
+  CCSIM_CHECK(from.size() == to.size(), "copy of {} elements into {}", from.size(), to.size());
+  if (from.data() != to.data()) std::copy(from.begin(), from.end(), to.begin());
+}
+
 using topo::KernelKind;
 using topo::Op;
 using topo::OpKind;
@@ -78,15 +83,28 @@ Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<
 Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
                                    std::span<const std::span<float>> buffers, const NumericsOptions& options) {
   CCSIM_CHECK(buffers.size() == schedule.num_ranks(), "{} buffers for {} ranks", buffers.size(), schedule.num_ranks());
-  for (const auto& b : buffers) CCSIM_CHECK(b.size() == schedule.elements());
   CCSIM_CHECK(schedule.id_base() == 0, "numerics needs a materialized schedule");
+  const uint64_t tensor = buffers.front().size();
+  for (const auto& b : buffers) CCSIM_CHECK(b.size() == tensor, "rank buffers of {} and {} elements", tensor, b.size());
+  CCSIM_CHECK(schedule.elements() == compressor.reduced_elements(tensor),
+              "{}: schedule of {} elements for a tensor of {} that reduces {}", compressor.name(), schedule.elements(),
+              tensor, compressor.reduced_elements(tensor));
   const auto& ops = schedule.ops();
   const auto& chunks = schedule.chunks();
   const uint32_t ranks = schedule.num_ranks();
 
   for (const auto& c : chunks) CCSIM_RETURN_IF_ERROR(compressor.can_implement(TensorSpec{c.offset, c.count}));
-  for (uint32_t r = 0; r < ranks; ++r)
-    compressor.prepare(buffers[r], r, ranks, kern::RngKey{options.seed, options.round, r, kPrepareStream});
+  // The collective runs in place when the scheme keeps the tensor's size, else on its own buffers.
+  const bool in_place = schedule.elements() == tensor;
+  std::vector<std::vector<float>> reduced_store(in_place ? 0 : ranks, std::vector<float>(in_place ? 0 : schedule.elements()));
+  std::vector<std::span<float>> work(ranks);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    work[r] = in_place ? buffers[r] : std::span<float>(reduced_store[r]);
+    compressor.prepare(buffers[r], work[r], r, ranks, kern::RngKey{options.seed, options.round, r, kPrepareStream});
+  }
+  std::vector<float> scratch;  // decoded copy of a message, for per-depth errors
+  NumericsStats stats;
+  if (options.hop_errors) stats.hop_errors.assign(ranks + 1, ErrorStats{});
 
   // Messages live from their producing op to their last consumer.
   std::vector<uint32_t> consumers(ops.size(), 0);
@@ -95,7 +113,6 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
   std::vector<std::vector<uint8_t>> messages(ops.size());
   std::vector<std::vector<uint8_t>> pool;  // released buffers, reused to avoid fresh page faults
 
-  NumericsStats stats;
   uint64_t live_bytes = 0;
   for (topo::OpId id = 0; id < ops.size(); ++id) {
     const Op& op = ops[id];
@@ -108,7 +125,7 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
       stats.wire_bytes += carried;
       continue;
     }
-    std::span<float> acc = buffers[op.rank].subspan(c.offset, c.count);
+    std::span<float> acc = work[op.rank].subspan(c.offset, c.count);
     const kern::RngKey key{options.seed, options.round, op.rank, id % kPrepareStream};
     auto new_message = [&](uint32_t summed) -> std::span<uint8_t> {
       auto& m = messages[id];
@@ -138,7 +155,7 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
       for (const topo::MessageRef& m : schedule.bundle(op)) {
         const topo::Chunk& mc = chunks[m.chunk];
         compressor.decode(messages[m.id], TensorSpec{mc.offset, mc.count}, HopContext{m.summed, ranks},
-                          buffers[op.rank].subspan(mc.offset, mc.count));
+                          work[op.rank].subspan(mc.offset, mc.count));
         release(m.id);
       }
       ++stats.kernels_run;
@@ -155,9 +172,18 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
         break;
     }
     if (op.message != topo::kNoOp) release(op.message);
+    if (options.hop_errors && topo::Schedule::produces_message(op.kernel)) {
+      // What this hop's encoding lost: decode the message just made and compare with its input.
+      scratch.resize(c.count);
+      compressor.decode(messages[id], spec, HopContext{op.summed, ranks}, scratch);
+      const ErrorStats e = error_stats(acc, scratch);
+      ErrorStats& into = stats.hop_errors[std::min(op.summed, ranks)];
+      into.sq_error += e.sq_error;
+      into.sq_norm += e.sq_norm;
+    }
     ++stats.kernels_run;
   }
-  for (uint32_t r = 0; r < ranks; ++r) compressor.finish(buffers[r], r, ranks);
+  for (uint32_t r = 0; r < ranks; ++r) compressor.finish(work[r], buffers[r], r, ranks);
   return stats;
 }
 
@@ -191,7 +217,10 @@ std::vector<ErrorStats> operation_errors(const topo::Schedule& schedule, std::sp
   const uint32_t n = schedule.num_ranks();
   CCSIM_CHECK(inputs.size() == n && outputs.size() == n, "{} inputs, {} outputs for {} ranks", inputs.size(),
               outputs.size(), n);
-  const uint64_t elements = schedule.elements();
+  const uint64_t elements = inputs.front().size();
+  CCSIM_CHECK(elements == schedule.elements() || schedule.operation() == topo::CollectiveOp::kAllReduce,
+              "a {} of {} elements checked against tensors of {}", topo::collective_op_name(schedule.operation()),
+              schedule.elements(), elements);
   auto add = [](ErrorStats& into, const ErrorStats& e) {
     into.sq_error += e.sq_error;
     into.sq_norm += e.sq_norm;
@@ -237,6 +266,29 @@ std::vector<ErrorStats> operation_errors(const topo::Schedule& schedule, std::sp
           add(out[d], error_stats(inputs[s].subspan(from.offset, from.count), outputs[d].subspan(to.offset, to.count)));
         }
       break;
+  }
+  return out;
+}
+
+std::vector<ErrorStats> allreduce_layer_errors(std::span<const std::span<const float>> inputs,
+                                               std::span<const std::span<const float>> outputs,
+                                               std::span<const LayerShape> layers) {
+  CCSIM_CHECK(!inputs.empty() && inputs.size() == outputs.size());
+  std::vector<ErrorStats> out(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerShape& L = layers[l];
+    CCSIM_CHECK(L.offset + L.count <= inputs.front().size(), "layer {} past the tensor's end", l);
+    std::vector<float> sum(L.count);
+    for (uint64_t i = 0; i < L.count; ++i) {
+      double acc = 0;
+      for (const auto& in : inputs) acc += in[L.offset + i];
+      sum[i] = static_cast<float>(acc);
+    }
+    for (const auto& o : outputs) {
+      const ErrorStats e = error_stats(sum, o.subspan(L.offset, L.count));
+      out[l].sq_error += e.sq_error;
+      out[l].sq_norm += e.sq_norm;
+    }
   }
   return out;
 }

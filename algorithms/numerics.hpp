@@ -23,6 +23,9 @@ void bind_ops(topo::Schedule& schedule, const Compressor& compressor, topo::OpId
 struct NumericsOptions {
   uint64_t seed = 0;
   uint32_t round = 0;
+  /// Also measure what each hop's encoding loses (NumericsStats::hop_errors); costs one extra
+  /// decode per encoded message.
+  bool hop_errors = false;
 };
 
 /// Random streams of the round phases (kernel ops use their op id modulo kPrepareStream, below both).
@@ -42,26 +45,34 @@ struct PlanReport {
 Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
                               const NumericsOptions& options);
 
-/// What a numerics run observed.
-struct NumericsStats {
-  uint64_t wire_bytes = 0;      ///< sum of encoded message bytes over all transfers
-  uint64_t kernels_run = 0;
-  uint64_t peak_message_bytes = 0;  ///< largest total of encoded messages alive at once
-};
-
-/// Runs `schedule` in op order, between the compressor's prepare() (key {seed, round, r,
-/// kPrepareStream}) and finish() on every rank. On entry `buffers[r]` holds rank r's input
-/// (schedule.elements() values); on return it holds what rank r ends with. Kernel op k on rank r
-/// draws randomness from RngKey{seed, round, r, k mod kPrepareStream}.
-/// REQUIRES: buffers.size() == schedule.num_ranks(); schedule bound to `compressor`.
-Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
-                                   std::span<const std::span<float>> buffers, const NumericsOptions& options);
-
 /// Error of one rank's result against the exact aggregate.
 struct ErrorStats {
   double sq_error = 0;  ///< ‖X − X̂‖²
   double sq_norm = 0;   ///< ‖X‖²
 };
+
+/// What a numerics run observed.
+struct NumericsStats {
+  uint64_t wire_bytes = 0;      ///< sum of encoded message bytes over all transfers
+  uint64_t kernels_run = 0;
+  uint64_t peak_message_bytes = 0;  ///< largest total of encoded messages alive at once
+  /// With NumericsOptions::hop_errors: entry k sums, over every message carrying k ranks'
+  /// contributions (hop depth k, 1 = a leaf), ‖v − decode(encode(v))‖² and ‖v‖² of the encoded
+  /// values v, in the collective's domain (after prepare()). Size ranks + 1; entry 0 is unused.
+  std::vector<ErrorStats> hop_errors;
+};
+
+/// Runs `schedule` in op order, between the compressor's prepare() (key {seed, round, r,
+/// kPrepareStream}) and finish() on every rank. On entry `buffers[r]` holds rank r's input tensor;
+/// on return it holds what rank r ends with. The schedule reduces
+/// compressor.reduced_elements(tensor) values: in place when that is the tensor's size, else on
+/// buffers of its own between prepare() and finish(). Kernel op k on rank r
+/// draws randomness from RngKey{seed, round, r, k mod kPrepareStream}.
+/// REQUIRES: buffers.size() == schedule.num_ranks(), all of one size; schedule built on
+/// reduced_elements() of that size and bound to `compressor`.
+Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
+                                   std::span<const std::span<float>> buffers, const NumericsOptions& options);
+
 ErrorStats error_stats(std::span<const float> exact, std::span<const float> got);
 /// Per-rank error of what ranks ended with (`outputs`) against what the schedule's operation
 /// defines from the `inputs`: allreduce, the exact sum everywhere; reduce_scatter, the sum of rank
@@ -69,6 +80,11 @@ ErrorStats error_stats(std::span<const float> exact, std::span<const float> got)
 /// block s = rank s's block d. Sums are taken in double precision.
 std::vector<ErrorStats> operation_errors(const topo::Schedule& schedule, std::span<const std::span<const float>> inputs,
                                          std::span<const std::span<const float>> outputs);
+/// Per-layer error of an allreduce: entry l sums, over ranks, the error of layer l
+/// ([offset, offset + count) of `layers`) against the exact sum of the inputs.
+std::vector<ErrorStats> allreduce_layer_errors(std::span<const std::span<const float>> inputs,
+                                               std::span<const std::span<const float>> outputs,
+                                               std::span<const LayerShape> layers);
 /// vNMSE = mean over ranks of ‖X − X̂_r‖² / ‖X‖². Zero when every rank is exact (even if X = 0);
 /// +inf when X = 0 but some rank is not.
 double vnmse(std::span<const ErrorStats> per_rank);

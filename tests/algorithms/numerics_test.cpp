@@ -163,11 +163,11 @@ class PlannedFp32 final : public UnfusedHopCompressor {
     for (uint64_t w : combined.bits) nonzero_blocks += static_cast<uint64_t>(std::popcount(w));
     return ok_status();
   }
-  void prepare(std::span<float> x, uint32_t, uint32_t, const kern::RngKey&) override {
-    for (uint64_t i = 0; i < x.size(); ++i) x[i] -= mean[i / kBlock];
+  void prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t, const kern::RngKey&) override {
+    for (uint64_t i = 0; i < x.size(); ++i) out[i] = x[i] - mean[i / kBlock];
   }
-  void finish(std::span<float> x, uint32_t, uint32_t ranks) override {
-    for (uint64_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(ranks) * mean[i / kBlock];
+  void finish(std::span<const float> x, std::span<float> out, uint32_t, uint32_t ranks) override {
+    for (uint64_t i = 0; i < x.size(); ++i) out[i] = x[i] + static_cast<float>(ranks) * mean[i / kBlock];
   }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override { return 4 * spec.count + 8 * nonzero_blocks; }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey&,

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "algorithms/fp32/fp32.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
@@ -27,10 +28,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Per-rank input gradients, flattened.
-Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector<float>>& grads, std::string& desc) {
+// Per-rank input gradients, flattened, and their layers (1-D: neither source records matrix shapes).
+Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector<float>>& grads, std::string& desc,
+                      std::vector<algo::LayerShape>& layout) {
   const GradientsConfig& g = s.gradients;
   grads.assign(ranks, {});
+  layout.clear();
   if (g.source == "synthetic") {
     traces::SyntheticGradientSpec spec;
     spec.elements = g.size_bytes / 4;
@@ -45,6 +48,9 @@ Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector
       views.emplace_back(v);
     }
     traces::generate_synthetic_gradients(spec, static_cast<uint64_t>(s.seed), views);
+    const std::vector<uint64_t> offsets = traces::synthetic_layer_offsets(spec, static_cast<uint64_t>(s.seed));
+    for (size_t l = 0; l + 1 < offsets.size(); ++l)
+      layout.push_back({offsets[l], offsets[l + 1] - offsets[l], offsets[l + 1] - offsets[l], 1});
     desc = fmt::format("synthetic ({} layers, scales over {} decades, correlation {}, envelope sigma {})", g.layers,
                        g.scale_decades, g.correlation, g.envelope_sigma);
     return ok_status();
@@ -61,6 +67,7 @@ Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector
     loaded.push_back(std::move(arr.values));
   }
   for (uint32_t r = 0; r < ranks; ++r) grads[r] = loaded[r % loaded.size()];
+  layout.push_back({0, grads.front().size(), grads.front().size(), 1});
   desc = fmt::format("{} .npy file(s), worker w reads file w mod {}", loaded.size(), loaded.size());
   return ok_status();
 }
@@ -154,11 +161,12 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
   // Numerics run on group 0's ranks with real data, when they fit in memory.
   const uint32_t g = report.group_size;
   std::vector<std::vector<float>> grads;
+  std::vector<algo::LayerShape> layout;
   const uint64_t synthetic_elements = s.gradients.size_bytes / 4;
   const bool numerics = s.gradients.source != "synthetic" ||
                         3.0 * g * static_cast<double>(synthetic_elements) * 4 <= static_cast<double>(s.gradients.numerics_memory_bytes);
   if (numerics) {
-    CCSIM_RETURN_IF_ERROR(load_gradients(s, g, grads, report.gradients_desc));
+    CCSIM_RETURN_IF_ERROR(load_gradients(s, g, grads, report.gradients_desc, layout));
     report.elements = grads.front().size();
     report.numerics_note = report.groups == 1 ? fmt::format("numerics on all {} ranks", g)
                                               : fmt::format("numerics on group 0 (ranks {}..)", groups.front().front());
@@ -205,6 +213,17 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     r.scheme = cc.scheme;
     r.params = cc.params;
     r.unbiased = comp.unbiased();
+    comp.set_layout(layout);
+    // Low-rank schemes reduce a shorter vector of factors; only an all-reduce can do that.
+    const uint64_t reduced = comp.reduced_elements(report.elements);
+    if (reduced != report.elements) {
+      if (collective->operation != topo::CollectiveOp::kAllReduce)
+        return invalid_argument(fmt::format("/compression/{}: '{}' reduces low-rank factors, which only an allreduce "
+                                            "can do, not a {}", i, cc.scheme, s.collective.operation));
+      if (Status st = collective->check(g, reduced, options); !st.ok())
+        return invalid_argument(fmt::format("/compression/{}: {} cannot reduce the {} factor elements of '{}' on {} "
+                                            "ranks: {}", i, s.collective.algorithm, reduced, cc.scheme, g, st.message()));
+    }
     // Metadata phase first: wire sizes may depend on what it agrees on. It needs every rank's data.
     if (!comp.plan_format(report.elements, g).empty()) {
       if (!numerics)
@@ -216,35 +235,56 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
                              algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), 0}));
       r.plan_bytes_per_rank = plan.wire_bytes_per_rank;
     }
-    for (const auto& c : topo::split_even(report.elements, g, options.align))
+    for (const auto& c : topo::split_even(reduced, g, options.align))
       r.tensor_wire_bytes += comp.wire_bytes({c.offset, c.count}, {1, g});
     r.bits_per_element = 8.0 * static_cast<double>(r.tensor_wire_bytes) / static_cast<double>(report.elements);
 
-    // Timing: every group's schedule at once on one network, generated step by step.
+    // Timing: every group's schedule at once on one network, generated step by step: first the
+    // metadata all-reduce (plain fp32 words, ring), then the collective itself.
     sim::Engine engine;
     sim::FlowNetwork network(engine, sim::link_specs(topology));
     if (s.outputs.link_timeline_bin_s > 0) network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
-    auto binder = [&comp](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
-      algo::bind_ops(sched, comp, first, end);
-    };
     std::vector<std::unique_ptr<topo::ScheduleGenerator>> generators;
     std::vector<std::unique_ptr<sim::ScheduleRunner>> runners;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      generators.push_back(collective->make(g, report.elements, options));
-      sim::RunnerOptions ro;
-      ro.rank_map = groups[gi];
-      ro.ecmp_salt = gi;
-      runners.push_back(std::make_unique<sim::ScheduleRunner>(engine, network, topology, *generators.back(), binder,
-                                                              costs, ro));
-      runners.back()->start();
+    auto run_groups = [&](const topo::CollectiveInfo& info, uint64_t elements, const topo::CollectiveOptions& opts,
+                          const sim::ScheduleBinder& binder) {
+      const size_t first = runners.size();
+      for (size_t gi = 0; gi < groups.size(); ++gi) {
+        generators.push_back(info.make(g, elements, opts));
+        sim::RunnerOptions ro;
+        ro.rank_map = groups[gi];
+        ro.ecmp_salt = gi;
+        runners.push_back(std::make_unique<sim::ScheduleRunner>(engine, network, topology, *generators.back(), binder,
+                                                                costs, ro));
+        runners.back()->start();
+      }
+      engine.run();
+      for (size_t k = first; k < runners.size(); ++k)
+        CCSIM_CHECK(runners[k]->done(), "schedule {} did not complete", runners[k]->window().name());
+      return std::span<const std::unique_ptr<sim::ScheduleRunner>>(runners).subspan(first);
+    };
+    const SimTime plan_start = engine.now();
+    if (r.plan_bytes_per_rank > 0) {
+      CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* plan_ar, topo::find_collective("allreduce", "ring"));
+      const uint64_t words = (r.plan_bytes_per_rank + 3) / 4;
+      topo::CollectiveOptions plan_options;
+      plan_options.align = 1;
+      algo::Fp32Compressor fp32;
+      run_groups(*plan_ar, std::max<uint64_t>(words, g), plan_options,
+                 [&fp32](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
+                   algo::bind_ops(sched, fp32, first, end);
+                 });
+      r.plan_time_s = (engine.now() - plan_start).seconds();
     }
-    engine.run();
+    const auto main = run_groups(*collective, reduced, options,
+                                 [&comp](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
+                                   algo::bind_ops(sched, comp, first, end);
+                                 });
     r.time_min_s = std::numeric_limits<double>::infinity();
-    for (const auto& run : runners) {
-      CCSIM_CHECK(run->done(), "schedule {} did not complete", run->window().name());
+    for (const auto& run : main) {
       const sim::ScheduleTiming& t = run->timing();
-      r.time_s = std::max(r.time_s, t.duration().seconds());
-      r.time_min_s = std::min(r.time_min_s, t.duration().seconds());
+      r.time_s = std::max(r.time_s, (t.end - plan_start).seconds());
+      r.time_min_s = std::min(r.time_min_s, (t.end - plan_start).seconds());
       r.wire_bytes_total += t.wire_bytes;
       r.transfers += t.transfers;
       for (const Duration d : t.kernel_busy) r.kernel_time_s = std::max(r.kernel_time_s, d.seconds());
@@ -258,7 +298,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     // Numerics: group 0's schedule, materialized, on real buffers.
     r.vnmse = r.vnmse_max_rank = std::numeric_limits<double>::quiet_NaN();
     if (numerics) {
-      topo::Schedule schedule = collective->build(g, report.elements, options);
+      topo::Schedule schedule = collective->build(g, reduced, options);
       algo::bind_schedule(schedule, comp);
       std::vector<std::span<float>> views;
       std::vector<std::span<const float>> ins, outs;
@@ -295,6 +335,7 @@ json summary_json(const RunReport& report) {
               {"bits_per_element", r.bits_per_element},
               {"tensor_wire_bytes", r.tensor_wire_bytes},
               {"plan_bytes_per_rank", r.plan_bytes_per_rank},
+              {"plan_time_s", r.plan_time_s},
               {"wire_bytes_total", r.wire_bytes_total},
               {"transfers", r.transfers},
               {"time_s", r.time_s},

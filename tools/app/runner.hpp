@@ -23,7 +23,8 @@ struct SchemeResult {
   double bits_per_element = 0;     ///< 8·S / elements
   uint64_t wire_bytes_total = 0;   ///< bytes over all transfers of the schedule
   uint64_t transfers = 0;
-  double time_s = 0;               ///< simulated collective time
+  double time_s = 0;               ///< simulated time: the metadata phase, then the collective
+  double plan_time_s = 0;          ///< of which the metadata all-reduce (0: none)
   double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
   double kernel_time_s = 0;        ///< max over ranks of time spent in compression kernels
   double time_min_s = 0;           ///< fastest of the concurrent groups (time_s is the slowest)
