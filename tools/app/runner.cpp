@@ -214,16 +214,6 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     r.params = cc.params;
     r.unbiased = comp.unbiased();
     comp.set_layout(layout);
-    // Low-rank schemes reduce a shorter vector of factors; only an all-reduce can do that.
-    const uint64_t reduced = comp.reduced_elements(report.elements);
-    if (reduced != report.elements) {
-      if (collective->operation != topo::CollectiveOp::kAllReduce)
-        return invalid_argument(fmt::format("/compression/{}: '{}' reduces low-rank factors, which only an allreduce "
-                                            "can do, not a {}", i, cc.scheme, s.collective.operation));
-      if (Status st = collective->check(g, reduced, options); !st.ok())
-        return invalid_argument(fmt::format("/compression/{}: {} cannot reduce the {} factor elements of '{}' on {} "
-                                            "ranks: {}", i, s.collective.algorithm, reduced, cc.scheme, g, st.message()));
-    }
     // Metadata phase first: wire sizes may depend on what it agrees on. It needs every rank's data.
     if (!comp.plan_format(report.elements, g).empty()) {
       if (!numerics)
@@ -234,6 +224,17 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
       CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan,
                              algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), 0}));
       r.plan_bytes_per_rank = plan.wire_bytes_per_rank;
+    }
+    // After the plan, which may fix a low-rank scheme's factors: such schemes reduce a shorter
+    // vector than the tensor, which only an all-reduce can do.
+    const uint64_t reduced = comp.reduced_elements(report.elements);
+    if (reduced != report.elements) {
+      if (collective->operation != topo::CollectiveOp::kAllReduce)
+        return invalid_argument(fmt::format("/compression/{}: '{}' reduces low-rank factors, which only an allreduce "
+                                            "can do, not a {}", i, cc.scheme, s.collective.operation));
+      if (Status st = collective->check(g, reduced, options); !st.ok())
+        return invalid_argument(fmt::format("/compression/{}: {} cannot reduce the {} factor elements of '{}' on {} "
+                                            "ranks: {}", i, s.collective.algorithm, reduced, cc.scheme, g, st.message()));
     }
     for (const auto& c : topo::split_even(reduced, g, options.align))
       r.tensor_wire_bytes += comp.wire_bytes({c.offset, c.count}, {1, g});
