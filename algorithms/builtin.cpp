@@ -1,4 +1,5 @@
 #include "algorithms/bf16/bf16.hpp"
+#include "algorithms/dynamiq/dynamiq.hpp"
 #include "algorithms/equarx/equarx.hpp"
 #include "algorithms/fp16/fp16.hpp"
 #include "algorithms/fp32/fp32.hpp"
@@ -19,6 +20,7 @@ void register_builtin_compressors(CompressorRegistry& registry) {
   registry.add(QsgdCompressor::info());
   registry.add(EquarxCompressor::info());
   registry.add(Sdp4bitQuantCompressor::info());
+  registry.add(DynamiqCompressor::info());
 }
 
 }  // namespace ccsim::algo

@@ -72,7 +72,34 @@ Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector
   return ok_status();
 }
 
-Status write_atomically(const std::vector<std::pair<fs::path, std::string>>& files) {
+// Group members per node as hierarchical algorithms see it: consecutive members in blocks of G on
+// one node each; 1 when the group is not laid out that way.
+uint32_t group_gpus_per_node(const std::vector<uint32_t>& group, const topo::Topology& t) {
+  uint32_t lead = 0;
+  while (lead < group.size() && t.node_of(group[lead]) == t.node_of(group[0])) ++lead;
+  if (group.size() % lead != 0) return 1;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (t.node_of(group[i]) != t.node_of(group[i - i % lead])) return 1;
+  for (size_t b = lead; b < group.size(); b += lead)
+    if (t.node_of(group[b]) == t.node_of(group[b - lead])) return 1;
+  return lead;
+}
+
+// Rounding noise below 1e-9 % prints as +0.0000%, not -0.0000%.
+double display_zero(double x) { return std::fabs(x) < 1e-9 ? 0.0 : x; }
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+const char* ccsim_version() { return "0.1.0"; }
+
+Status write_files_atomically(const std::vector<std::pair<fs::path, std::string>>& files) {
   std::vector<fs::path> temps;
   auto cleanup = [&] {
     std::error_code ec;
@@ -101,32 +128,6 @@ Status write_atomically(const std::vector<std::pair<fs::path, std::string>>& fil
   return ok_status();
 }
 
-// Group members per node as hierarchical algorithms see it: consecutive members in blocks of G on
-// one node each; 1 when the group is not laid out that way.
-uint32_t group_gpus_per_node(const std::vector<uint32_t>& group, const topo::Topology& t) {
-  uint32_t lead = 0;
-  while (lead < group.size() && t.node_of(group[lead]) == t.node_of(group[0])) ++lead;
-  if (group.size() % lead != 0) return 1;
-  for (size_t i = 0; i < group.size(); ++i)
-    if (t.node_of(group[i]) != t.node_of(group[i - i % lead])) return 1;
-  for (size_t b = lead; b < group.size(); b += lead)
-    if (t.node_of(group[b]) == t.node_of(group[b - lead])) return 1;
-  return lead;
-}
-
-// Rounding noise below 1e-9 % prints as +0.0000%, not -0.0000%.
-double display_zero(double x) { return std::fabs(x) < 1e-9 ? 0.0 : x; }
-
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-}  // namespace
-
-const char* ccsim_version() { return "0.1.0"; }
 
 Result<RunReport> run_scenario(const LoadedScenario& loaded) {
   const Scenario& s = loaded.scenario;
@@ -433,7 +434,7 @@ Status write_outputs(const RunReport& report, const std::string& dir) {
       {d / "links.csv", links_csv(report)}};
   if (report.loaded.scenario.outputs.link_timeline_bin_s > 0)
     files.emplace_back(d / "links_timeline.csv", links_timeline_csv(report));
-  return write_atomically(files);
+  return write_files_atomically(files);
 }
 
 std::string format_summary(const RunReport& report, const std::string& out_dir) {

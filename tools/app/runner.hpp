@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded);
 /// outputs.link_timeline_bin > 0) into `dir` (created if needed).
 /// Each file is written under a temporary name and renamed only once all are complete.
 Status write_outputs(const RunReport& report, const std::string& dir);
+
+/// Writes every (path, content) under a temporary name first and renames them only once all are
+/// complete, so a failure leaves no half-written output (the temporaries are removed).
+Status write_files_atomically(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
 
 /// The human-readable terminal summary.
 std::string format_summary(const RunReport& report, const std::string& out_dir);

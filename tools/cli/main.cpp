@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include "tools/app/bench.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "tools/app/vnmse.hpp"
 
 namespace po = boost::program_options;
 using namespace ccsim;
@@ -47,6 +49,7 @@ const char* kTopUsage =
     "  list              algorithms, collectives, topologies and gradient sources of this build\n"
     "  schema            print the JSON Schema of scenario files\n"
     "  bench             wall time of simulating large collectives (flow network + schedules)\n"
+    "  vnmse             compression error of schemes on a gradient dump through a collective\n"
     "\n"
     "options:\n"
     "  -h, --help        this help (`ccsim <command> --help` for a command's options)\n"
@@ -254,6 +257,83 @@ int cmd_bench(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// Parses "0,50,200" into step numbers.
+std::vector<uint64_t> parse_steps(const std::string& text) {
+  std::vector<uint64_t> out;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, ',');) {
+    size_t used = 0;
+    uint64_t v = 0;
+    try {
+      v = std::stoull(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size()) throw po::error("--steps: expected comma-separated step numbers, got '" + part + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+int cmd_vnmse(const std::vector<std::string>& args) {
+  po::options_description desc("vnmse options");
+  desc.add_options()("help,h", "show this help")
+      ("gradients,g", po::value<std::string>()->required(), "gradient dump directory (with manifest.json)")
+      ("algo,a", po::value<std::vector<std::string>>()->required()->composing(),
+       "compression scheme, NAME or NAME:KEY=VALUE,KEY=VALUE (see `ccsim list`); repeatable")
+      ("param,p", po::value<std::vector<std::string>>()->composing(),
+       "KEY=VALUE given to every --algo; repeatable")
+      ("collective,c", po::value<std::string>()->default_value("ring"), "collective algorithm (see `ccsim list`)")
+      ("op", po::value<std::string>()->default_value("allreduce"),
+       "collective operation: allreduce, reduce_scatter, allgather, broadcast, alltoall")
+      ("ranks,n", po::value<uint32_t>()->default_value(0), "ranks (0: the dump's workers; rank r reads worker r mod W)")
+      ("steps", po::value<std::string>(), "dumped training steps to use, comma-separated (default: all, in order)")
+      ("seeds", po::value<uint32_t>()->default_value(1), "repetitions with seeds seed, seed+1, ... (spread and bias)")
+      ("seed", po::value<uint64_t>()->default_value(0), "first seed")
+      ("gpus-per-node", po::value<uint32_t>()->default_value(1), "ranks per node for hierarchical collectives")
+      ("segments", po::value<uint32_t>()->default_value(1), "pipelined segments per chunk")
+      ("max-elements", po::value<uint64_t>()->default_value(uint64_t{1} << 26),
+       "entries per worker above which whole buckets are sampled")
+      ("bucket", po::value<uint64_t>()->default_value(uint64_t{1} << 20), "sampling bucket size (entries)")
+      ("detail", "also print vNMSE per hop depth and per layer")
+      ("csv", po::value<std::string>()->default_value("out/vnmse.csv"), "CSV output file ('-' for none)")
+      ("threads", po::value<int>(), "worker threads (results do not depend on it)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse(args, desc, pos, vm,
+             "usage: ccsim vnmse --gradients DIR --algo NAME[:K=V,..] [--param K=V ...] [--collective ring] "
+             "[--ranks N] [--steps 0,50] [--seeds K]"))
+    return kExitOk;
+  if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
+  app::VnmseOptions o;
+  o.gradients = vm["gradients"].as<std::string>();
+  o.algos = vm["algo"].as<std::vector<std::string>>();
+  if (vm.count("param")) o.params = vm["param"].as<std::vector<std::string>>();
+  o.algorithm = vm["collective"].as<std::string>();
+  o.operation = vm["op"].as<std::string>();
+  o.ranks = vm["ranks"].as<uint32_t>();
+  if (vm.count("steps")) o.steps = parse_steps(vm["steps"].as<std::string>());
+  o.seeds = vm["seeds"].as<uint32_t>();
+  o.seed = vm["seed"].as<uint64_t>();
+  o.gpus_per_node = vm["gpus-per-node"].as<uint32_t>();
+  o.segments = vm["segments"].as<uint32_t>();
+  o.max_elements = vm["max-elements"].as<uint64_t>();
+  o.bucket = vm["bucket"].as<uint64_t>();
+  auto rep = app::run_vnmse(o);
+  if (!rep.ok()) return report(rep.status());
+  const std::string csv = vm["csv"].as<std::string>();
+  if (csv != "-") {
+    std::error_code ec;
+    const std::filesystem::path path(csv);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) return report(io_error(fmt::format("{}: cannot create its folder: {}", csv, ec.message())));
+    if (Status st = app::write_files_atomically({{path, app::vnmse_csv(*rep)}}); !st.ok()) return report(st);
+  }
+  std::cout << app::format_vnmse(*rep, vm.count("detail") > 0);
+  if (csv != "-") std::cout << "\nwrote " << csv << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -278,6 +358,7 @@ int main(int argc, char** argv) {
     if (cmd == "list") return cmd_list(rest);
     if (cmd == "schema") return cmd_schema(rest);
     if (cmd == "bench") return cmd_bench(rest);
+    if (cmd == "vnmse") return cmd_vnmse(rest);
   } catch (const po::error& e) {
     std::cerr << "ccsim " << cmd << ": " << e.what() << " (see `ccsim " << cmd << " --help`)\n";
     return kExitBadInput;

@@ -1,0 +1,120 @@
+#pragma once
+/// \file
+/// dynamiq: DynamiQ (Ben Basat et al., §3 and App. A), variable-bit-width non-uniform quantization
+/// for multi-hop all-reduce, with every technique its ablation (Table 6) switches.
+///
+/// Round (algorithms/compressor.hpp):
+///  1. Metadata phase: for each super-group j of S entries, every rank contributes Σx and Σx²
+///     (2 fp32 sums per super-group); the combined sums give the mean μ_j over ranks and entries and
+///     F_j = Σ_i F_ij. Bit widths q_j ∈ W follow from F_j (below), identically on every rank.
+///  2. prepare() subtracts μ_j from the rank's entries (subtract_mean) and reorders the full
+///     super-groups so that equal widths are contiguous (stable by index; the partial last
+///     super-group, if any, stays last); finish() restores the order and adds ranks·μ_j back.
+///  3. Every hop decodes to fp32, adds and re-encodes each super-group at its width (the CPU
+///     reference composes decode_accumulate and encode; kernels/quant/dynamiq.hpp has the element
+///     functions and the wire layout of one super-group).
+///
+/// Bit allocation (§3.2): consecutive widths a < b of W get thresholds with equal per-bit benefit,
+/// T_{a,b} · (4^{b−a} − 1) / (4^b (b − a)) = C, so T_{1,2} = 5/32·T_{2,4}, T_{2,4} = 17/512·T_{4,8},
+/// T_{4,8} = 257/2^17·T_{8,16}; super-group j gets the widest b with F_j >= T_{a,b}. The one free
+/// parameter C is found by bisection on log2 C (App. A's search on u, z_j = 4/log2(512/17)·log2 F_j
+/// + u, is the same search for W = {2,4,8}): the largest total within Σ_j m_j·q_j <= d·b̄, where b̄
+/// is the budget minus the metadata bits per entry (scales, and the metadata phase's 64 bits per
+/// super-group: "budget including all metadata"). variable = false gives every super-group the
+/// widest width of W that fits b̄.
+///
+/// Magnitudes (§3.3): q bits are a sign and r < 2^(q−1) indexing Q = {f(ε_q, r)},
+/// f(ε, r) = ((1+2ε²)^r − 1) / ((1+2ε²)^(2^(q−1)−1) − 1); values = uniform uses ε = 0 (r / (2^(q−1)−1)).
+/// q = 2 has Q = {0, 1} whatever ε; q = 1 (W = {1,...,16} only) codes ±scale.
+///
+/// Wire of a chunk: the blocks of its super-groups in (reordered) order, each
+/// dynamiq_sg_bytes(m, q_j, group, hierarchical) bytes; chunk boundaries must fall on super-group
+/// boundaries (alignment() = S). Unbiased: all rounding is stochastic, scale quantization included.
+///
+/// Parameters: budget (bits/entry incl. metadata, default 5), group s (16), super_group S (256),
+/// widths "2,4,8" | "1,2,4,8,16", values nonuniform | uniform, eps4 / eps8 / eps16 (ε per width,
+/// chosen by measurement: docs/compression.md), variable, hierarchical, correlated, subtract_mean,
+/// reorder (all default true).
+
+#include <vector>
+
+#include "algorithms/registry.hpp"
+#include "kernels/quant/dynamiq.hpp"
+
+namespace ccsim::algo {
+
+/// DynamiQ with its ablation switches.
+class DynamiqCompressor final : public UnfusedHopCompressor {
+ public:
+  struct Options {
+    double budget = 5.0;
+    uint32_t group = 16;
+    uint32_t super_group = 256;
+    std::vector<uint32_t> widths = {2, 4, 8};
+    bool nonuniform = true;
+    double eps4 = 0.25, eps8 = 0.04, eps16 = 0.0;
+    bool variable = true;
+    bool hierarchical = true;
+    bool correlated = true;
+    bool subtract_mean = true;
+    bool reorder = true;
+  };
+
+  static CompressorInfo info();
+  explicit DynamiqCompressor(const Options& options);
+
+  /// Bits per entry spent on metadata: scales, plus the metadata phase's 64 bits per super-group.
+  static double metadata_bits_per_entry(const Options& o);
+
+  std::string_view name() const override { return "dynamiq"; }
+  uint64_t wire_bytes(const TensorSpec& spec, const HopContext& hop) const override;
+  void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
+              std::span<uint8_t> out) override;
+  void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
+              std::span<float> out) override;
+  void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
+                         std::span<float> acc) override;
+
+  PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
+  void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
+  Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
+  void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,
+               const kern::RngKey& key) override;
+  void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
+
+  uint64_t alignment() const override { return options_.super_group; }
+  bool unbiased() const override { return true; }
+  Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
+  Status can_implement(const TensorSpec& spec) const override;
+
+  // ---- the committed plan (for tests and reports) ----
+  /// Width of original super-group j.
+  uint32_t width_of(uint64_t j) const { return widths_[j]; }
+  /// log2 of the thresholds T_{w_i, w_{i+1}} of the last bisection (empty when not variable).
+  const std::vector<double>& log2_thresholds() const { return log2_thresholds_; }
+  /// Payload + scale bits of the whole tensor under the plan (what the budget constrains, without
+  /// the metadata phase's own bits).
+  uint64_t tensor_bits() const;
+  uint64_t super_groups() const { return widths_.size(); }
+
+ private:
+  kern::DynamiqSgCoding coding(uint32_t width) const;
+  const float* levels(uint32_t width) const;
+  uint64_t sg_count(uint64_t j) const;  // entries of original super-group j
+  template <typename Fn>
+  void for_each_sg(const TensorSpec& spec, Fn&& fn) const;
+
+  Options options_;
+  std::vector<float> levels4_, levels8_, levels16_;
+  static constexpr float kLevels2[2] = {0.0f, 1.0f};
+  // Plan.
+  uint64_t elements_ = 0;
+  uint32_t ranks_ = 0;
+  std::vector<uint8_t> widths_;       // per original super-group
+  std::vector<float> mean_;           // μ_j per original super-group
+  std::vector<uint32_t> order_;       // order_[k] = original super-group at reordered position k
+  std::vector<uint64_t> block_offset_;  // bytes before reordered super-group k's block; size n + 1
+  std::vector<double> log2_thresholds_;
+};
+
+}  // namespace ccsim::algo

@@ -1,0 +1,359 @@
+#include "tools/app/vnmse.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+
+#include "algorithms/numerics.hpp"
+#include "algorithms/registry.hpp"
+#include "kernels/philox.hpp"
+#include "sim/base/diagnostics.hpp"
+#include "topology/collectives/collectives.hpp"
+#include "traces/gradient_dump.hpp"
+
+namespace ccsim::app {
+namespace {
+
+using nlohmann::json;
+
+// "k=v": v as JSON if it parses (numbers, booleans), else as a string.
+Status parse_param(const std::string& text, json& into, const std::string& where) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return invalid_argument(fmt::format("{}: expected KEY=VALUE, got '{}'", where, text));
+  const std::string key = text.substr(0, eq), value = text.substr(eq + 1);
+  json v = json::parse(value, nullptr, false);
+  into[key] = v.is_discarded() ? json(value) : v;
+  return ok_status();
+}
+
+// A piece of the dump used as part of the tensor: entries [offset, offset + count) of layer `layer`.
+struct Piece {
+  size_t layer = 0;
+  uint64_t offset = 0;  // in the dump's flattened vector
+  uint64_t count = 0;
+  uint64_t rows = 0, cols = 1;
+};
+
+// The pieces making up the tensor: the whole dump, or a bucket sample of it.
+std::vector<Piece> choose_pieces(const traces::GradientDump& dump, const VnmseOptions& o, std::string& note) {
+  std::vector<Piece> all;
+  for (size_t l = 0; l < dump.layers().size(); ++l) {
+    const traces::GradientLayer& L = dump.layers()[l];
+    const uint64_t rows = L.shape.empty() ? 1 : L.shape.front();
+    const uint64_t cols = rows > 0 ? L.count / rows : 1;
+    if (dump.elements() <= o.max_elements) {
+      all.push_back({l, L.offset, L.count, rows, cols});
+      continue;
+    }
+    const uint64_t rows_per_piece = std::max<uint64_t>(1, o.bucket / std::max<uint64_t>(cols, 1));
+    for (uint64_t r = 0; r < rows; r += rows_per_piece) {
+      const uint64_t n = std::min(rows_per_piece, rows - r);
+      all.push_back({l, L.offset + r * cols, n * cols, n, cols});
+    }
+  }
+  if (dump.elements() <= o.max_elements) return all;
+  // Random order by Philox keys, then greedily take pieces that still fit.
+  std::vector<std::pair<uint32_t, size_t>> keyed;
+  for (size_t i = 0; i < all.size(); ++i)
+    keyed.emplace_back(kern::random_bits_at(kern::RngKey{o.seed, 0, 0, 0x5A4D}, i), i);
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<size_t> chosen;
+  uint64_t total = 0;
+  for (const auto& [k, i] : keyed)
+    if (total + all[i].count <= o.max_elements) {
+      chosen.push_back(i);
+      total += all[i].count;
+    }
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<Piece> out;
+  for (size_t i : chosen) out.push_back(all[i]);
+  note = fmt::format("sampled {} of {} buckets (whole rows, <= {} entries each): {} of {} entries per worker ({:.2f}%)",
+                     out.size(), all.size(), o.bucket, total, dump.elements(),
+                     100.0 * static_cast<double>(total) / static_cast<double>(dump.elements()));
+  return out;
+}
+
+double ratio(const algo::ErrorStats& e) {
+  if (e.sq_error == 0) return 0;
+  return e.sq_norm > 0 ? e.sq_error / e.sq_norm : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
+Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
+  if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
+  if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
+  if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
+  CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(o.gradients));
+  const uint32_t ranks = o.ranks == 0 ? dump.workers() : o.ranks;
+  if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
+  CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective, topo::find_collective(o.operation, o.algorithm));
+
+  // Steps.
+  std::vector<size_t> steps;
+  if (o.steps.empty()) {
+    steps.resize(dump.steps());
+    std::iota(steps.begin(), steps.end(), size_t{0});
+  }
+  for (uint64_t want : o.steps) {
+    size_t found = dump.steps();
+    std::string have;
+    for (size_t i = 0; i < dump.steps(); ++i) {
+      if (dump.step_info()[i].step == want) found = i;
+      have += (have.empty() ? "" : ", ") + std::to_string(dump.step_info()[i].step);
+    }
+    if (found == dump.steps())
+      return invalid_argument(fmt::format("--steps: {} has no step {}; dumped steps: {}", o.gradients, want, have));
+    steps.push_back(found);
+  }
+
+  // Schemes (validated before any work).
+  struct Scheme {
+    std::string label, name;
+    json params, resolved;
+  };
+  std::vector<Scheme> schemes;
+  for (const std::string& a : o.algos) {
+    Scheme s;
+    const size_t colon = a.find(':');
+    s.name = a.substr(0, colon);
+    s.params = json::object();
+    std::string explicit_params;
+    auto add = [&](const std::string& kv, const std::string& where) -> Status {
+      CCSIM_RETURN_IF_ERROR(parse_param(kv, s.params, where));
+      explicit_params += (explicit_params.empty() ? "" : ",") + kv;
+      return ok_status();
+    };
+    if (colon != std::string::npos) {
+      std::string rest = a.substr(colon + 1);
+      for (size_t p = 0; p <= rest.size();) {
+        const size_t comma = std::min(rest.find(',', p), rest.size());
+        if (comma > p) CCSIM_RETURN_IF_ERROR(add(rest.substr(p, comma - p), "--algo " + a));
+        p = comma + 1;
+      }
+    }
+    for (const std::string& kv : o.params) CCSIM_RETURN_IF_ERROR(add(kv, "--param"));
+    auto made = algo::CompressorRegistry::global().create(s.name, s.params);
+    if (!made.ok()) return made.status().with_context("--algo " + a);
+    Diagnostics diag;
+    s.resolved = algo::CompressorRegistry::global().find(s.name)->params.resolve(s.params, "/params", diag);
+    s.label = explicit_params.empty() ? s.name : fmt::format("{}({})", s.name, explicit_params);
+    schemes.push_back(std::move(s));
+  }
+
+  VnmseReport report;
+  report.ranks = ranks;
+  const std::vector<Piece> pieces = choose_pieces(dump, o, report.sampling_note);
+  std::vector<algo::LayerShape> layout;
+  uint64_t elements = 0;
+  for (const Piece& p : pieces) {
+    layout.push_back({elements, p.count, p.rows, p.cols});
+    report.layer_names.push_back(report.sampling_note.empty()
+                                     ? dump.layers()[p.layer].name
+                                     : fmt::format("{}@{}", dump.layers()[p.layer].name,
+                                                   p.offset - dump.layers()[p.layer].offset));
+    elements += p.count;
+  }
+  report.elements = elements;
+  report.gradients_desc =
+      fmt::format("{}: {} workers, {} entries per worker, {} layers, steps {}; {}", o.gradients, dump.workers(),
+                  dump.elements(), dump.layers().size(), steps.size(), dump.provenance().model);
+  report.collective_desc = fmt::format("{}/{} on {} ranks{}", o.operation, o.algorithm, ranks,
+                                       ranks > dump.workers() ? fmt::format(" (rank r reads worker r mod {})",
+                                                                            dump.workers())
+                                                              : "");
+
+  // Inputs per step: rank r reads worker r mod W.
+  const uint32_t readers = std::min(ranks, dump.workers());
+  std::vector<std::vector<std::vector<float>>> inputs(steps.size(), std::vector<std::vector<float>>(readers));
+  for (size_t si = 0; si < steps.size(); ++si)
+    for (uint32_t w = 0; w < readers; ++w) {
+      std::vector<float>& v = inputs[si][w];
+      v.resize(elements);
+      uint64_t at = 0;
+      size_t cached_layer = SIZE_MAX;
+      std::vector<float> layer;
+      for (const Piece& p : pieces) {
+        if (p.layer != cached_layer) {
+          CCSIM_ASSIGN_OR_RETURN(layer, dump.layer(w, steps[si], p.layer));
+          cached_layer = p.layer;
+        }
+        const uint64_t within = p.offset - dump.layers()[p.layer].offset;
+        std::copy(layer.begin() + static_cast<std::ptrdiff_t>(within),
+                  layer.begin() + static_cast<std::ptrdiff_t>(within + p.count), v.begin() + static_cast<std::ptrdiff_t>(at));
+        at += p.count;
+      }
+    }
+
+  for (const Scheme& scheme : schemes) {
+    std::vector<VnmseRow> rows(steps.size());
+    std::vector<std::vector<double>> per_seed(steps.size());
+    std::vector<std::vector<double>> mean_out(steps.size(), std::vector<double>(elements, 0.0));
+    std::vector<std::vector<algo::ErrorStats>> layer_sum(steps.size(), std::vector<algo::ErrorStats>(layout.size()));
+    std::vector<std::vector<algo::ErrorStats>> hop_sum(steps.size(), std::vector<algo::ErrorStats>(ranks + 1));
+    for (uint32_t k = 0; k < o.seeds; ++k) {
+      const uint64_t seed = o.seed + k;
+      auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
+      if (!made.ok()) return made.status();
+      algo::Compressor& comp = **made;
+      comp.set_layout(layout);
+      for (size_t si = 0; si < steps.size(); ++si) {
+        VnmseRow& row = rows[si];
+        std::vector<std::span<const float>> ins;
+        for (uint32_t r = 0; r < ranks; ++r) ins.emplace_back(inputs[si][r % readers]);
+        const algo::NumericsOptions nopt{seed, static_cast<uint32_t>(si), true};
+        CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, nopt));
+        topo::CollectiveOptions copt;
+        copt.align = comp.alignment();
+        copt.segments = o.segments;
+        copt.gpus_per_node = o.gpus_per_node;
+        const uint64_t reduced = comp.reduced_elements(elements);
+        if (reduced != elements && collective->operation != topo::CollectiveOp::kAllReduce)
+          return invalid_argument(fmt::format("--algo {}: reduces low-rank factors, which only an allreduce can do",
+                                              scheme.label));
+        if (Status st = collective->check(ranks, reduced, copt); !st.ok())
+          return invalid_argument(fmt::format("--collective {}: cannot run {} entries on {} ranks: {}", o.algorithm,
+                                              reduced, ranks, st.message()));
+        topo::Schedule schedule = collective->build(ranks, reduced, copt);
+        algo::bind_schedule(schedule, comp);
+        std::vector<std::vector<float>> bufs(ranks);
+        std::vector<std::span<float>> views;
+        for (uint32_t r = 0; r < ranks; ++r) {
+          bufs[r].assign(ins[r].begin(), ins[r].end());
+          views.emplace_back(bufs[r]);
+        }
+        CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats, algo::run_numerics(schedule, comp, views, nopt));
+        std::vector<std::span<const float>> outs(bufs.begin(), bufs.end());
+        const std::vector<algo::ErrorStats> errs = algo::operation_errors(schedule, ins, outs);
+        const double v = algo::vnmse(errs);
+        per_seed[si].push_back(v);
+        for (const auto& e : errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
+        if (k == 0) {
+          row.label = scheme.label;
+          row.scheme = scheme.name;
+          row.params = scheme.resolved;
+          row.step = dump.step_info()[steps[si]].step;
+          row.unbiased = comp.unbiased();
+          row.plan_bytes_per_rank = plan.wire_bytes_per_rank;
+          row.wire_bytes = stats.wire_bytes;
+          uint64_t tensor_bytes = 0;
+          for (const auto& c : topo::split_even(reduced, ranks, copt.align))
+            tensor_bytes += comp.wire_bytes({c.offset, c.count}, {1, ranks});
+          row.bits_per_entry =
+              8.0 * static_cast<double>(tensor_bytes + plan.wire_bytes_per_rank) / static_cast<double>(elements);
+        }
+        if (collective->operation == topo::CollectiveOp::kAllReduce) {
+          for (uint32_t r = 0; r < ranks; ++r)
+            for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += bufs[r][i];
+          const auto le = algo::allreduce_layer_errors(ins, outs, layout);
+          for (size_t l = 0; l < le.size(); ++l) {
+            layer_sum[si][l].sq_error += le[l].sq_error;
+            layer_sum[si][l].sq_norm += le[l].sq_norm;
+          }
+        }
+        for (size_t h = 0; h < stats.hop_errors.size(); ++h) {
+          hop_sum[si][h].sq_error += stats.hop_errors[h].sq_error;
+          hop_sum[si][h].sq_norm += stats.hop_errors[h].sq_norm;
+        }
+      }
+    }
+    for (size_t si = 0; si < steps.size(); ++si) {
+      VnmseRow& row = rows[si];
+      const auto& vs = per_seed[si];
+      row.vnmse = std::accumulate(vs.begin(), vs.end(), 0.0) / static_cast<double>(vs.size());
+      double var = 0;
+      for (double v : vs) var += (v - row.vnmse) * (v - row.vnmse);
+      row.vnmse_std = vs.size() > 1 ? std::sqrt(var / static_cast<double>(vs.size() - 1)) : 0.0;
+      row.bias_floor = row.vnmse / o.seeds;
+      row.bias = std::numeric_limits<double>::quiet_NaN();
+      if (collective->operation == topo::CollectiveOp::kAllReduce) {
+        double se = 0, sn = 0;
+        const double denom = static_cast<double>(o.seeds) * ranks;
+        for (uint64_t i = 0; i < elements; ++i) {
+          double exact = 0;
+          for (uint32_t r = 0; r < ranks; ++r) exact += inputs[si][r % readers][i];
+          const double d = mean_out[si][i] / denom - exact;
+          se += d * d;
+          sn += exact * exact;
+        }
+        row.bias = se == 0 ? 0 : se / sn;
+        for (const auto& e : layer_sum[si]) row.layer_vnmse.push_back(ratio(e));
+      }
+      for (uint32_t h = 1; h <= ranks; ++h)
+        row.hop_vnmse.push_back(hop_sum[si][h].sq_norm > 0 || hop_sum[si][h].sq_error > 0
+                                    ? ratio(hop_sum[si][h])
+                                    : std::numeric_limits<double>::quiet_NaN());
+      report.rows.push_back(std::move(row));
+    }
+  }
+  return report;
+}
+
+namespace {
+
+std::string fmt_value(double v) {
+  if (std::isnan(v)) return "-";
+  if (std::isinf(v)) return "inf";
+  return fmt::format("{:.4e}", v);
+}
+
+}  // namespace
+
+std::string format_vnmse(const VnmseReport& report, bool detail) {
+  std::string out;
+  out += fmt::format("gradients   {}\n", report.gradients_desc);
+  out += fmt::format("collective  {}, {} entries per rank\n", report.collective_desc, report.elements);
+  if (!report.sampling_note.empty()) out += fmt::format("sampling    {}\n", report.sampling_note);
+  out += "\n";
+  size_t width = 6;
+  for (const auto& r : report.rows) width = std::max(width, r.label.size());
+  out += fmt::format("{:<{}} {:>6} {:>11} {:>10} {:>11} {:>11} {:>11} {:>9} {:>9} {:>8}\n", "scheme", width, "step",
+                     "vNMSE", "+-std", "worst rank", "bias", "bias floor", "bits/ent", "plan B/r", "unbiased");
+  for (const auto& r : report.rows)
+    out += fmt::format("{:<{}} {:>6} {:>11} {:>10} {:>11} {:>11} {:>11} {:>9.3f} {:>9} {:>8}\n", r.label, width, r.step,
+                       fmt_value(r.vnmse), fmt::format("{:.2e}", r.vnmse_std), fmt_value(r.vnmse_max_rank),
+                       fmt_value(r.bias), fmt_value(r.bias_floor), r.bits_per_entry, r.plan_bytes_per_rank,
+                       r.unbiased ? "yes" : "no");
+  if (!detail) return out;
+  for (const auto& r : report.rows) {
+    out += fmt::format("\n{} at step {}: vNMSE per hop depth (what each hop's encoding loses, relative to what it "
+                       "encodes)\n",
+                       r.label, r.step);
+    for (size_t h = 0; h < r.hop_vnmse.size(); ++h)
+      if (!std::isnan(r.hop_vnmse[h])) out += fmt::format("  depth {:>4}  {}\n", h + 1, fmt_value(r.hop_vnmse[h]));
+    if (r.layer_vnmse.empty()) continue;
+    out += fmt::format("{} at step {}: vNMSE per layer\n", r.label, r.step);
+    for (size_t l = 0; l < r.layer_vnmse.size(); ++l)
+      out += fmt::format("  {:<40} {}\n", report.layer_names[l], fmt_value(r.layer_vnmse[l]));
+  }
+  return out;
+}
+
+std::string vnmse_csv(const VnmseReport& report) {
+  std::string out = "scheme,params,step,kind,index,name,vnmse,vnmse_std,vnmse_max_rank,bias,bias_floor,bits_per_entry,"
+                    "plan_bytes_per_rank,wire_bytes,unbiased\n";
+  auto quoted = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  auto num = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.9g}", v); };
+  for (const auto& r : report.rows) {
+    const std::string head = fmt::format("{},{},{}", quoted(r.label), quoted(r.params.dump()), r.step);
+    out += fmt::format("{},overall,,,{},{},{},{},{},{},{},{},{}\n", head, num(r.vnmse), num(r.vnmse_std),
+                       num(r.vnmse_max_rank), num(r.bias), num(r.bias_floor), num(r.bits_per_entry),
+                       r.plan_bytes_per_rank, r.wire_bytes, r.unbiased ? 1 : 0);
+    for (size_t l = 0; l < r.layer_vnmse.size(); ++l)
+      out += fmt::format("{},layer,{},{},{},,,,,,,,\n", head, l, quoted(report.layer_names[l]), num(r.layer_vnmse[l]));
+    for (size_t h = 0; h < r.hop_vnmse.size(); ++h)
+      if (!std::isnan(r.hop_vnmse[h])) out += fmt::format("{},hop,{},,{},,,,,,,,\n", head, h + 1, num(r.hop_vnmse[h]));
+  }
+  return out;
+}
+
+}  // namespace ccsim::app
