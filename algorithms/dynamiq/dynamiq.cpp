@@ -35,15 +35,6 @@ double log2_benefit(uint32_t a, uint32_t b) {
   return std::log2(std::exp2(2.0 * (b - a)) - 1.0) - 2.0 * b - std::log2(static_cast<double>(b - a));
 }
 
-// The widest width of W within b̄ bits per entry (W's smallest when none fits).
-uint32_t fixed_width(const DynamiqCompressor::Options& o) {
-  const double payload = o.budget - DynamiqCompressor::metadata_bits_per_entry(o);
-  uint32_t w = o.widths.front();
-  for (uint32_t c : o.widths)
-    if (c <= payload + 1e-12) w = c;
-  return w;
-}
-
 }  // namespace
 
 CompressorInfo DynamiqCompressor::info() {
@@ -144,9 +135,16 @@ Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elemen
     for (uint64_t j = 0; j < n; ++j)
       mean_[j] = static_cast<float>(combined.sum[j] / (static_cast<double>(sg_count(j)) * ranks));
 
-  // Bit widths.
+  // Bit widths. The payload's share of the budget: everything but the scales and the metadata
+  // phase's 64 bits per super-group, counted exactly (the last super-group may be partial).
   const std::vector<uint32_t>& W = options_.widths;
-  widths_.assign(n, static_cast<uint8_t>(fixed_width(options_)));
+  double budget_bits = options_.budget * static_cast<double>(elements) - 64.0 * static_cast<double>(n);
+  for (uint64_t j = 0; j < n; ++j)
+    budget_bits -= 8.0 * static_cast<double>(kern::dynamiq_meta_bytes(sg_count(j), options_.group, options_.hierarchical));
+  uint32_t fixed = W.front();
+  for (uint32_t w : W)
+    if (static_cast<double>(w) * static_cast<double>(elements) <= budget_bits) fixed = w;
+  widths_.assign(n, static_cast<uint8_t>(fixed));
   log2_thresholds_.clear();
   if (options_.variable) {
     std::vector<double> log2F(n);
@@ -161,7 +159,6 @@ Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elemen
     }
     std::vector<double> log2_benefits;
     for (size_t i = 0; i + 1 < W.size(); ++i) log2_benefits.push_back(log2_benefit(W[i], W[i + 1]));
-    const double budget_bits = (options_.budget - metadata_bits_per_entry(options_)) * static_cast<double>(elements);
     // Widths for log2 C = L: the number of thresholds T_i = C / benefit_i at or below F_j.
     auto assign = [&](double L, bool store) {
       double bits = 0;

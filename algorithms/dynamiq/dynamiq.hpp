@@ -29,7 +29,14 @@
 ///
 /// Wire of a chunk: the blocks of its super-groups in (reordered) order, each
 /// dynamiq_sg_bytes(m, q_j, group, hierarchical) bytes; chunk boundaries must fall on super-group
-/// boundaries (alignment() = S). Unbiased: all rounding is stochastic, scale quantization included.
+/// boundaries (alignment() = S).
+///
+/// Bias: every rounding is stochastic and unbiased on its own, scale quantization included, so with
+/// correlated = false the all-reduce is exactly unbiased. Correlated rounding keeps each single
+/// encoding unbiased (each rank's u is exactly uniform), but along a multi-hop aggregation chain a
+/// rank's stratum is conditioned on the strata of the ranks before it, whose roundings shaped the
+/// partial sum it now rounds; the result then carries a small bias (tests/algorithms/dynamiq_test.cpp
+/// detects it; docs/compression.md gives its size on real gradients), traded for a lower variance.
 ///
 /// Parameters: budget (bits/entry incl. metadata, default 5), group s (16), super_group S (256),
 /// widths "2,4,8" | "1,2,4,8,16", values nonuniform | uniform, eps4 / eps8 / eps16 (ε per width,
@@ -83,7 +90,8 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
 
   uint64_t alignment() const override { return options_.super_group; }
-  bool unbiased() const override { return true; }
+  /// Exactly unbiased without correlated rounding (see the file comment for why it is not with it).
+  bool unbiased() const override { return !options_.correlated; }
   Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
   Status can_implement(const TensorSpec& spec) const override;
 

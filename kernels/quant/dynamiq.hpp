@@ -74,7 +74,8 @@ CCSIM_HD uint32_t feistel_permute(uint32_t i, uint32_t n, const U32x4& keys) {
 /// Correlated uniform for entry `index` at rank `rank` of `ranks`: (π(rank) + γ) / ranks with π a
 /// permutation drawn from `shared` (the same on every rank) followed by a random rotation, so π(rank)
 /// is exactly uniform on [0, ranks) for each rank, and exactly one rank falls in each stratum
-/// [k/ranks, (k+1)/ranks). γ = uniform_at(own, index). ranks == 1 gives γ.
+/// [k/ranks, (k+1)/ranks) (up to the division's rounding at the lower edge). γ = uniform_at(own,
+/// index), truncated to the bits π + γ can hold exactly; ranks == 1 gives γ.
 CCSIM_HD float correlated_uniform(const RngKey& shared, const RngKey& own, uint64_t index, uint32_t rank,
                                   uint32_t ranks) {
   const float gamma = uniform_at(own, index);
@@ -85,8 +86,13 @@ CCSIM_HD float correlated_uniform(const RngKey& shared, const RngKey& own, uint6
   const U32x4 keys{{w.v[0], w.v[1], w.v[2], w.v[0] ^ w.v[3]}};
   const uint32_t rot = static_cast<uint32_t>((static_cast<uint64_t>(w.v[3]) * ranks) >> 32);
   const uint32_t pi = (feistel_permute(rank % ranks, ranks, keys) + rot) % ranks;
-  const float u = (static_cast<float>(pi) + gamma) / static_cast<float>(ranks);
-  return u < 1.0f ? u : 0x1.fffffep-1f;
+  // γ keeps only the fraction bits that π + γ can hold exactly in fp32, so the quotient never
+  // rounds up into the next stratum.
+  uint32_t int_bits = 0;
+  while ((1u << int_bits) < ranks) ++int_bits;
+  const float step = exact_pow2(-(24 - static_cast<int>(int_bits)));
+  const float g = std::floor(gamma / step) * step;
+  return (static_cast<float>(pi) + g) / static_cast<float>(ranks);
 }
 
 /// How one super-group is coded.
@@ -195,7 +201,7 @@ CCSIM_HD void dynamiq_decode_sg(const uint8_t* in, uint64_t m, const DynamiqSgCo
   for (uint64_t g = 0; g < groups; ++g) {
     const uint64_t lo = g * c.group, hi = lo + c.group < m ? lo + c.group : m;
     const float scale = c.hierarchical
-                            ? static_cast<float>(in[2 + g]) * sg_scale / 255.0f
+                            ? static_cast<float>(in[2 + g]) / 255.0f * sg_scale
                             : bf16_to_float(static_cast<uint16_t>(in[2 * g] | static_cast<uint16_t>(in[2 * g + 1]) << 8));
     for (uint64_t i = lo; i < hi; ++i) {
       const uint32_t code = detail::get_code(payload, i, q);
