@@ -17,7 +17,7 @@ DynamiqCompressor::Options options_from(const Params& p) {
   o.budget = p.get_number("budget");
   o.group = static_cast<uint32_t>(p.get_int("group"));
   o.super_group = static_cast<uint32_t>(p.get_int("super_group"));
-  o.widths = p.get_string("widths") == "1,2,4,8,16" ? std::vector<uint32_t>{1, 2, 4, 8, 16} : std::vector<uint32_t>{2, 4, 8};
+  o.widths = p.get_string("widths") == "1-2-4-8-16" ? std::vector<uint32_t>{1, 2, 4, 8, 16} : std::vector<uint32_t>{2, 4, 8};
   o.nonuniform = p.get_string("values") == "nonuniform";
   o.eps4 = p.get_number("eps4");
   o.eps8 = p.get_number("eps8");
@@ -42,7 +42,7 @@ CompressorInfo DynamiqCompressor::info() {
   params.add_number("budget", "bits per entry including all metadata (scales and the metadata phase)", 5.0, 1.0, 32.0)
       .add_int("group", "entries per group sharing a scale (s)", 16, 2, 4096, true)
       .add_int("super_group", "entries per super-group sharing a bit width and mean (S)", 256, 4, 65536, true)
-      .add_choice("widths", "allowed bit widths W", "2,4,8", {"2,4,8", "1,2,4,8,16"})
+      .add_choice("widths", "allowed bit widths W", "2-4-8", {"2-4-8", "1-2-4-8-16"})
       .add_choice("values", "magnitude grid: nonuniform f(eps, r) or uniform", "nonuniform", {"nonuniform", "uniform"})
       .add_number("eps4", "epsilon of the 4-bit non-uniform grid", 0.25, 0.0, 4.0)
       .add_number("eps8", "epsilon of the 8-bit non-uniform grid", 0.04, 0.0, 4.0)

@@ -39,7 +39,7 @@
 /// detects it; docs/compression.md gives its size on real gradients), traded for a lower variance.
 ///
 /// Parameters: budget (bits/entry incl. metadata, default 5), group s (16), super_group S (256),
-/// widths "2,4,8" | "1,2,4,8,16", values nonuniform | uniform, eps4 / eps8 / eps16 (ε per width,
+/// widths "2-4-8" | "1-2-4-8-16", values nonuniform | uniform, eps4 / eps8 / eps16 (ε per width,
 /// chosen by measurement: docs/compression.md), variable, hierarchical, correlated, subtract_mean,
 /// reorder (all default true).
 

@@ -7,13 +7,13 @@
 /// dequantizes to fp32, adds in fp32 and re-encodes. Element rules, tail handling and layout:
 /// kernels/quant/group_quant.hpp.
 ///
-/// SDP4Bit's gradient pipeline TLq (int8 intra-node all-to-all, reduce, int4 inter-node
-/// all-to-all) is not one compressor: it is to be expressed through the two_level collective
-/// (topology/collectives/two_level.cpp), with bits = 8 on the intra-node level and bits = 4 on the
-/// inter-node level; hadamard = true on both gives TLq-HS (the paper applies H once before and once
-/// after the whole pipeline, using H·H = I and ΣHg = HΣg; this per-hop form equals it up to
-/// rounding).
-/// qWD (weight differences) is this quantizer with bits = 4, group = 2048 on the all-gather.
+/// This is the quantizer alone, with the same width at every hop. SDP4Bit's pipelines are schemes
+/// of their own (algorithms/int4/sdp4bit_pipeline.hpp): sdp4bit_tlq, TLq on the two_level
+/// reduce-scatter (int8 for intra-node messages, int4 for inter-node ones; mode ulq gives ZeRO++'s
+/// int4 on both), whose hadamard option is TLq-HS as the paper runs it, H applied once before and
+/// once after the whole collective (H·H = I, ΣHg = HΣg; this per-hop form equals it up to rounding,
+/// at the cost of a transform per hop); and sdp4bit_qw / sdp4bit_qwd, int4 with group 2048 on the
+/// weight all-gather, of the weights or of their differences to the previous round's result.
 ///
 /// Wire: [ceil(count / group) fp32 group maxima | count codes of `bits` bits, two's complement,
 ///        packed LSB-first (two 4-bit codes per byte, element 2j in the low nibble)]

@@ -50,7 +50,7 @@ TEST(Dynamiq, ThresholdsFollowThePerBitBenefitRatios) {
   // T_{2,4} = 17/512 · T_{4,8}.
   EXPECT_NEAR(c->log2_thresholds()[0] - c->log2_thresholds()[1], std::log2(17.0 / 512.0), 1e-12);
 
-  auto general = make({{"widths", "1,2,4,8,16"}, {"budget", 6.0}});
+  auto general = make({{"widths", "1-2-4-8-16"}, {"budget", 6.0}});
   ASSERT_TRUE(plan_for(*general, data).ok());
   const auto& T = general->log2_thresholds();
   ASSERT_EQ(T.size(), 4u);

@@ -10,6 +10,8 @@
 
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
+#include "kernels/linalg/power_iteration.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
 #include "sim/base/diagnostics.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -78,23 +80,11 @@ std::vector<Piece> choose_pieces(const traces::GradientDump& dump, const VnmseOp
   return out;
 }
 
-double ratio(const algo::ErrorStats& e) {
-  if (e.sq_error == 0) return 0;
-  return e.sq_norm > 0 ? e.sq_error / e.sq_norm : std::numeric_limits<double>::infinity();
-}
-
-}  // namespace
-
-Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
-  if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
-  if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
-  if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
+Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, std::vector<algo::LayerShape>& layout,
+                 std::vector<uint64_t>& step_numbers, std::vector<std::vector<std::vector<float>>>& inputs) {
   CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(o.gradients));
-  const uint32_t ranks = o.ranks == 0 ? dump.workers() : o.ranks;
+  if (ranks == 0) ranks = dump.workers();
   if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
-  CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective, topo::find_collective(o.operation, o.algorithm));
-
-  // Steps.
   std::vector<size_t> steps;
   if (o.steps.empty()) {
     steps.resize(dump.steps());
@@ -111,7 +101,92 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
       return invalid_argument(fmt::format("--steps: {} has no step {}; dumped steps: {}", o.gradients, want, have));
     steps.push_back(found);
   }
+  for (size_t si : steps) step_numbers.push_back(dump.step_info()[si].step);
+  const std::vector<Piece> pieces = choose_pieces(dump, o, report.sampling_note);
+  uint64_t elements = 0;
+  for (const Piece& p : pieces) {
+    layout.push_back({elements, p.count, p.rows, p.cols});
+    report.layer_names.push_back(report.sampling_note.empty()
+                                     ? dump.layers()[p.layer].name
+                                     : fmt::format("{}@{}", dump.layers()[p.layer].name,
+                                                   p.offset - dump.layers()[p.layer].offset));
+    elements += p.count;
+  }
+  report.elements = elements;
+  report.gradients_desc =
+      fmt::format("{}: {} workers, {} entries per worker, {} layers, steps {}; {}", o.gradients, dump.workers(),
+                  dump.elements(), dump.layers().size(), steps.size(), dump.provenance().model);
+  // Rank r reads worker r mod W.
+  const uint32_t readers = std::min(ranks, dump.workers());
+  inputs.assign(steps.size(), std::vector<std::vector<float>>(readers));
+  for (size_t si = 0; si < steps.size(); ++si)
+    for (uint32_t w = 0; w < readers; ++w) {
+      std::vector<float>& v = inputs[si][w];
+      v.resize(elements);
+      uint64_t at = 0;
+      size_t cached_layer = SIZE_MAX;
+      std::vector<float> layer;
+      for (const Piece& p : pieces) {
+        if (p.layer != cached_layer) {
+          CCSIM_ASSIGN_OR_RETURN(layer, dump.layer(w, steps[si], p.layer));
+          cached_layer = p.layer;
+        }
+        const uint64_t within = p.offset - dump.layers()[p.layer].offset;
+        std::copy(layer.begin() + static_cast<std::ptrdiff_t>(within),
+                  layer.begin() + static_cast<std::ptrdiff_t>(within + p.count), v.begin() + static_cast<std::ptrdiff_t>(at));
+        at += p.count;
+      }
+    }
+  return ok_status();
+}
 
+Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report,
+                      std::vector<algo::LayerShape>& layout, std::vector<std::vector<std::vector<float>>>& inputs) {
+  uint64_t rows = 0, cols = 1;
+  const size_t x = o.synthetic.find('x');
+  try {
+    size_t used = 0;
+    rows = std::stoull(o.synthetic.substr(0, x), &used);
+    if (used != std::min(x, o.synthetic.size())) rows = 0;
+    if (x != std::string::npos) {
+      cols = std::stoull(o.synthetic.substr(x + 1), &used);
+      if (used != o.synthetic.size() - x - 1) cols = 0;
+    }
+  } catch (const std::exception&) {
+    rows = 0;
+  }
+  if (rows == 0 || cols == 0 || rows * cols > (uint64_t{1} << 34))
+    return invalid_argument(fmt::format("--synthetic: expected ROWSxCOLS or N (positive, at most 2^34 entries), got '{}'",
+                                        o.synthetic));
+  if (ranks == 0) ranks = 8;
+  if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
+  const uint64_t n = rows * cols;
+  layout.push_back({0, n, x == std::string::npos ? n : rows, x == std::string::npos ? 1 : cols});
+  report.layer_names.push_back("normal");
+  report.elements = n;
+  report.gradients_desc = fmt::format("synthetic: i.i.d. N(0,1), shape {}, drawn per rank", o.synthetic);
+  inputs.assign(1, std::vector<std::vector<float>>(ranks, std::vector<float>(n)));
+  for (uint32_t r = 0; r < ranks; ++r) {
+    float* v = inputs[0][r].data();
+    const kern::RngKey key{0x5EED, 0, r, 0x4E};
+    kern::parallel_for(n, 1 << 16, [=](uint64_t b, uint64_t e) {
+      for (uint64_t i = b; i < e; ++i) v[i] = kern::standard_normal_at(key, i);
+    });
+  }
+  return ok_status();
+}
+
+double ratio(const algo::ErrorStats& e) {
+  if (e.sq_error == 0) return 0;
+  return e.sq_norm > 0 ? e.sq_error / e.sq_norm : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
+Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
+  if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
+  if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
+  if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
   // Schemes (validated before any work).
   struct Scheme {
     std::string label, name;
@@ -146,63 +221,40 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
     schemes.push_back(std::move(s));
   }
 
+  // Input: a dump or synthetic normals; steps; the layout.
   VnmseReport report;
-  report.ranks = ranks;
-  const std::vector<Piece> pieces = choose_pieces(dump, o, report.sampling_note);
   std::vector<algo::LayerShape> layout;
-  uint64_t elements = 0;
-  for (const Piece& p : pieces) {
-    layout.push_back({elements, p.count, p.rows, p.cols});
-    report.layer_names.push_back(report.sampling_note.empty()
-                                     ? dump.layers()[p.layer].name
-                                     : fmt::format("{}@{}", dump.layers()[p.layer].name,
-                                                   p.offset - dump.layers()[p.layer].offset));
-    elements += p.count;
+  std::vector<uint64_t> step_numbers;
+  std::vector<std::vector<std::vector<float>>> inputs;  // [step][worker]
+  uint32_t ranks = o.ranks;
+  if (!o.synthetic.empty()) {
+    if (!o.gradients.empty()) return invalid_argument("--synthetic and --gradients: give one of them");
+    CCSIM_RETURN_IF_ERROR(load_synthetic(o, ranks, report, layout, inputs));
+    step_numbers = {0};
+  } else {
+    if (o.gradients.empty()) return invalid_argument("--gradients: give a gradient dump directory (or --synthetic)");
+    CCSIM_RETURN_IF_ERROR(load_dump(o, ranks, report, layout, step_numbers, inputs));
   }
-  report.elements = elements;
-  report.gradients_desc =
-      fmt::format("{}: {} workers, {} entries per worker, {} layers, steps {}; {}", o.gradients, dump.workers(),
-                  dump.elements(), dump.layers().size(), steps.size(), dump.provenance().model);
+  const uint32_t readers = static_cast<uint32_t>(inputs.front().size());
+  const uint64_t elements = report.elements;
+  CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective, topo::find_collective(o.operation, o.algorithm));
+  report.ranks = ranks;
   report.collective_desc = fmt::format("{}/{} on {} ranks{}", o.operation, o.algorithm, ranks,
-                                       ranks > dump.workers() ? fmt::format(" (rank r reads worker r mod {})",
-                                                                            dump.workers())
-                                                              : "");
-
-  // Inputs per step: rank r reads worker r mod W.
-  const uint32_t readers = std::min(ranks, dump.workers());
-  std::vector<std::vector<std::vector<float>>> inputs(steps.size(), std::vector<std::vector<float>>(readers));
-  for (size_t si = 0; si < steps.size(); ++si)
-    for (uint32_t w = 0; w < readers; ++w) {
-      std::vector<float>& v = inputs[si][w];
-      v.resize(elements);
-      uint64_t at = 0;
-      size_t cached_layer = SIZE_MAX;
-      std::vector<float> layer;
-      for (const Piece& p : pieces) {
-        if (p.layer != cached_layer) {
-          CCSIM_ASSIGN_OR_RETURN(layer, dump.layer(w, steps[si], p.layer));
-          cached_layer = p.layer;
-        }
-        const uint64_t within = p.offset - dump.layers()[p.layer].offset;
-        std::copy(layer.begin() + static_cast<std::ptrdiff_t>(within),
-                  layer.begin() + static_cast<std::ptrdiff_t>(within + p.count), v.begin() + static_cast<std::ptrdiff_t>(at));
-        at += p.count;
-      }
-    }
+                                       ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "");
 
   for (const Scheme& scheme : schemes) {
-    std::vector<VnmseRow> rows(steps.size());
-    std::vector<std::vector<double>> per_seed(steps.size());
-    std::vector<std::vector<double>> mean_out(steps.size(), std::vector<double>(elements, 0.0));
-    std::vector<std::vector<algo::ErrorStats>> layer_sum(steps.size(), std::vector<algo::ErrorStats>(layout.size()));
-    std::vector<std::vector<algo::ErrorStats>> hop_sum(steps.size(), std::vector<algo::ErrorStats>(ranks + 1));
+    std::vector<VnmseRow> rows(step_numbers.size());
+    std::vector<std::vector<double>> per_seed(step_numbers.size());
+    std::vector<std::vector<double>> mean_out(step_numbers.size(), std::vector<double>(elements, 0.0));
+    std::vector<std::vector<algo::ErrorStats>> layer_sum(step_numbers.size(), std::vector<algo::ErrorStats>(layout.size()));
+    std::vector<std::vector<algo::ErrorStats>> hop_sum(step_numbers.size(), std::vector<algo::ErrorStats>(ranks + 1));
     for (uint32_t k = 0; k < o.seeds; ++k) {
       const uint64_t seed = o.seed + k;
       auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
       if (!made.ok()) return made.status();
       algo::Compressor& comp = **made;
       comp.set_layout(layout);
-      for (size_t si = 0; si < steps.size(); ++si) {
+      for (size_t si = 0; si < step_numbers.size(); ++si) {
         VnmseRow& row = rows[si];
         std::vector<std::span<const float>> ins;
         for (uint32_t r = 0; r < ranks; ++r) ins.emplace_back(inputs[si][r % readers]);
@@ -232,12 +284,14 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
         const std::vector<algo::ErrorStats> errs = algo::operation_errors(schedule, ins, outs);
         const double v = algo::vnmse(errs);
         per_seed[si].push_back(v);
+        for (const auto& e : errs)
+          row.mse += e.sq_error / static_cast<double>(elements) / (static_cast<double>(ranks) * o.seeds);
         for (const auto& e : errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
         if (k == 0) {
           row.label = scheme.label;
           row.scheme = scheme.name;
           row.params = scheme.resolved;
-          row.step = dump.step_info()[steps[si]].step;
+          row.step = step_numbers[si];
           row.unbiased = comp.unbiased();
           row.plan_bytes_per_rank = plan.wire_bytes_per_rank;
           row.wire_bytes = stats.wire_bytes;
@@ -262,7 +316,7 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
         }
       }
     }
-    for (size_t si = 0; si < steps.size(); ++si) {
+    for (size_t si = 0; si < step_numbers.size(); ++si) {
       VnmseRow& row = rows[si];
       const auto& vs = per_seed[si];
       row.vnmse = std::accumulate(vs.begin(), vs.end(), 0.0) / static_cast<double>(vs.size());
@@ -312,13 +366,14 @@ std::string format_vnmse(const VnmseReport& report, bool detail) {
   out += "\n";
   size_t width = 6;
   for (const auto& r : report.rows) width = std::max(width, r.label.size());
-  out += fmt::format("{:<{}} {:>6} {:>11} {:>10} {:>11} {:>11} {:>11} {:>9} {:>9} {:>8}\n", "scheme", width, "step",
-                     "vNMSE", "+-std", "worst rank", "bias", "bias floor", "bits/ent", "plan B/r", "unbiased");
+  out += fmt::format("{:<{}} {:>6} {:>11} {:>10} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>8}\n", "scheme", width,
+                     "step", "vNMSE", "+-std", "worst rank", "MSE", "bias", "bias floor", "bits/ent", "plan B/r",
+                     "unbiased");
   for (const auto& r : report.rows)
-    out += fmt::format("{:<{}} {:>6} {:>11} {:>10} {:>11} {:>11} {:>11} {:>9.3f} {:>9} {:>8}\n", r.label, width, r.step,
-                       fmt_value(r.vnmse), fmt::format("{:.2e}", r.vnmse_std), fmt_value(r.vnmse_max_rank),
-                       fmt_value(r.bias), fmt_value(r.bias_floor), r.bits_per_entry, r.plan_bytes_per_rank,
-                       r.unbiased ? "yes" : "no");
+    out += fmt::format("{:<{}} {:>6} {:>11} {:>10} {:>11} {:>11} {:>11} {:>11} {:>9.3f} {:>9} {:>8}\n", r.label, width,
+                       r.step, fmt_value(r.vnmse), fmt::format("{:.2e}", r.vnmse_std), fmt_value(r.vnmse_max_rank),
+                       fmt_value(r.mse), fmt_value(r.bias), fmt_value(r.bias_floor), r.bits_per_entry,
+                       r.plan_bytes_per_rank, r.unbiased ? "yes" : "no");
   if (!detail) return out;
   for (const auto& r : report.rows) {
     out += fmt::format("\n{} at step {}: vNMSE per hop depth (what each hop's encoding loses, relative to what it "
@@ -335,8 +390,8 @@ std::string format_vnmse(const VnmseReport& report, bool detail) {
 }
 
 std::string vnmse_csv(const VnmseReport& report) {
-  std::string out = "scheme,params,step,kind,index,name,vnmse,vnmse_std,vnmse_max_rank,bias,bias_floor,bits_per_entry,"
-                    "plan_bytes_per_rank,wire_bytes,unbiased\n";
+  std::string out = "scheme,params,step,kind,index,name,vnmse,vnmse_std,vnmse_max_rank,mse,bias,bias_floor,"
+                    "bits_per_entry,plan_bytes_per_rank,wire_bytes,unbiased\n";
   auto quoted = [](const std::string& s) {
     std::string q = "\"";
     for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -345,13 +400,13 @@ std::string vnmse_csv(const VnmseReport& report) {
   auto num = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.9g}", v); };
   for (const auto& r : report.rows) {
     const std::string head = fmt::format("{},{},{}", quoted(r.label), quoted(r.params.dump()), r.step);
-    out += fmt::format("{},overall,,,{},{},{},{},{},{},{},{},{}\n", head, num(r.vnmse), num(r.vnmse_std),
-                       num(r.vnmse_max_rank), num(r.bias), num(r.bias_floor), num(r.bits_per_entry),
+    out += fmt::format("{},overall,,,{},{},{},{},{},{},{},{},{},{}\n", head, num(r.vnmse), num(r.vnmse_std),
+                       num(r.vnmse_max_rank), num(r.mse), num(r.bias), num(r.bias_floor), num(r.bits_per_entry),
                        r.plan_bytes_per_rank, r.wire_bytes, r.unbiased ? 1 : 0);
     for (size_t l = 0; l < r.layer_vnmse.size(); ++l)
-      out += fmt::format("{},layer,{},{},{},,,,,,,,\n", head, l, quoted(report.layer_names[l]), num(r.layer_vnmse[l]));
+      out += fmt::format("{},layer,{},{},{},,,,,,,,,\n", head, l, quoted(report.layer_names[l]), num(r.layer_vnmse[l]));
     for (size_t h = 0; h < r.hop_vnmse.size(); ++h)
-      if (!std::isnan(r.hop_vnmse[h])) out += fmt::format("{},hop,{},,{},,,,,,,,\n", head, h + 1, num(r.hop_vnmse[h]));
+      if (!std::isnan(r.hop_vnmse[h])) out += fmt::format("{},hop,{},,{},,,,,,,,,\n", head, h + 1, num(r.hop_vnmse[h]));
   }
   return out;
 }

@@ -9,6 +9,10 @@
 /// schemes (error feedback, adaptive scales, rank controllers) carry their state from step to step.
 /// Every seed repeats the run with a fresh instance. Rank r reads worker r mod W of a W-worker dump.
 ///
+/// Synthetic input (instead of a dump): every rank draws its own i.i.d. N(0,1) tensor of the given
+/// shape from Philox (independent of the seeds, which vary only the compression's randomness), as
+/// in EQuARX's microbenchmark (Fig. 7).
+///
 /// Sampling: a dump larger than max_elements per worker is sampled in whole buckets: every layer is
 /// cut into pieces of whole rows of at most `bucket` entries, pieces are drawn at random (Philox,
 /// keyed by the seed) until max_elements, and the chosen pieces, kept in tensor order, form the
@@ -24,7 +28,8 @@
 namespace ccsim::app {
 
 struct VnmseOptions {
-  std::string gradients;                ///< gradient dump directory (manifest.json)
+  std::string gradients;                ///< gradient dump directory (manifest.json), or:
+  std::string synthetic;                ///< "ROWSxCOLS" or "N": i.i.d. N(0,1) per rank (fixed data, one step)
   std::vector<std::string> algos;       ///< "name" or "name:k=v,k=v"
   std::vector<std::string> params;      ///< "k=v", applied to every algo (a key it lacks is an error)
   std::string operation = "allreduce";
@@ -48,6 +53,7 @@ struct VnmseRow {
   double vnmse = 0;            ///< mean over seeds of the vNMSE (mean over ranks)
   double vnmse_std = 0;        ///< standard deviation over seeds (0 with one seed)
   double vnmse_max_rank = 0;   ///< worst rank, worst seed
+  double mse = 0;              ///< mean over seeds and ranks of ‖X − X̂‖² / entries (absolute)
   double bias = 0;             ///< ‖mean over seeds and ranks of X̂ − X‖² / ‖X‖²
   double bias_floor = 0;       ///< what an unbiased scheme's bias would be about: vnmse / seeds
   double bits_per_entry = 0;   ///< 8 · (one rank's tensor encoded once + metadata phase) / entries

@@ -136,7 +136,7 @@ int cmd_list(const std::vector<std::string>& args) {
 
   std::cout << "compression algorithms (compression[].scheme, parameters in compression[].params):\n";
   for (const auto& info : algo::CompressorRegistry::global().all()) {
-    std::cout << fmt::format("  {:<10} {}\n", info.name, info.description);
+    std::cout << fmt::format("  {:<12} {}\n", info.name, info.description);
     for (const auto& p : info.params.specs()) {
       std::string range;
       if (p.type == algo::ParamType::kChoice) {
@@ -278,7 +278,9 @@ std::vector<uint64_t> parse_steps(const std::string& text) {
 int cmd_vnmse(const std::vector<std::string>& args) {
   po::options_description desc("vnmse options");
   desc.add_options()("help,h", "show this help")
-      ("gradients,g", po::value<std::string>()->required(), "gradient dump directory (with manifest.json)")
+      ("gradients,g", po::value<std::string>(), "gradient dump directory (with manifest.json)")
+      ("synthetic", po::value<std::string>(),
+       "instead of a dump: ROWSxCOLS (or N) i.i.d. N(0,1) entries drawn per rank, one step (default 8 ranks)")
       ("algo,a", po::value<std::vector<std::string>>()->required()->composing(),
        "compression scheme, NAME or NAME:KEY=VALUE,KEY=VALUE (see `ccsim list`); repeatable")
       ("param,p", po::value<std::vector<std::string>>()->composing(),
@@ -301,12 +303,13 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse(args, desc, pos, vm,
-             "usage: ccsim vnmse --gradients DIR --algo NAME[:K=V,..] [--param K=V ...] [--collective ring] "
+             "usage: ccsim vnmse (--gradients DIR | --synthetic RxC) --algo NAME[:K=V,..] [--param K=V ...] [--collective ring] "
              "[--ranks N] [--steps 0,50] [--seeds K]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
   app::VnmseOptions o;
-  o.gradients = vm["gradients"].as<std::string>();
+  if (vm.count("gradients")) o.gradients = vm["gradients"].as<std::string>();
+  if (vm.count("synthetic")) o.synthetic = vm["synthetic"].as<std::string>();
   o.algos = vm["algo"].as<std::vector<std::string>>();
   if (vm.count("param")) o.params = vm["param"].as<std::vector<std::string>>();
   o.algorithm = vm["collective"].as<std::string>();

@@ -1,0 +1,227 @@
+#include "algorithms/thc/thc.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <vector>
+
+#include "kernels/parallel.hpp"
+#include "kernels/quant/minifloat.hpp"
+#include "kernels/quant/thc.hpp"
+#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/transform/hadamard.hpp"
+#include "sim/base/check.hpp"
+
+namespace ccsim::algo {
+namespace {
+
+constexpr uint64_t kPiece = 1 << 16;
+
+// max |x| over x[0, n), NaN if any element is NaN (max is exact: independent of the split).
+float max_abs(const float* x, uint64_t n) {
+  const uint64_t pieces = (n + kPiece - 1) / kPiece;
+  std::vector<float> partial(pieces, 0.0f);
+  auto step = [](float m, float v) {
+    const float a = std::fabs(v);
+    return (a > m || a != a) ? a : m;
+  };
+  kern::parallel_for(pieces, 1, [&](uint64_t p0, uint64_t p1) {
+    for (uint64_t p = p0; p < p1; ++p) {
+      float m = 0.0f;
+      for (uint64_t i = p * kPiece; i < std::min(n, (p + 1) * kPiece); ++i) m = step(m, x[i]);
+      partial[p] = m;
+    }
+  });
+  float m = 0.0f;
+  for (float v : partial) m = step(m, v);
+  return m;
+}
+
+// work[0, elements) = x * 2^-k, work[elements, size) = 0 (work may be x itself).
+void load_scaled(std::span<const float> x, std::span<float> work, int k) {
+  const float* src = x.data();
+  float* dst = work.data();
+  const uint64_t n = x.size();
+  kern::parallel_for(work.size(), kPiece, [=](uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) dst[i] = i < n ? kern::thc_scale_pow2(src[i], -k) : 0.0f;
+  });
+}
+
+void fill(std::span<float> x, float v) {
+  kern::parallel_for(x.size(), kPiece, [=](uint64_t b, uint64_t e) { std::fill(x.data() + b, x.data() + e, v); });
+}
+
+}  // namespace
+
+CompressorInfo ThcCompressor::info() {
+  ParamTable params;
+  params.add_int("q", "bits of a rank's lattice code (2^q - 1 lattice steps)", 4, 1, 15)
+      .add_choice("bits",
+                  "width of the aggregation fields carrying partial sums: auto (8 for <= 8 ranks, else 12), 8, 12 "
+                  "or 16; must hold ranks * (2^q - 1)",
+                  "auto", {"auto", "8", "12", "16"})
+      .add_int("rotation_block",
+               "randomized Hadamard block (capped at the power of two >= the tensor, which is zero-padded to a "
+               "multiple of it)",
+               int64_t{1} << 20, 1, int64_t{1} << 24, true);
+  return {"thc",
+          "THC homomorphic quantization: shared randomized Hadamard rotation, q-bit stochastic codes on a global "
+          "lattice, integer partial sums in b-bit fields (8 or 12 bits/element)",
+          std::move(params),
+          [](const Params& p) {
+            const std::string bits = p.get_string("bits");
+            return std::make_unique<ThcCompressor>(static_cast<uint32_t>(p.get_int("q")),
+                                                   bits == "auto" ? 0u : static_cast<uint32_t>(std::stoul(bits)),
+                                                   static_cast<uint64_t>(p.get_int("rotation_block")));
+          },
+          [](const Params& p) -> Status {
+            const std::string bits = p.get_string("bits");
+            const int64_t q = p.get_int("q");
+            if (bits != "auto" && static_cast<int64_t>(std::stoul(bits)) < q)
+              return invalid_argument(fmt::format(
+                  "bits: {}-bit aggregation fields cannot hold one rank's {}-bit codes (q = {})", bits, q, q));
+            return ok_status();
+          }};
+}
+
+uint64_t ThcCompressor::wire_bytes(const TensorSpec& spec, const HopContext& hop) const {
+  return kern::thc_bytes(spec.count, aggregation_bits(hop.ranks));
+}
+
+void ThcCompressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey&,
+                           std::span<uint8_t> out) {
+  kern::thc_pack(x.data(), spec.count, aggregation_bits(hop.ranks), out.data());
+}
+
+void ThcCompressor::decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
+                           std::span<float> out) {
+  kern::thc_unpack(in.data(), spec.count, aggregation_bits(hop.ranks), out.data());
+}
+
+void ThcCompressor::decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
+                                      std::span<float> acc) {
+  kern::thc_unpack_accumulate(in.data(), spec.count, aggregation_bits(hop.ranks), acc.data());
+}
+
+uint64_t ThcCompressor::rotation_block_for(uint64_t elements) const {
+  return std::min<uint64_t>(rotation_block_, std::bit_ceil(std::max<uint64_t>(elements, 1)));
+}
+
+uint64_t ThcCompressor::reduced_elements(uint64_t elements) const {
+  const uint64_t block = rotation_block_for(elements);
+  return (elements + block - 1) / block * block;
+}
+
+double ThcCompressor::entry_divisor(uint64_t block) {
+  const int log2_block = std::countr_zero(block);
+  return std::ldexp(1.0, (log2_block + 1) / 2 + 1);
+}
+
+void ThcCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey& key, PlanStats& out) const {
+  const float a = max_abs(x.data(), x.size());
+  if (!(a > 0.0f) || !std::isfinite(a)) {  // zero, or non-finite (NaN or inf): reported as is
+    out.max[0] = a;
+    return;
+  }
+  // Rotate in the rank's own frame (max |x| 2^-e in [1, 2)); the prepared frame differs by a power
+  // of two, which commutes exactly with the transform.
+  const int e = kern::floor_log2(a);
+  const uint64_t block = rotation_block_for(x.size());
+  std::vector<float> work(reduced_elements(x.size()));
+  load_scaled(x, work, e);
+  kern::randomized_hadamard_transform(work.data(), work.size(), block, shared_key(key), 0);
+  const double rotated_max = std::ldexp(static_cast<double>(max_abs(work.data(), work.size())), e);
+  const double entry = rotated_max / entry_divisor(block);
+  float f = static_cast<float>(entry);
+  if (static_cast<double>(f) < entry) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  out.max[0] = f;
+}
+
+Status ThcCompressor::plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) {
+  const uint32_t bits = aggregation_bits(ranks);
+  const uint64_t peak = uint64_t{ranks} * levels(), field_max = (uint64_t{1} << bits) - 1;
+  if (peak > field_max) {
+    return invalid_argument(fmt::format(
+        "bits: {}-bit aggregation fields{} overflow on {} ranks: a sum of {} codes of q = {} bits reaches {} * {} = {} "
+        "> 2^{} - 1 = {}; needs bits >= {}",
+        bits, bits_ == 0 ? " (auto)" : "", ranks, ranks, q_, ranks, levels(), peak, bits, field_max,
+        std::bit_width(peak)));
+  }
+  CCSIM_CHECK(combined.max.size() == 1, "thc: {} max entries", combined.max.size());
+  planned_elements_ = elements;
+  planned_ranks_ = ranks;
+  const float entry = combined.max[0];
+  if (!std::isfinite(entry)) {
+    lattice_ = Lattice::kNonFinite;
+    return ok_status();
+  }
+  if (entry == 0.0f) {
+    lattice_ = Lattice::kZero;
+    return ok_status();
+  }
+  const double m = static_cast<double>(entry) * entry_divisor(rotation_block_for(elements));
+  int exponent = 0;
+  std::frexp(m, &exponent);  // m = f 2^exponent, f in [0.5, 1)
+  k_ = exponent - 1;
+  m_ = static_cast<float>(std::ldexp(m, -k_));  // exact: entry's significand, in [1, 2)
+  const float l = static_cast<float>(levels());
+  step_ = (2.0f * m_) / l;
+  inv_step_ = l / (2.0f * m_);
+  lattice_ = Lattice::kValid;
+  return ok_status();
+}
+
+void ThcCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t,
+                            const kern::RngKey& key) {
+  CCSIM_CHECK(lattice_ != Lattice::kNone && x.size() == planned_elements_,
+              "thc: prepare of {} elements without a committed plan for it (planned {}): run plan_round() first",
+              x.size(), planned_elements_);
+  CCSIM_CHECK(out.size() == reduced_elements(x.size()), "thc: prepare into {} elements, reduces {}", out.size(),
+              reduced_elements(x.size()));
+  round_key_ = shared_key(key);
+  if (lattice_ != Lattice::kValid) return fill(out, 0.0f);
+  load_scaled(x, out, k_);
+  kern::randomized_hadamard_transform(out.data(), out.size(), rotation_block_for(x.size()), round_key_, 0);
+  const float m = m_, inv_step = inv_step_;
+  const uint32_t levels = this->levels();
+  float* v = out.data();
+  kern::parallel_for(out.size(), kPiece, [=](uint64_t b, uint64_t e) {
+    kern::UniformStream uniform(key);
+    for (uint64_t i = b; i < e; ++i)
+      v[i] = static_cast<float>(kern::thc_lattice_code(v[i], m, inv_step, levels, uniform.at(i)));
+  });
+}
+
+void ThcCompressor::finish(std::span<const float> reduced, std::span<float> out, uint32_t, uint32_t ranks) {
+  CCSIM_CHECK(
+      lattice_ != Lattice::kNone && out.size() == planned_elements_ && reduced.size() == reduced_elements(out.size()),
+      "thc: finish of {} -> {} elements without a committed plan for it (planned {})", reduced.size(), out.size(),
+      planned_elements_);
+  CCSIM_CHECK(ranks == planned_ranks_, "thc: finish of a sum over {} ranks, planned {}", ranks, planned_ranks_);
+  if (lattice_ == Lattice::kZero) return fill(out, 0.0f);
+  if (lattice_ == Lattice::kNonFinite) return fill(out, std::numeric_limits<float>::quiet_NaN());
+  // Work in `out` when the sizes agree (aliasing allowed), else on a copy.
+  std::vector<float> copy;
+  std::span<float> work = out;
+  if (reduced.size() == out.size()) {
+    copy_unless_same(reduced, out);
+  } else {
+    copy.assign(reduced.begin(), reduced.end());
+    work = copy;
+  }
+  const float m = m_, step = step_;
+  float* w = work.data();
+  kern::parallel_for(work.size(), kPiece, [=](uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) w[i] = kern::thc_lattice_value(w[i], m, step, ranks);
+  });
+  kern::randomized_hadamard_inverse(w, work.size(), rotation_block_for(out.size()), round_key_, 0);
+  const int k = k_;
+  float* dst = out.data();
+  kern::parallel_for(out.size(), kPiece, [=](uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) dst[i] = kern::thc_scale_pow2(w[i], k);
+  });
+}
+
+}  // namespace ccsim::algo

@@ -1,0 +1,66 @@
+#include "kernels/linalg/power_iteration.hpp"
+
+#include <Eigen/Core>
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+namespace ccsim::kern {
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMajor>;
+using Map = Eigen::Map<RowMajor>;
+
+Eigen::Index ix(uint64_t n) { return static_cast<Eigen::Index>(n); }
+
+}  // namespace
+
+void lowrank_project(const float* m, uint64_t rows, uint64_t cols, const float* q, uint32_t rank, float* p) {
+  Map(p, ix(rows), rank).noalias() = ConstMap(m, ix(rows), ix(cols)) * ConstMap(q, ix(cols), rank);
+}
+
+void lowrank_project_transposed(const float* m, uint64_t rows, uint64_t cols, const float* p, uint32_t rank, float* q) {
+  Map(q, ix(cols), rank).noalias() = ConstMap(m, ix(rows), ix(cols)).transpose() * ConstMap(p, ix(rows), rank);
+}
+
+void lowrank_expand(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t rank, float* out) {
+  Map(out, ix(rows), ix(cols)).noalias() = ConstMap(p, ix(rows), rank) * ConstMap(q, ix(cols), rank).transpose();
+}
+
+void lowrank_subtract(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t rank, float* inout) {
+  Map(inout, ix(rows), ix(cols)).noalias() -= ConstMap(p, ix(rows), rank) * ConstMap(q, ix(cols), rank).transpose();
+}
+
+void orthonormalize_columns(float* p, uint64_t rows, uint32_t rank) {
+  // Column-major double copy: column k at v[k * rows].
+  std::vector<double> v(rows * rank);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint32_t k = 0; k < rank; ++k) v[k * rows + i] = p[i * rank + k];
+  for (uint32_t k = 0; k < rank; ++k) {
+    double* col = v.data() + k * rows;
+    for (int pass = 0; pass < 2; ++pass) {  // Gram-Schmidt twice is enough (Giraud et al. 2005)
+      for (uint32_t j = 0; j < k; ++j) {
+        const double* prev = v.data() + j * rows;
+        double dot = 0;
+        for (uint64_t i = 0; i < rows; ++i) dot += prev[i] * col[i];
+        for (uint64_t i = 0; i < rows; ++i) col[i] -= dot * prev[i];
+      }
+    }
+    double norm2 = 0;
+    for (uint64_t i = 0; i < rows; ++i) norm2 += col[i] * col[i];
+    const double norm = std::sqrt(norm2);
+    const double scale = norm > 0 && std::isfinite(norm) ? 1.0 / norm : 0.0;
+    for (uint64_t i = 0; i < rows; ++i) col[i] *= scale;
+  }
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint32_t k = 0; k < rank; ++k) p[i * rank + k] = static_cast<float>(v[k * rows + i]);
+}
+
+float standard_normal_at(const RngKey& key, uint64_t index) {
+  const double u1 = uniform_at(key, 2 * index), u2 = uniform_at(key, 2 * index + 1);
+  return static_cast<float>(std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * std::numbers::pi * u2));
+}
+
+}  // namespace ccsim::kern

@@ -1,0 +1,54 @@
+#pragma once
+/// \file
+/// Low-rank power iteration (PowerSGD, Vogels et al. 2019, Alg. 1; the engine of EDGC): the
+/// dense products of one step, column orthonormalization and Philox standard normals for the
+/// initial factor. CPU reference built on Eigen; no CUDA version yet.
+///
+/// One step on a rows x cols matrix M with a cols x rank factor Q:
+///   P = M Q;  P^ = orthonormalize(P);  Q' = M^T P^;  M ≈ P^ Q'^T.
+/// A distributed step all-reduces P between the first two, and Q' before the reconstruction.
+///
+/// Layout: every matrix is dense and row-major (M[i][j] at m[i * cols + j]; P[i][k] at
+/// p[i * rank + k]; Q[j][k] at q[j * rank + k]). Products run in fp32 through Eigen's GEMM, whose
+/// summation order depends only on the shapes and the build (hence run-to-run deterministic on one
+/// machine, not bitwise equal to a GPU's). Orthonormalization accumulates in double.
+///
+/// Thread safety: functions write only to their outputs and run serially; callers parallelize over
+/// independent matrices (layers), which keeps results independent of the thread count.
+
+#include <cstdint>
+
+#include "kernels/philox.hpp"
+
+namespace ccsim::kern {
+
+/// p = M q: (rows x cols) times (cols x rank) into rows x rank.
+/// REQUIRES: p does not overlap m or q.
+void lowrank_project(const float* m, uint64_t rows, uint64_t cols, const float* q, uint32_t rank, float* p);
+
+/// q = M^T p: (cols x rows) times (rows x rank) into cols x rank.
+/// REQUIRES: q does not overlap m or p.
+void lowrank_project_transposed(const float* m, uint64_t rows, uint64_t cols, const float* p, uint32_t rank, float* q);
+
+/// out = p q^T (rows x cols), the rank-`rank` reconstruction.
+/// REQUIRES: out does not overlap p or q.
+void lowrank_expand(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t rank, float* out);
+
+/// inout -= p q^T (rows x cols): the error-feedback residual M - P^ Q^T computed in place.
+/// REQUIRES: inout does not overlap p or q.
+void lowrank_subtract(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t rank, float* inout);
+
+/// Orthonormalizes the `rank` columns of the rows x rank matrix p in place, in column order, by
+/// modified Gram-Schmidt with one reorthogonalization pass, accumulated in double. A column
+/// whose remainder after projection is zero (or not finite) becomes zero, so a rank-deficient P
+/// yields orthonormal columns followed by zero ones, never NaN.
+/// @post the non-zero columns are orthonormal to ~1e-7 (fp32 storage); span is preserved.
+void orthonormalize_columns(float* p, uint64_t rows, uint32_t rank);
+
+/// A standard normal variate for element `index` of stream `key`: Box-Muller on the Philox
+/// uniforms u1 = uniform_at(key, 2 index), u2 = uniform_at(key, 2 index + 1):
+/// sqrt(-2 ln(1 - u1)) cos(2 pi u2), evaluated in double and rounded to fp32 (finite: 1 - u1 > 0).
+/// REQUIRES: index < 2^41.
+float standard_normal_at(const RngKey& key, uint64_t index);
+
+}  // namespace ccsim::kern

@@ -1,0 +1,638 @@
+// Low-rank schemes: the power-iteration kernels, PowerSGD through plan_round + run_numerics on a
+// ring all-reduce (exactness on low-rank data, wire sizes, error feedback, rank/error trade-off),
+// the Marchenko-Pastur error model against the paper's closed form and empirical SVDs, and EDGC's
+// rank controller and its lag through whole rounds.
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <Eigen/SVD>
+
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <vector>
+
+#include "algorithms/lowrank/edgc.hpp"
+#include "algorithms/lowrank/marchenko_pastur.hpp"
+#include "algorithms/lowrank/powersgd.hpp"
+#include "algorithms/numerics.hpp"
+#include "kernels/linalg/power_iteration.hpp"
+#include "kernels/parallel.hpp"
+#include "topology/collectives/collectives.hpp"
+
+namespace ccsim::algo {
+namespace {
+
+using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+std::unique_ptr<Compressor> make(const char* name, const nlohmann::json& params) {
+  auto made = CompressorRegistry::global().create(name, params);
+  EXPECT_TRUE(made.ok()) << made.status().message();
+  return made.ok() ? std::move(*made) : nullptr;
+}
+
+Mat gaussian(uint64_t rows, uint64_t cols, std::mt19937& gen, double sigma = 1.0) {
+  std::normal_distribution<double> dist(0.0, sigma);
+  Mat m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = dist(gen);
+  return m;
+}
+
+void put(std::vector<float>& x, const LayerShape& l, const Mat& m) {
+  for (uint64_t i = 0; i < l.count; ++i) x[l.offset + i] = static_cast<float>(m.data()[i]);
+}
+
+/// Layers in offset order from (rows, cols) pairs.
+std::vector<LayerShape> layout_of(std::initializer_list<std::pair<uint64_t, uint64_t>> shapes) {
+  std::vector<LayerShape> out;
+  uint64_t offset = 0;
+  for (const auto& [rows, cols] : shapes) {
+    out.push_back({offset, rows * cols, rows, cols});
+    offset += rows * cols;
+  }
+  return out;
+}
+
+std::vector<double> exact_sum(const std::vector<std::vector<float>>& inputs) {
+  std::vector<double> s(inputs[0].size(), 0.0);
+  for (const auto& in : inputs)
+    for (size_t i = 0; i < s.size(); ++i) s[i] += in[i];
+  return s;
+}
+
+double rel_error(const std::vector<double>& exact, std::span<const float> got, uint64_t begin = 0, uint64_t end = 0) {
+  if (end == 0) end = exact.size();
+  double se = 0, sn = 0;
+  for (uint64_t i = begin; i < end; ++i) {
+    se += (exact[i] - got[i]) * (exact[i] - got[i]);
+    sn += exact[i] * exact[i];
+  }
+  return std::sqrt(se / sn);
+}
+
+/// One round on a ring all-reduce built on reduced_elements(): plan, bind, run. Returns what the
+/// ranks end with; `plan_bytes` and `wire_bytes` report the two phases.
+struct RoundResult {
+  std::vector<std::vector<float>> out;
+  uint64_t plan_bytes = 0;
+  uint64_t wire_bytes = 0;
+  uint64_t expected_wire_bytes = 0;  ///< 4 bytes per reduced element carried by each transfer
+  uint64_t reduced = 0;
+};
+
+RoundResult run_round(Compressor& comp, const std::vector<std::vector<float>>& inputs, uint64_t seed = 7) {
+  const auto n = static_cast<uint32_t>(inputs.size());
+  std::vector<std::span<const float>> ins(inputs.begin(), inputs.end());
+  RoundResult r;
+  auto plan = plan_round(comp, ins, {seed, 0});
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  r.plan_bytes = plan->wire_bytes_per_rank;
+  r.reduced = comp.reduced_elements(inputs[0].size());
+  topo::Schedule s = topo::make_allreduce_ring(n, r.reduced, {comp.alignment()});
+  bind_schedule(s, comp);
+  for (const auto& op : s.ops())
+    if (op.kind == topo::OpKind::kTransfer) r.expected_wire_bytes += 4 * s.chunks()[op.chunk].count;
+  r.out = inputs;
+  std::vector<std::span<float>> views(r.out.begin(), r.out.end());
+  auto stats = run_numerics(s, comp, views, {seed, 0});
+  EXPECT_TRUE(stats.ok()) << stats.status().message();
+  r.wire_bytes = stats->wire_bytes;
+  return r;
+}
+
+// --- kernels --------------------------------------------------------------------------------------
+
+TEST(LowRankKernels, ProductsMatchPlainLoops) {
+  std::mt19937 gen(1);
+  const uint64_t rows = 37, cols = 23;
+  const uint32_t rank = 5;
+  const Mat m = gaussian(rows, cols, gen), q = gaussian(cols, rank, gen), p = gaussian(rows, rank, gen);
+  std::vector<float> mf(m.data(), m.data() + m.size()), qf(q.data(), q.data() + q.size()),
+      pf(p.data(), p.data() + p.size());
+  // Compare against double loops over the fp32 inputs.
+  auto at = [](const std::vector<float>& a, uint64_t ld, uint64_t i, uint64_t j) { return double(a[i * ld + j]); };
+  std::vector<float> out(rows * rank);
+  kern::lowrank_project(mf.data(), rows, cols, qf.data(), rank, out.data());
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint32_t k = 0; k < rank; ++k) {
+      double s = 0;
+      for (uint64_t j = 0; j < cols; ++j) s += at(mf, cols, i, j) * at(qf, rank, j, k);
+      ASSERT_NEAR(out[i * rank + k], s, 1e-5);
+    }
+  out.assign(cols * rank, 0.0f);
+  kern::lowrank_project_transposed(mf.data(), rows, cols, pf.data(), rank, out.data());
+  for (uint64_t j = 0; j < cols; ++j)
+    for (uint32_t k = 0; k < rank; ++k) {
+      double s = 0;
+      for (uint64_t i = 0; i < rows; ++i) s += at(mf, cols, i, j) * at(pf, rank, i, k);
+      ASSERT_NEAR(out[j * rank + k], s, 1e-5);
+    }
+  std::vector<float> full(rows * cols), sub = mf;
+  kern::lowrank_expand(pf.data(), qf.data(), rows, cols, rank, full.data());
+  kern::lowrank_subtract(pf.data(), qf.data(), rows, cols, rank, sub.data());
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j) {
+      double s = 0;
+      for (uint32_t k = 0; k < rank; ++k) s += at(pf, rank, i, k) * at(qf, rank, j, k);
+      ASSERT_NEAR(full[i * cols + j], s, 1e-5);
+      ASSERT_NEAR(sub[i * cols + j], at(mf, cols, i, j) - s, 1e-5);
+    }
+}
+
+TEST(LowRankKernels, OrthonormalizeKeepsTheSpanAndZeroesDependentColumns) {
+  std::mt19937 gen(2);
+  const uint64_t rows = 60;
+  const uint32_t rank = 6;
+  Mat p = gaussian(rows, rank, gen);
+  p.col(4) = 2 * p.col(1) - p.col(0);  // dependent: its remainder is rounding noise at most
+  p.col(5).setZero();
+  std::vector<float> pf(p.data(), p.data() + p.size());
+  Mat in = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(pf.data(), rows, rank)
+               .cast<double>();
+  kern::orthonormalize_columns(pf.data(), rows, rank);
+  const Mat out =
+      Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(pf.data(), rows, rank)
+          .cast<double>();
+  ASSERT_TRUE(out.allFinite());
+  EXPECT_EQ(out.col(5).norm(), 0.0);
+  // Columns 0..3 are orthonormal and span the input's columns 0..3 (and hence column 4).
+  const Mat basis = out.leftCols(4);
+  EXPECT_LT((basis.transpose() * basis - Mat::Identity(4, 4)).norm(), 1e-6);
+  EXPECT_LT((in.leftCols(5) - basis * (basis.transpose() * in.leftCols(5))).norm(), 1e-5 * in.norm());
+}
+
+TEST(LowRankKernels, StandardNormalsHaveUnitMomentsAndAreKeyed) {
+  const kern::RngKey key{5, 1, 2, 3};
+  double s1 = 0, s2 = 0, s4 = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const double z = kern::standard_normal_at(key, static_cast<uint64_t>(i));
+    ASSERT_TRUE(std::isfinite(z));
+    s1 += z;
+    s2 += z * z;
+    s4 += z * z * z * z;
+  }
+  EXPECT_NEAR(s1 / n, 0.0, 0.01);
+  EXPECT_NEAR(s2 / n, 1.0, 0.02);
+  EXPECT_NEAR(s4 / n, 3.0, 0.1);  // Gaussian kurtosis
+  EXPECT_EQ(kern::standard_normal_at(key, 77), kern::standard_normal_at(key, 77));
+  EXPECT_NE(kern::standard_normal_at(key, 77), kern::standard_normal_at(kern::RngKey{6, 1, 2, 3}, 77));
+}
+
+// --- PowerSGD through plan_round + run_numerics ----------------------------------------------------
+
+// Four ranks whose matrix layers share one rank-4 column space per layer: rank-4 PowerSGD is exact.
+// Biases and a matrix too small to gain (4 (3 + 4) >= 12) travel uncompressed and come out exact.
+TEST(PowerSgd, ExactOnRankRMatricesThroughARingWithExactWireSizes) {
+  const auto layers = layout_of({{64, 48}, {48, 1}, {3, 4}, {40, 100}, {100, 1}});
+  const uint64_t d = layers.back().offset + layers.back().count;
+  const uint32_t n = 4, r = 4;
+  std::mt19937 gen(3);
+  const Mat u0 = gaussian(64, r, gen), u3 = gaussian(40, r, gen);
+  std::vector<std::vector<float>> inputs(n, std::vector<float>(d));
+  for (uint32_t i = 0; i < n; ++i) {
+    put(inputs[i], layers[0], u0 * gaussian(48, r, gen).transpose());
+    put(inputs[i], layers[1], gaussian(48, 1, gen));
+    put(inputs[i], layers[2], gaussian(3, 4, gen));
+    put(inputs[i], layers[3], u3 * gaussian(100, r, gen).transpose());
+    put(inputs[i], layers[4], gaussian(100, 1, gen, 0.01));
+  }
+  auto comp = make("powersgd", {{"rank", r}});
+  ASSERT_TRUE(comp);
+  comp->set_layout(layers);
+  EXPECT_EQ(comp->plan_format(d, n).sum_entries, 64u * r + 40u * r);
+  const uint64_t reduced = 48u * r + 100u * r + 48 + 12 + 100;
+  EXPECT_EQ(comp->reduced_elements(d), reduced);
+
+  const RoundResult res = run_round(*comp, inputs);
+  EXPECT_EQ(res.plan_bytes, 4 * (64u * r + 40u * r));
+  EXPECT_EQ(res.reduced, reduced);
+  EXPECT_EQ(res.wire_bytes, res.expected_wire_bytes);
+  EXPECT_EQ(res.wire_bytes, 8 * (n - 1) * reduced);  // a ring moves 2 (n - 1) / n of the vector per rank
+  const auto exact = exact_sum(inputs);
+  for (uint32_t i = 0; i < n; ++i) {
+    SCOPED_TRACE(fmt::format("rank {}", i));
+    EXPECT_LT(rel_error(exact, res.out[i]), 1e-5);
+    for (size_t l : {1, 2, 4})
+      EXPECT_LT(rel_error(exact, res.out[i], layers[l].offset, layers[l].offset + layers[l].count), 1e-6);
+    EXPECT_EQ(res.out[i], res.out[0]);
+  }
+}
+
+TEST(PowerSgd, WithoutALayoutEverythingTravelsUncompressed) {
+  auto comp = make("powersgd", nlohmann::json::object());
+  ASSERT_TRUE(comp);
+  std::mt19937 gen(4);
+  std::vector<std::vector<float>> inputs(3, std::vector<float>(1000));
+  for (auto& in : inputs) put(in, {0, 1000, 1000, 1}, gaussian(1000, 1, gen));
+  EXPECT_TRUE(comp->plan_format(1000, 3).empty());
+  EXPECT_EQ(comp->reduced_elements(1000), 1000u);
+  const RoundResult res = run_round(*comp, inputs);
+  EXPECT_EQ(res.plan_bytes, 0u);
+  EXPECT_EQ(res.wire_bytes, 8u * 2 * 1000);
+  for (const auto& o : res.out) EXPECT_LT(rel_error(exact_sum(inputs), o), 1e-6);
+}
+
+// Feeding the same gradients T times: Σ_t out_t = T Σ_i x_i - Σ_i e_i (the residuals telescope). The
+// residuals stay bounded, so the time-averaged error ‖Σ_i e_i‖ / (T ‖X‖) falls like 1/T, far below
+// one round's error; without feedback the same loss repeats every round.
+TEST(PowerSgd, ErrorFeedbackTelescopesAndAveragesTheErrorAway) {
+  const auto layers = layout_of({{80, 60}, {60, 1}, {50, 30}});
+  const uint64_t d = layers.back().offset + layers.back().count;
+  const uint32_t n = 3;
+  std::mt19937 gen(5);
+  // Matrices of rank 6 (one column space per layer) sent at rank 2: no single round carries them.
+  std::vector<Mat> bases;
+  for (const auto& l : layers) bases.push_back(gaussian(l.rows, 6, gen));
+  std::vector<std::vector<float>> inputs(n, std::vector<float>(d));
+  for (auto& in : inputs)
+    for (size_t l = 0; l < layers.size(); ++l)
+      put(in, layers[l],
+          layers[l].cols == 1 ? gaussian(layers[l].rows, 1, gen)
+                              : Mat(bases[l] * gaussian(layers[l].cols, 6, gen).transpose()));
+  const auto exact = exact_sum(inputs);
+  double exact_norm = 0;
+  for (double v : exact) exact_norm += v * v;
+  exact_norm = std::sqrt(exact_norm);
+
+  for (const bool error_feedback : {true, false}) {
+    SCOPED_TRACE(fmt::format("error_feedback={}", error_feedback));
+    auto comp = make("powersgd", {{"rank", 2}, {"error_feedback", error_feedback}});
+    comp->set_layout(layers);
+    const auto& engine = dynamic_cast<const LowRankCompressor&>(*comp);
+    std::vector<double> total(d, 0.0);
+    double first = 0;
+    std::vector<double> averaged;  // time-averaged relative error after 30 and 60 rounds
+    for (uint32_t t = 1; t <= 60; ++t) {
+      const RoundResult res = run_round(*comp, inputs, 11);
+      if (t == 1) first = rel_error(exact, res.out[0]);
+      for (uint64_t i = 0; i < d; ++i) total[i] += res.out[0][i];
+      if (t % 30 != 0) continue;
+      double deviation2 = 0, mismatch2 = 0, residual2 = 0;
+      for (uint64_t i = 0; i < d; ++i) {
+        double residual_sum = 0;
+        for (uint32_t r = 0; r < n && error_feedback; ++r) residual_sum += engine.residual(r)[i];
+        const double deviation = total[i] - t * exact[i];
+        deviation2 += deviation * deviation;
+        residual2 += residual_sum * residual_sum;
+        mismatch2 += (deviation + residual_sum) * (deviation + residual_sum);
+      }
+      averaged.push_back(std::sqrt(deviation2) / (t * exact_norm));
+      if (error_feedback) {
+        EXPECT_LT(std::sqrt(mismatch2), 1e-5 * t * exact_norm) << "Σ_t out_t - T·exact != -Σ_i e_i at T=" << t;
+        EXPECT_LT(std::sqrt(residual2), 3 * exact_norm) << "residuals grow, T=" << t;
+      }
+    }
+    EXPECT_GT(first, 0.3);  // rank 2 of rank-6 matrices loses much of the energy
+    if (error_feedback) {
+      EXPECT_LT(averaged[0], first / 5);
+      EXPECT_LT(averaged[1], 0.6 * averaged[0]);  // ~1/T
+    } else {
+      EXPECT_GT(averaged[1], first / 2);
+    }
+  }
+}
+
+// The error decreases with the rank; with warm start (and no feedback, so the input stays put) the
+// power iteration converges to the best rank-r approximation (Eckart-Young, via BDCSVD).
+TEST(PowerSgd, ErrorShrinksWithRankAndWarmStartReachesTheSvdOptimum) {
+  const uint64_t rows = 90, cols = 70;
+  const auto layers = layout_of({{rows, cols}});
+  std::mt19937 gen(6);
+  // Decaying spectrum σ_k = 0.7^k on random orthonormal bases, split over two ranks.
+  const Eigen::HouseholderQR<Mat> qr_u(gaussian(rows, rows, gen)), qr_v(gaussian(cols, cols, gen));
+  const Mat u = qr_u.householderQ() * Mat::Identity(rows, cols), v = qr_v.householderQ() * Mat::Identity(cols, cols);
+  Eigen::VectorXd sigma(cols);
+  for (Eigen::Index k = 0; k < sigma.size(); ++k) sigma(k) = std::pow(0.7, static_cast<double>(k));
+  const Mat total = u * sigma.asDiagonal() * v.transpose();
+  const Mat part = gaussian(rows, cols, gen, 0.01);
+  std::vector<std::vector<float>> inputs(2, std::vector<float>(rows * cols));
+  put(inputs[0], layers[0], total - part);
+  put(inputs[1], layers[0], part);
+  const auto exact = exact_sum(inputs);
+
+  double previous = 1e9;
+  for (uint32_t r : {1u, 2u, 4u, 8u, 16u}) {
+    SCOPED_TRACE(fmt::format("rank {}", r));
+    auto comp = make("powersgd", {{"rank", r}, {"error_feedback", false}});
+    comp->set_layout(layers);
+    double err = 0;
+    for (int t = 0; t < 8; ++t) err = rel_error(exact, run_round(*comp, inputs).out[1]);
+    EXPECT_LT(err, previous);
+    previous = err;
+    double tail = 0, all = 0;
+    for (Eigen::Index k = 0; k < sigma.size(); ++k) {
+      all += sigma(k) * sigma(k);
+      if (k >= r) tail += sigma(k) * sigma(k);
+    }
+    EXPECT_LT(err, 1.02 * std::sqrt(tail / all) + 1e-5);
+  }
+}
+
+TEST(PowerSgd, RepeatableAndIndependentOfThreadCount) {
+  const auto layers = layout_of({{64, 40}, {40, 1}, {30, 50}});
+  const uint64_t d = layers.back().offset + layers.back().count;
+  std::mt19937 gen(8);
+  std::vector<std::vector<float>> inputs(3, std::vector<float>(d));
+  for (auto& in : inputs)
+    for (const auto& l : layers) put(in, l, gaussian(l.rows, l.cols, gen));
+  auto two_rounds = [&](int threads) {
+    kern::set_worker_threads(threads);
+    auto comp = make("powersgd", {{"rank", 3}});
+    comp->set_layout(layers);
+    run_round(*comp, inputs);
+    return run_round(*comp, inputs).out;
+  };
+  const auto a = two_rounds(1), b = two_rounds(3);
+  kern::set_worker_threads(2);
+  EXPECT_EQ(a, b);
+}
+
+TEST(PowerSgd, DeclaresItsParameters) {
+  EXPECT_FALSE(CompressorRegistry::global().create("powersgd", {{"rank", 0}}).ok());
+  EXPECT_FALSE(CompressorRegistry::global().create("powersgd", {{"rank", 257}}).ok());
+  auto comp = make("powersgd", nlohmann::json::object());
+  ASSERT_TRUE(comp);
+  EXPECT_EQ(dynamic_cast<LowRankCompressor&>(*comp).rank(), 4u);
+  EXPECT_FALSE(comp->unbiased());
+  EXPECT_EQ(comp->determinism(), Determinism::kRunToRun);
+  EXPECT_EQ(comp->wire_bytes({3, 10}, {2, 4}), 40u);
+}
+
+// --- Marchenko-Pastur error model (CQM) ----------------------------------------------------------
+
+// EDGC Lemma 1's closed form, F(λ; a, b) / (2π p) with p = min(m, n), written out independently.
+double paper_cdf(double lambda, double m, double n) {
+  const double p = std::min(m, n), q = std::max(m, n);
+  const double a = std::pow(std::sqrt(q) - std::sqrt(p), 2), b = std::pow(std::sqrt(q) + std::sqrt(p), 2);
+  const double atan_term = a > 0 ? std::atan(std::sqrt(b * (lambda - a) / (a * (b - lambda)))) : std::numbers::pi / 2;
+  const double f = -2 * std::sqrt(a * b) * atan_term + (a + b) * std::asin(std::sqrt((lambda - a) / (b - a))) +
+                   std::sqrt((lambda - a) * (b - lambda));
+  return f / (2 * std::numbers::pi * p);
+}
+
+TEST(MarchenkoPastur, CdfMatchesThePapersClosedForm) {
+  for (const auto& [m, n] : {std::pair{100, 200}, std::pair{150, 150}, std::pair{300, 60}, std::pair{1000, 999}}) {
+    const double p = std::min(m, n), q = std::max(m, n);
+    const double a = std::pow(std::sqrt(q) - std::sqrt(p), 2), b = std::pow(std::sqrt(q) + std::sqrt(p), 2);
+    EXPECT_EQ(marchenko_pastur_cdf(a - 1, m, n), 0.0);
+    EXPECT_EQ(marchenko_pastur_cdf(b + 1, m, n), 1.0);
+    for (double t : {0.001, 0.05, 0.3, 0.5, 0.77, 0.999}) {
+      const double lambda = a + t * (b - a);
+      SCOPED_TRACE(fmt::format("{} x {} lambda={}", m, n, lambda));
+      EXPECT_NEAR(marchenko_pastur_cdf(lambda, m, n), paper_cdf(lambda, m, n), 1e-9);
+    }
+  }
+}
+
+TEST(MarchenkoPastur, TruncationErrorEndpointsMonotoneAndSymmetric) {
+  EXPECT_NEAR(mp_truncation_error(0, 120, 80), std::sqrt(120.0 * 80.0), 1e-9);
+  EXPECT_NEAR(mp_truncation_error(1e-9, 120, 80), std::sqrt(120.0 * 80.0), 1e-3);
+  EXPECT_EQ(mp_truncation_error(80, 120, 80), 0.0);
+  double previous = mp_truncation_error(0, 120, 80);
+  for (int r = 1; r < 80; ++r) {
+    const double g = mp_truncation_error(r, 120, 80);
+    ASSERT_LT(g, previous) << r;
+    ASSERT_EQ(g, mp_truncation_error(r, 80, 120));
+    previous = g;
+  }
+}
+
+// g(r; m, n) against ‖A - A_r‖_F of Gaussian matrices, from Eigen's BDCSVD (mean over 3 draws).
+TEST(MarchenkoPastur, TruncationErrorMatchesEmpiricalSvds) {
+  std::mt19937 gen(9);
+  for (const auto& [m, n] : {std::pair{120, 240}, std::pair{160, 160}, std::pair{300, 80}}) {
+    const int p = std::min(m, n);
+    std::vector<Eigen::VectorXd> spectra;
+    for (int s = 0; s < 3; ++s) spectra.push_back(Eigen::BDCSVD<Mat>(gaussian(m, n, gen)).singularValues());
+    for (int r : {p / 8, p / 4, p / 2, 3 * p / 4}) {
+      double empirical = 0;
+      for (const auto& sv : spectra) empirical += std::sqrt(sv.tail(p - r).squaredNorm()) / 3;
+      SCOPED_TRACE(fmt::format("{} x {} r={}", m, n, r));
+      EXPECT_NEAR(mp_truncation_error(r, m, n) / empirical, 1.0, 0.03);
+    }
+  }
+}
+
+// --- EDGC controller -------------------------------------------------------------------------------
+
+EdgcControllerConfig config_of(uint32_t max_rank, uint32_t min_rank, uint32_t step, bool warmup) {
+  EdgcControllerConfig c;
+  c.max_rank = max_rank;
+  c.min_rank = min_rank;
+  c.step_limit = step;
+  c.window_rounds = 1;
+  c.sample_interval = 1;
+  c.warmup = warmup;
+  return c;
+}
+
+TEST(EdgcController, InverseOfTheLayoutErrorIsTheIdentityOnRanks) {
+  const auto layers = layout_of({{256, 128}, {128, 1}, {128, 128}, {20, 30}});
+  const std::vector<double> g = edgc_error_by_rank(layers, 64);
+  ASSERT_EQ(g.size(), 66u);
+  EdgcRankController c(config_of(64, 16, 8, false), g);
+  for (uint32_t r = 1; r <= 64; ++r) {
+    ASSERT_LT(g[r], g[r - 1]) << r;
+    EXPECT_EQ(c.inverse_error(g[r]), r);
+    EXPECT_EQ(c.inverse_error(0.5 * (g[r] + g[r - 1])), r);  // between two ranks: the larger (error <= target)
+  }
+  EXPECT_EQ(c.inverse_error(g[64] * 0.999), 65u);  // past r_max
+  EXPECT_EQ(c.inverse_error(1e9), 1u);
+}
+
+TEST(EdgcController, LowersTheRankWhenEntropyDropsWithinBoundsAndStepLimit) {
+  const auto layers = layout_of({{512, 512}, {512, 256}});
+  EdgcRankController c(config_of(64, 16, 8, false), edgc_error_by_rank(layers, 64));
+  EXPECT_EQ(c.rank(), 64u);
+  auto round = [&](double h) {
+    ASSERT_TRUE(c.samples_round());
+    c.add_entropy(h);
+    c.end_round();
+  };
+  round(5.0);  // the anchor: same entropy, same rank
+  EXPECT_EQ(c.anchor_entropy(), 5.0);
+  EXPECT_EQ(c.rank(), 64u);
+  // A small drop moves the rank by less than s, exactly to the Theorem 3 target.
+  round(4.98);
+  const uint32_t small = *c.last_target_rank();
+  EXPECT_LT(small, 64u);
+  EXPECT_GE(small, 64u - 8);
+  EXPECT_EQ(c.rank(), small);
+  // Halving σ (one bit less) asks for far less: steps of s down to r_min, never below.
+  std::vector<uint32_t> seen;
+  for (int w = 0; w < 8; ++w) {
+    const uint32_t before = c.rank();
+    round(4.0);
+    EXPECT_LT(*c.last_target_rank(), 16u);
+    EXPECT_EQ(c.rank(), std::max<uint32_t>(16, before - 8));
+    seen.push_back(c.rank());
+  }
+  EXPECT_EQ(seen.back(), 16u);
+  // Entropy back above the anchor: steps of s up to r_max, never above.
+  for (int w = 0; w < 8; ++w) {
+    const uint32_t before = c.rank();
+    round(5.5);
+    EXPECT_EQ(*c.last_target_rank(), 65u);
+    EXPECT_EQ(c.rank(), std::min<uint32_t>(64, before + 8));
+  }
+  EXPECT_EQ(c.rank(), 64u);
+}
+
+TEST(EdgcController, SamplesEveryInverseAlphaRoundsAndDecidesAtWindowEnds) {
+  const auto layers = layout_of({{256, 256}});
+  EdgcControllerConfig cfg = config_of(32, 8, 4, false);
+  cfg.window_rounds = 10;
+  cfg.sample_interval = 5;
+  EdgcRankController c(cfg, edgc_error_by_rank(layers, 32));
+  std::vector<uint64_t> sampled;
+  for (int t = 0; t < 30; ++t) {
+    if (c.samples_round()) {
+      sampled.push_back(c.round());
+      c.add_entropy(t < 10 ? 3.0 : (t % 10 == 0 ? 1.0 : 2.0));  // second window's mean: 1.5
+    }
+    const uint32_t before = c.rank();
+    c.end_round();
+    if ((t + 1) % 10 != 0) {
+      EXPECT_EQ(c.rank(), before) << "rank changed inside a window at round " << t;
+    }
+  }
+  EXPECT_EQ(sampled, (std::vector<uint64_t>{0, 5, 10, 15, 20, 25}));
+  EXPECT_EQ(c.anchor_entropy(), 3.0);
+  EXPECT_EQ(c.last_window_entropy(), 1.5);
+  EXPECT_EQ(c.rank(), 32u - 4 - 4);
+}
+
+TEST(EdgcController, WarmupLastsUntilTheRankFallsBelowRmaxAndTheFloorIsReached) {
+  const auto layers = layout_of({{256, 256}});
+  EdgcControllerConfig cfg = config_of(32, 8, 4, true);
+  cfg.window_rounds = 2;
+  cfg.min_warmup_rounds = 6;
+  EdgcRankController c(cfg, edgc_error_by_rank(layers, 32));
+  auto window = [&](double h) {
+    for (int i = 0; i < 2; ++i) {
+      if (c.samples_round()) c.add_entropy(h);
+      c.end_round();
+    }
+  };
+  EXPECT_EQ(c.rank(), 0u);
+  window(4.0);  // anchor
+  window(4.0);  // same entropy: r_new = r_max, warm-up goes on
+  EXPECT_TRUE(c.warming_up());
+  EXPECT_EQ(c.rank(), 0u);
+  window(2.0);  // r_new < r_max, but only 6 rounds... which is the floor: compression starts
+  EXPECT_FALSE(c.warming_up());
+  EXPECT_EQ(c.round(), 6u);
+  EXPECT_EQ(c.rank(), 32u - 4);
+
+  EdgcControllerConfig later = cfg;
+  later.min_warmup_rounds = 7;  // the floor falls inside the fourth window: it ends there
+  EdgcRankController d(later, edgc_error_by_rank(layers, 32));
+  for (double h : {4.0, 4.0, 2.0}) {
+    for (int i = 0; i < 2; ++i) {
+      if (d.samples_round()) d.add_entropy(h);
+      d.end_round();
+    }
+  }
+  EXPECT_TRUE(d.warming_up());
+  for (int i = 0; i < 2; ++i) {
+    if (d.samples_round()) d.add_entropy(2.0);
+    d.end_round();
+  }
+  EXPECT_FALSE(d.warming_up());
+  EXPECT_EQ(d.rank(), 32u - 4);
+}
+
+// --- EDGC end to end --------------------------------------------------------------------------------
+
+// The paper's setting: GPT2-2.5B's 1920 x 1920 MLP shards (TP4) at 32 Gbps give r_max = 64, r_min = 16.
+TEST(Edgc, DacBoundGivesThePapersRankBoundsOnGpt2Shards) {
+  auto comp = make("edgc", nlohmann::json::object());
+  ASSERT_TRUE(comp);
+  comp->set_layout(layout_of({{1920, 1920}, {1920, 1}, {1920, 1920}}));
+  const auto& c = dynamic_cast<EdgcCompressor&>(*comp).controller().config();
+  EXPECT_EQ(c.max_rank, 64u);
+  EXPECT_EQ(c.min_rank, 16u);
+  EXPECT_EQ(c.sample_interval, 10u);
+  EXPECT_EQ(c.window_rounds, 1000u);
+  EXPECT_EQ(c.min_warmup_rounds, 23000u);
+  // A faster network leaves less room for compression; a slower one more.
+  EXPECT_LT(edgc_max_rank(layout_of({{1920, 1920}}), 400e9 / 8, 0.56e12, true, 256), 64u);
+  EXPECT_GT(edgc_max_rank(layout_of({{1920, 1920}}), 10e9 / 8, 0.56e12, true, 256), 64u);
+}
+
+TEST(Edgc, EntropyEstimateSeesTheGradientScale) {
+  EdgcOptions o;
+  EdgcCompressor comp(o);
+  const auto layers = layout_of({{200, 100}, {100, 1}, {100, 100}});
+  comp.set_layout(layers);
+  std::mt19937 gen(10);
+  std::vector<float> x(layers.back().offset + layers.back().count), y(x.size());
+  for (const auto& l : layers) put(x, l, gaussian(l.rows, l.cols, gen, 0.01));
+  for (size_t i = 0; i < x.size(); ++i) y[i] = 0.5f * x[i];
+  const kern::RngKey key{1, 0, 0, kPlanStream};
+  const auto hx = comp.entropy_estimate(x, key), hy = comp.entropy_estimate(y, key);
+  ASSERT_TRUE(hx && hy);
+  EXPECT_NEAR(*hx - *hy, 1.0, 1e-6);  // same sample, half the scale: one bit less
+  // Differential entropy of N(0, σ²) in bits: log2(σ sqrt(2πe)).
+  EXPECT_NEAR(*hx, std::log2(0.01 * std::sqrt(2 * std::numbers::pi * std::numbers::e)), 0.1);
+  EXPECT_FALSE(comp.entropy_estimate(std::vector<float>(x.size(), 0.0f), key));
+}
+
+// Window 1, α = 1: the entropy of round t (sent in round t's metadata phase) sets the rank of round
+// t + 1. The gradients shrink 4x at round 1: round 1 still runs at r_max, round 2 at r_max - s.
+TEST(Edgc, RankFollowsEntropyFromTheNextRound) {
+  const auto layers = layout_of({{96, 64}, {64, 1}, {96, 64}});
+  const uint64_t d = layers.back().offset + layers.back().count;
+  auto comp = make("edgc", {{"warmup", false}, {"window", 1}, {"alpha", 1.0}, {"max_rank", 8}, {"step_limit", 3}});
+  ASSERT_TRUE(comp);
+  comp->set_layout(layers);
+  auto& edgc = dynamic_cast<EdgcCompressor&>(*comp);
+  ASSERT_EQ(edgc.controller().config().max_rank, 8u);
+  ASSERT_EQ(edgc.controller().config().min_rank, 2u);
+  std::mt19937 gen(11);
+  std::vector<std::vector<float>> inputs(2, std::vector<float>(d));
+  for (auto& in : inputs)
+    for (const auto& l : layers) put(in, l, gaussian(l.rows, l.cols, gen));
+  auto plan_bytes = [](uint32_t r) { return 4u * (96 * r * 2) + 8; };  // P of two layers + entropy entries
+  auto reduced = [](uint32_t r) { return 64u * r * 2 + 64; };
+
+  std::vector<uint32_t> ranks;
+  for (int t = 0; t < 5; ++t) {
+    if (t == 1)
+      for (auto& in : inputs)
+        for (float& v : in) v *= 0.25f;
+    const uint32_t r = edgc.rank();
+    ranks.push_back(r);
+    const RoundResult res = run_round(*comp, inputs);
+    EXPECT_EQ(res.plan_bytes, plan_bytes(r)) << "round " << t;
+    EXPECT_EQ(res.reduced, reduced(r)) << "round " << t;
+    EXPECT_EQ(res.wire_bytes, res.expected_wire_bytes);
+    for (const auto& o : res.out) EXPECT_EQ(o, res.out[0]);
+  }
+  EXPECT_EQ(ranks, (std::vector<uint32_t>{8, 8, 5, 2, 2}));
+}
+
+TEST(Edgc, WarmupSendsTheTensorUncompressed) {
+  const auto layers = layout_of({{96, 64}, {64, 1}});
+  const uint64_t d = layers.back().offset + layers.back().count;
+  auto comp = make("edgc", {{"window", 4}, {"alpha", 0.5}});
+  ASSERT_TRUE(comp);
+  comp->set_layout(layers);
+  std::mt19937 gen(12);
+  std::vector<std::vector<float>> inputs(3, std::vector<float>(d));
+  for (auto& in : inputs)
+    for (const auto& l : layers) put(in, l, gaussian(l.rows, l.cols, gen));
+  for (int t = 0; t < 4; ++t) {
+    const RoundResult res = run_round(*comp, inputs);
+    EXPECT_EQ(res.plan_bytes, t % 2 == 0 ? 8u : 0u) << "round " << t;  // only the entropy, every 2 rounds
+    EXPECT_EQ(res.reduced, d);
+    for (const auto& o : res.out) EXPECT_LT(rel_error(exact_sum(inputs), o), 1e-6);
+  }
+  EXPECT_TRUE(dynamic_cast<EdgcCompressor&>(*comp).controller().warming_up());
+}
+
+}  // namespace
+}  // namespace ccsim::algo
