@@ -6,29 +6,13 @@
 #include <cmath>
 
 #include "kernels/parallel.hpp"
+#include "kernels/stats/entropy.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
 namespace {
 
 constexpr uint64_t kPiece = 1 << 16;
-
-// max |x| over x[0, n), NaN if any element is NaN (parallel over fixed pieces; max is exact, so
-// the result does not depend on the split).
-float max_abs(const float* x, uint64_t n) {
-  const uint64_t pieces = (n + kPiece - 1) / kPiece;
-  std::vector<float> partial(pieces, 0.0f);
-  kern::parallel_for(pieces, 1, [&](uint64_t p0, uint64_t p1) {
-    for (uint64_t p = p0; p < p1; ++p) {
-      float m = 0.0f;
-      for (uint64_t i = p * kPiece; i < std::min(n, (p + 1) * kPiece); ++i) m = kern::mx_amax_step(m, x[i]);
-      partial[p] = m;
-    }
-  });
-  float m = 0.0f;
-  for (float v : partial) m = kern::mx_amax_step(m, v);
-  return m;
-}
 
 // out[i] = x[i] * factor per layer (out may be x).
 void scale_layers(std::span<const float> x, std::span<float> out, std::span<const MxCompressor::LayerScale> scales,
@@ -145,18 +129,12 @@ PlanFormat MxCompressor::plan_format(uint64_t elements, uint32_t) const {
 
 void MxCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey&, PlanStats& out) const {
   if (options_.global_scaling == Options::Scaling::kBlock) {
-    const uint64_t block = options_.format.block, blocks = (x.size() + block - 1) / block;
-    kern::parallel_for(blocks, 1024, [&](uint64_t b0, uint64_t b1) {
-      for (uint64_t b = b0; b < b1; ++b) {
-        float m = 0.0f;
-        for (uint64_t i = b * block; i < std::min<uint64_t>(x.size(), (b + 1) * block); ++i) m = kern::mx_amax_step(m, x[i]);
-        out.max[b] = m;
-      }
-    });
+    kern::block_max_abs(x.data(), x.size(), options_.format.block, out.max.data());
     return;
   }
   const auto layers = layers_for(x.size());
-  for (size_t j = 0; j < layers.size(); ++j) out.max[j] = max_abs(x.data() + layers[j].offset, layers[j].count);
+  for (size_t j = 0; j < layers.size(); ++j)
+    out.max[j] = kern::parallel_max_abs(x.data() + layers[j].offset, layers[j].count);
 }
 
 Status MxCompressor::plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) {

@@ -11,6 +11,7 @@
 #include "kernels/quant/minifloat.hpp"
 #include "kernels/quant/thc.hpp"
 #include "kernels/quant/uniform_stream.hpp"
+#include "kernels/stats/entropy.hpp"
 #include "kernels/transform/hadamard.hpp"
 #include "sim/base/check.hpp"
 
@@ -18,26 +19,6 @@ namespace ccsim::algo {
 namespace {
 
 constexpr uint64_t kPiece = 1 << 16;
-
-// max |x| over x[0, n), NaN if any element is NaN (max is exact: independent of the split).
-float max_abs(const float* x, uint64_t n) {
-  const uint64_t pieces = (n + kPiece - 1) / kPiece;
-  std::vector<float> partial(pieces, 0.0f);
-  auto step = [](float m, float v) {
-    const float a = std::fabs(v);
-    return (a > m || a != a) ? a : m;
-  };
-  kern::parallel_for(pieces, 1, [&](uint64_t p0, uint64_t p1) {
-    for (uint64_t p = p0; p < p1; ++p) {
-      float m = 0.0f;
-      for (uint64_t i = p * kPiece; i < std::min(n, (p + 1) * kPiece); ++i) m = step(m, x[i]);
-      partial[p] = m;
-    }
-  });
-  float m = 0.0f;
-  for (float v : partial) m = step(m, v);
-  return m;
-}
 
 // work[0, elements) = x * 2^-k, work[elements, size) = 0 (work may be x itself).
 void load_scaled(std::span<const float> x, std::span<float> work, int k) {
@@ -120,7 +101,7 @@ double ThcCompressor::entry_divisor(uint64_t block) {
 }
 
 void ThcCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey& key, PlanStats& out) const {
-  const float a = max_abs(x.data(), x.size());
+  const float a = kern::parallel_max_abs(x.data(), x.size());
   if (!(a > 0.0f) || !std::isfinite(a)) {  // zero, or non-finite (NaN or inf): reported as is
     out.max[0] = a;
     return;
@@ -132,7 +113,7 @@ void ThcCompressor::plan_local(std::span<const float> x, uint32_t, const kern::R
   std::vector<float> work(reduced_elements(x.size()));
   load_scaled(x, work, e);
   kern::randomized_hadamard_transform(work.data(), work.size(), block, shared_key(key), 0);
-  const double rotated_max = std::ldexp(static_cast<double>(max_abs(work.data(), work.size())), e);
+  const double rotated_max = std::ldexp(static_cast<double>(kern::parallel_max_abs(work.data(), work.size())), e);
   const double entry = rotated_max / entry_divisor(block);
   float f = static_cast<float>(entry);
   if (static_cast<double>(f) < entry) f = std::nextafter(f, std::numeric_limits<float>::infinity());

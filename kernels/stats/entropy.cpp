@@ -99,6 +99,13 @@ void block_max_abs(const float* x, uint64_t count, uint64_t block, float* out) {
   for_blocks(count, block, [&](uint64_t b, uint64_t begin, uint64_t end) { out[b] = max_abs(x + begin, end - begin); });
 }
 
+float parallel_max_abs(const float* x, uint64_t count) {
+  constexpr uint64_t kPiece = uint64_t{1} << 16;
+  std::vector<float> partial((count + kPiece - 1) / kPiece);
+  block_max_abs(x, count, kPiece, partial.data());
+  return max_abs(partial.data(), partial.size());
+}
+
 void block_sum_squares(const float* x, uint64_t count, uint64_t block, double* out) {
   for_blocks(count, block,
              [&](uint64_t b, uint64_t begin, uint64_t end) { out[b] = sum_squares(x + begin, end - begin); });

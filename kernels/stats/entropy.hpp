@@ -82,6 +82,10 @@ double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, 
 /// REQUIRES (checked): block >= 1.
 void block_max_abs(const float* x, uint64_t count, uint64_t block, float* out);
 
+/// max_abs() of x[0, count), computed in parallel over fixed pieces (max is exact, so the result
+/// does not depend on the thread count).
+float parallel_max_abs(const float* x, uint64_t count);
+
 /// out[b] = sum_squares() of block b (blocks as in block_max_abs()).
 /// REQUIRES (checked): block >= 1.
 void block_sum_squares(const float* x, uint64_t count, uint64_t block, double* out);

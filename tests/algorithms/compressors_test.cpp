@@ -5,16 +5,13 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
+#include "tests/algorithms/scheme_helpers.hpp"
 #include "tests/algorithms/unbiased.hpp"
 
 namespace ccsim::algo {
 namespace {
 
-std::vector<float> test_vector(size_t n) {
-  std::vector<float> x(n);
-  for (size_t i = 0; i < n; ++i) x[i] = std::sin(static_cast<float>(i) * 0.7f) * std::pow(10.0f, static_cast<float>(i % 5) - 3);
-  return x;
-}
+using testing::test_vector;
 
 TEST(Registry, ListsBuiltinsAndRejectsUnknownNames) {
   auto& reg = CompressorRegistry::global();

@@ -15,53 +15,18 @@
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/transform/hadamard.hpp"
+#include "tests/algorithms/scheme_helpers.hpp"
 #include "tests/algorithms/unbiased.hpp"
 
 namespace ccsim::algo {
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-std::unique_ptr<Compressor> make(const char* name, const nlohmann::json& params) {
-  auto made = CompressorRegistry::global().create(name, params);
-  EXPECT_TRUE(made.ok()) << made.status().message();
-  return made.ok() ? std::move(*made) : nullptr;
-}
-
-// Values spanning five decades with both signs (as compressors_test.cpp).
-std::vector<float> test_vector(size_t n) {
-  std::vector<float> x(n);
-  for (size_t i = 0; i < n; ++i)
-    x[i] = std::sin(static_cast<float>(i) * 0.7f) * std::pow(10.0f, static_cast<float>(i % 5) - 3);
-  return x;
-}
-
-std::vector<float> normal_vector(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> x(n);
-  for (auto& v : x) v = dist(gen);
-  return x;
-}
-
-std::vector<float> round_trip(Compressor& c, const std::vector<float>& x, const HopContext& hop, uint64_t seed = 1) {
-  const TensorSpec spec{0, x.size()};
-  std::vector<uint8_t> msg(c.wire_bytes(spec, hop));
-  c.encode(x, spec, hop, kern::RngKey{seed, 0, 0, 0}, msg);
-  std::vector<float> d(x.size());
-  c.decode(msg, spec, hop, d);
-  return d;
-}
-
-double relative_mse(const std::vector<float>& exact, const std::vector<float>& got) {
-  double se = 0, sn = 0;
-  for (size_t i = 0; i < exact.size(); ++i) {
-    const double d = static_cast<double>(exact[i]) - got[i];
-    se += d * d;
-    sn += static_cast<double>(exact[i]) * exact[i];
-  }
-  return se / sn;
-}
+using testing::ceil_div;
+using testing::make;
+using testing::test_vector;
+using testing::normal_vector;
+using testing::round_trip;
+using testing::relative_mse;
 
 // --- properties of every scheme ------------------------------------------------------------------
 

@@ -17,26 +17,15 @@
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/transform/hadamard.hpp"
+#include "tests/algorithms/scheme_helpers.hpp"
 #include "topology/collectives/collectives.hpp"
 
 namespace ccsim::algo {
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-std::unique_ptr<Compressor> make(const char* name, const nlohmann::json& params = nlohmann::json::object()) {
-  auto made = CompressorRegistry::global().create(name, params);
-  EXPECT_TRUE(made.ok()) << made.status().message();
-  return made.ok() ? std::move(*made) : nullptr;
-}
-
-std::vector<float> normal_vector(size_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> x(n);
-  for (auto& v : x) v = dist(gen);
-  return x;
-}
+using testing::ceil_div;
+using testing::make;
+using testing::normal_vector;
 
 struct CollectiveRun {
   std::vector<std::vector<float>> out;
