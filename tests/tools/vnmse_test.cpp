@@ -134,6 +134,33 @@ TEST(Vnmse, ReportsLayersHopsAndBias) {
   EXPECT_EQ(r->rows[1].vnmse_std, 0.0);
 }
 
+// The super-group energy shares, against an independent NumPy computation on the same files (ranks
+// 0..3 = workers 0..3; share of the largest ceil(f * 450) super-groups).
+TEST(Vnmse, ReportsSuperGroupEnergyConcentration) {
+  VnmseOptions o;
+  o.gradients = kDump;
+  o.ranks = 4;
+  o.algos = {"fp32"};
+  auto r = run_vnmse(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->skew.size(), 3u);
+  const struct {
+    uint64_t step;
+    double top10, top30, top50, small;
+  } want[] = {{0, 0.900652, 0.958403, 0.983113, 0.140000},
+              {50, 0.813483, 0.947648, 0.975557, 0.057778},
+              {200, 0.953166, 0.990262, 0.996092, 0.011111}};
+  for (size_t i = 0; i < 3; ++i) {
+    const SuperGroupSkew& s = r->skew[i];
+    EXPECT_EQ(s.step, want[i].step);
+    EXPECT_EQ(s.super_groups, 450u);
+    EXPECT_NEAR(s.top10, want[i].top10, 2e-6);
+    EXPECT_NEAR(s.top30, want[i].top30, 2e-6);
+    EXPECT_NEAR(s.top50, want[i].top50, 2e-6);
+    EXPECT_NEAR(s.below_median_100, want[i].small, 2e-6);
+  }
+}
+
 TEST(Vnmse, SamplesWholeBucketsOfLargeDumps) {
   VnmseOptions o;
   o.gradients = kDump;

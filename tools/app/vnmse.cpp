@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -183,6 +184,33 @@ double ratio(const algo::ErrorStats& e) {
 
 }  // namespace
 
+SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<float>>& workers, uint32_t ranks) {
+  constexpr uint64_t kSuperGroup = 256;
+  const uint64_t n = workers.front().size();
+  std::vector<double> f((n + kSuperGroup - 1) / kSuperGroup, 0.0);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const std::vector<float>& x = workers[r % workers.size()];
+    for (uint64_t i = 0; i < n; ++i) f[i / kSuperGroup] += static_cast<double>(x[i]) * x[i];
+  }
+  SuperGroupSkew s;
+  s.step = step;
+  s.super_groups = f.size();
+  std::vector<double> sorted = f;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const double total = std::accumulate(sorted.begin(), sorted.end(), 0.0);
+  auto share = [&](double fraction) {
+    const auto k = static_cast<std::ptrdiff_t>(std::ceil(fraction * static_cast<double>(sorted.size())));
+    return total > 0 ? std::accumulate(sorted.begin(), sorted.begin() + k, 0.0) / total : 0.0;
+  };
+  s.top10 = share(0.1);
+  s.top30 = share(0.3);
+  s.top50 = share(0.5);
+  const double median = sorted[sorted.size() / 2];
+  s.below_median_100 = static_cast<double>(std::count_if(f.begin(), f.end(), [&](double v) { return v < median / 100; })) /
+                       static_cast<double>(f.size());
+  return s;
+}
+
 Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
   if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
@@ -239,6 +267,8 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   const uint64_t elements = report.elements;
   CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective, topo::find_collective(o.operation, o.algorithm));
   report.ranks = ranks;
+  for (size_t si = 0; si < step_numbers.size(); ++si)
+    report.skew.push_back(super_group_skew(step_numbers[si], inputs[si], ranks));
   report.collective_desc = fmt::format("{}/{} on {} ranks{}", o.operation, o.algorithm, ranks,
                                        ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "");
 
@@ -363,6 +393,10 @@ std::string format_vnmse(const VnmseReport& report, bool detail) {
   out += fmt::format("gradients   {}\n", report.gradients_desc);
   out += fmt::format("collective  {}, {} entries per rank\n", report.collective_desc, report.elements);
   if (!report.sampling_note.empty()) out += fmt::format("sampling    {}\n", report.sampling_note);
+  for (const SuperGroupSkew& s : report.skew)
+    out += fmt::format("energy      step {}: the largest 10/30/50% of the {} super-groups (256 entries) hold "
+                       "{:.1f}/{:.1f}/{:.1f}% of the sum of squares; {:.1f}% are below 1/100 of the median\n",
+                       s.step, s.super_groups, 100 * s.top10, 100 * s.top30, 100 * s.top50, 100 * s.below_median_100);
   out += "\n";
   size_t width = 6;
   for (const auto& r : report.rows) width = std::max(width, r.label.size());

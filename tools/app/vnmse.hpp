@@ -64,6 +64,16 @@ struct VnmseRow {
   std::vector<double> hop_vnmse;    ///< per hop depth k = 1..ranks (index k-1), NaN where no message
 };
 
+/// How concentrated the gradient's energy is over 256-entry super-groups (DynamiQ Fig. 1 and
+/// Fig. 3): F_j = sum over the ranks of the squared norm of super-group j. Variable bit widths pay
+/// off when a small share of the super-groups holds nearly all of the sum of F_j.
+struct SuperGroupSkew {
+  uint64_t step = 0;
+  uint64_t super_groups = 0;
+  double top10 = 0, top30 = 0, top50 = 0;  ///< share of sum F_j held by the largest 10/30/50% of super-groups
+  double below_median_100 = 0;             ///< fraction of super-groups with F_j < median / 100
+};
+
 struct VnmseReport {
   std::string gradients_desc;
   std::string collective_desc;
@@ -71,6 +81,7 @@ struct VnmseReport {
   uint32_t ranks = 0;
   uint64_t elements = 0;       ///< entries per rank actually used
   std::vector<std::string> layer_names;
+  std::vector<SuperGroupSkew> skew;  ///< per step of the input
   std::vector<VnmseRow> rows;
 };
 

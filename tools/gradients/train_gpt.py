@@ -2,7 +2,7 @@
 """Train a small GPT-style model on real English text and dump per-worker gradients for ccsim.
 
 The model is a decoder-only transformer (pre-LayerNorm, learned positions, causal multi-head
-attention, GELU MLP, untied output head) over the characters of the corpus. Training is
+attention, GELU MLP, untied output head) over the characters of the corpus or a byte-pair encoding learned on it. Training is
 data-parallel over W simulated workers: the training text is cut into chunks dealt round-robin to
 the workers (disjoint shards, each spread over the whole corpus, as when a sampler deals out a
 shuffled dataset); each worker draws its own micro-batch from its own shard, computes its *local*
@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 import time
@@ -91,13 +92,14 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    def __init__(self, vocab: int, d_model: int, n_layer: int, n_head: int, block_size: int) -> None:
+    def __init__(self, vocab: int, d_model: int, n_layer: int, n_head: int, block_size: int, tied: bool) -> None:
         super().__init__()
+        self.tied = tied
         self.tok_emb = nn.Embedding(vocab, d_model)
         self.pos_emb = nn.Embedding(block_size, d_model)
         self.blocks = nn.ModuleList(Block(d_model, n_head, block_size) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab, bias=False)
+        self.head = None if tied else nn.Linear(d_model, vocab, bias=False)
         # GPT-2 initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer).
         for name, p in self.named_parameters():
             if name.endswith("bias"):
@@ -113,11 +115,71 @@ class Gpt(nn.Module):
         x = self.tok_emb(idx) + self.pos_emb(torch.arange(t))
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.ln_f(x))
+        h = self.ln_f(x)
+        logits = h @ self.tok_emb.weight.t() if self.head is None else self.head(h)
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 # ---- data ----------------------------------------------------------------------------------------
+
+# GPT-2-style pre-tokenization: a word with its leading space, a run of punctuation, or whitespace.
+PRETOKEN = re.compile(r" ?[A-Za-z]+| ?[0-9]+| ?[^A-Za-z0-9\s]+|\s+")
+
+
+class Bpe:
+    """Byte-pair encoding trained on the corpus (Sennrich et al.): the base alphabet is the corpus's
+    characters; merges are learned inside pre-tokens, most frequent pair first (ties: the pair that
+    sorts first), until the vocabulary reaches `vocab` symbols. Deterministic."""
+
+    def __init__(self, text: str, vocab: int) -> None:
+        self.symbols: list[str] = sorted(set(text))
+        if vocab < len(self.symbols):
+            sys.exit(f"train_gpt.py: --vocab {vocab} is below the corpus's {len(self.symbols)} characters")
+        counts: dict[str, int] = {}
+        for m in PRETOKEN.finditer(text):
+            counts[m.group()] = counts.get(m.group(), 0) + 1
+        words = [[list(w), n] for w, n in sorted(counts.items())]
+        self.merges: list[tuple[str, str]] = []
+        while len(self.symbols) < vocab:
+            pairs: dict[tuple[str, str], int] = {}
+            for parts, n in words:
+                for a, b in zip(parts, parts[1:]):
+                    pairs[(a, b)] = pairs.get((a, b), 0) + n
+            if not pairs:
+                break
+            best = min(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            self.merges.append(best)
+            self.symbols.append(best[0] + best[1])
+            for entry in words:
+                entry[0] = self._merge(entry[0], best)
+        self.stoi = {s: i for i, s in enumerate(self.symbols)}
+        self._cache: dict[str, list[int]] = {}
+
+    @staticmethod
+    def _merge(parts: list[str], pair: tuple[str, str]) -> list[str]:
+        out, i = [], 0
+        while i < len(parts):
+            if i + 1 < len(parts) and parts[i] == pair[0] and parts[i + 1] == pair[1]:
+                out.append(pair[0] + pair[1])
+                i += 2
+            else:
+                out.append(parts[i])
+                i += 1
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for m in PRETOKEN.finditer(text):
+            word = m.group()
+            if word not in self._cache:
+                parts = list(word)
+                for pair in self.merges:
+                    if len(parts) == 1:
+                        break
+                    parts = self._merge(parts, pair)
+                self._cache[word] = [self.stoi[t] for t in parts]
+            ids += self._cache[word]
+        return ids
 
 
 def load_corpus(paths: list[Path]) -> tuple[str, list[Path]]:
@@ -134,7 +196,7 @@ def load_corpus(paths: list[Path]) -> tuple[str, list[Path]]:
 
 
 def sample_batch(data: torch.Tensor, chunks: list[int], chunk: int, batch: int, block: int, gen: torch.Generator):
-    """`batch` windows of block + 1 characters, each inside one of `chunks` (chunk start offsets)."""
+    """`batch` windows of block + 1 tokens, each inside one of `chunks` (chunk start offsets)."""
     pick = torch.randint(0, len(chunks), (batch,), generator=gen).tolist()
     within = torch.randint(0, chunk - block, (batch,), generator=gen).tolist()
     starts = [chunks[c] + o for c, o in zip(pick, within)]
@@ -183,8 +245,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="dump directory to write (created if needed)")
     ap.add_argument("--workers", type=int, default=8, help="simulated data-parallel workers (default %(default)s)")
     ap.add_argument("--micro-batch", type=int, default=32, help="sequences per worker per step (default %(default)s)")
-    ap.add_argument("--block-size", type=int, default=64, help="context length in characters (default %(default)s)")
+    ap.add_argument("--tokenizer", choices=["char", "bpe"], default="char",
+                    help="characters, or byte-pair encoding learned on the corpus (default %(default)s)")
+    ap.add_argument("--vocab", type=int, default=1024,
+                    help="BPE vocabulary size including the characters (default %(default)s; --tokenizer bpe)")
+    ap.add_argument("--block-size", type=int, default=64, help="context length in tokens (default %(default)s)")
     ap.add_argument("--d-model", type=int, default=64, help="embedding width (default %(default)s)")
+    ap.add_argument("--tied", action="store_true",
+                    help="tie the output head to the token embedding (as LLaMA-3.2-1B and Gemma do)")
     ap.add_argument("--layers", type=int, default=2, help="transformer blocks (default %(default)s)")
     ap.add_argument("--heads", type=int, default=4, help="attention heads (default %(default)s)")
     ap.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate after warm-up (default %(default)s)")
@@ -195,7 +263,7 @@ def main() -> int:
                     help="storage type (default %(default)s)")
     ap.add_argument("--shard-chunk", type=int, default=512,
                     help="the training text is dealt to the workers round-robin in chunks of this many "
-                         "characters (default %(default)s)")
+                         "tokens (default %(default)s)")
     ap.add_argument("--val-fraction", type=float, default=0.1, help="held-out tail of the corpus (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1,
                     help="seed for initialization and batch sampling (default %(default)s)")
@@ -210,9 +278,18 @@ def main() -> int:
     dump_steps = sorted(set(args.dump_steps))
 
     text, files = load_corpus(args.corpus)
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    if args.tokenizer == "bpe":
+        bpe = Bpe(text, args.vocab)
+        vocab = len(bpe.symbols)
+        data = torch.tensor(bpe.encode(text), dtype=torch.long)
+        token_desc = f"byte-pair encoding learned on the corpus ({len(bpe.merges)} merges)"
+    else:
+        chars = sorted(set(text))
+        vocab = len(chars)
+        stoi = {c: i for i, c in enumerate(chars)}
+        data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+        token_desc = "character-level"
+    unit = "character" if args.tokenizer == "char" else "token"
     n_train = int(len(data) * (1 - args.val_fraction))
     if args.shard_chunk <= args.block_size:
         sys.exit(f"train_gpt.py: --shard-chunk {args.shard_chunk} must exceed --block-size {args.block_size}")
@@ -220,12 +297,12 @@ def main() -> int:
     # as when a sampler deals a shuffled dataset out to the ranks.
     n_chunks = n_train // args.shard_chunk
     if n_chunks < args.workers:
-        sys.exit(f"train_gpt.py: corpus too small: {n_chunks} chunks of {args.shard_chunk} characters "
+        sys.exit(f"train_gpt.py: corpus too small: {n_chunks} chunks of {args.shard_chunk} tokens "
                  f"for {args.workers} workers")
     shards = [[c * args.shard_chunk for c in range(w, n_chunks, args.workers)] for w in range(args.workers)]
     val_chunks = list(range(n_chunks * args.shard_chunk, len(data) - args.shard_chunk + 1, args.shard_chunk))
 
-    model = Gpt(len(chars), args.d_model, args.layers, args.heads, args.block_size)
+    model = Gpt(vocab, args.d_model, args.layers, args.heads, args.block_size, args.tied)
     params = list(model.named_parameters())
     n_params = sum(p.numel() for _, p in params)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.99))
@@ -233,11 +310,11 @@ def main() -> int:
     val_gen = torch.Generator().manual_seed(args.seed * 1000)
     val_batches = [sample_batch(data, val_chunks, args.shard_chunk, 16, args.block_size, val_gen) for _ in range(4)]
 
-    print(f"corpus: {len(files)} files, {len(text)} characters, vocabulary {len(chars)}; "
+    print(f"corpus: {len(files)} files, {len(text)} characters, {len(data)} tokens, vocabulary {vocab}; "
           f"{n_train} for training ({len(shards[0])} chunks of {args.shard_chunk} per worker), "
           f"{len(data) - n_train} held out")
     print(f"model: {n_params} parameters in {len(params)} tensors; {args.workers} workers x "
-          f"{args.micro_batch} x {args.block_size} characters per step")
+          f"{args.micro_batch} x {args.block_size} tokens per step")
 
     grads: dict[int, list[torch.Tensor]] = {}
     step_log: dict[int, dict] = {}
@@ -290,11 +367,12 @@ def main() -> int:
         "steps": [{"step": s, "tensor": f"step{s}", "loss": round(step_log[s]["train_loss"], 6)} for s in dump_steps],
         "layers": layers,
         "provenance": {
-            "model": f"GPT-style decoder-only transformer, character-level: {args.layers} pre-LN blocks, "
+            "model": f"GPT-style decoder-only transformer, {token_desc}: {args.layers} pre-LN blocks, "
                      f"d_model {args.d_model}, {args.heads} heads, MLP 4x with GELU, context {args.block_size}, "
-                     f"vocabulary {len(chars)}, learned positions, untied head; {n_params} parameters",
-            "dataset": f"{corpus_name} ({corpus_desc}): {len(files)} files, {len(text)} characters; "
-                       f"first {1 - args.val_fraction:.0%} cut into {args.shard_chunk}-character chunks dealt "
+                     f"vocabulary {vocab}, learned positions, {'tied' if args.tied else 'untied'} head; {n_params} parameters",
+            "dataset": f"{corpus_name} ({corpus_desc}): {len(files)} files, {len(text)} characters"
+                       f"{'' if args.tokenizer == 'char' else f', {len(data)} tokens'}; "
+                       f"first {1 - args.val_fraction:.0%} cut into {args.shard_chunk}-{unit} chunks dealt "
                        f"round-robin to the {args.workers} workers (disjoint shards), rest held out",
             "generator": command,
             "corpus_files": [f.name for f in files],
