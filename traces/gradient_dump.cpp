@@ -20,39 +20,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using detail::describe_json;
+using detail::check_keys;
+using detail::join;
 using detail::json_as_u64;
 
 constexpr const char* kManifestName = "manifest.json";
 constexpr const char* kFormatName = "ccsim-gradient-dump";
 constexpr int64_t kVersion = 1;
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-// Reports unknown keys (with the nearest valid one) and missing required ones; true if all is well.
-bool check_keys(const json& obj, const std::string& path, const std::vector<std::string>& required,
-                const std::vector<std::string>& optional, Diagnostics& diag) {
-  std::vector<std::string> valid = required;
-  valid.insert(valid.end(), optional.begin(), optional.end());
-  bool good = true;
-  for (const auto& [key, value] : obj.items()) {
-    if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
-    const std::string near = closest_match(key, valid);
-    diag.add(path + "/" + json_pointer_escape(key),
-             fmt::format("unknown key '{}'{}; valid keys here: {}", key,
-                         near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(valid)));
-    good = false;
-  }
-  for (const auto& key : required) {
-    if (obj.contains(key)) continue;
-    diag.add(path, fmt::format("missing required key '{}'", key));
-    good = false;
-  }
-  return good;
-}
 
 // A non-negative integer member, or an error at its path.
 std::optional<uint64_t> read_u64(const json& obj, const std::string& path, const char* key, Diagnostics& diag) {
