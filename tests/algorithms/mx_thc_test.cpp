@@ -32,6 +32,8 @@ using testing::normal_vector;
 using testing::test_vector;
 using testing::round_trip;
 using testing::relative_mse;
+using testing::EdgeInput;
+using testing::edge_inputs;
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
 
@@ -77,12 +79,7 @@ double ring_vnmse(const std::vector<std::vector<float>>& inputs, const std::vect
   return vnmse(e);
 }
 
-// Inputs no scheme may turn into NaN or inf.
-struct EdgeInput {
-  const char* what;
-  std::vector<float> x;
-};
-
+// edge_inputs (scheme_helpers.hpp) scaled to a format's largest value `huge`.
 std::vector<EdgeInput> edge_inputs(uint64_t n, float huge) {
   const float denorm = std::numeric_limits<float>::denorm_min();
   std::vector<EdgeInput> in = {{"zeros", std::vector<float>(n, 0.0f)},

@@ -19,6 +19,7 @@
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/quant/bf16.hpp"
+#include "tests/algorithms/scheme_helpers.hpp"
 #include "topology/collectives/collectives.hpp"
 
 namespace ccsim::algo {
@@ -412,24 +413,7 @@ TEST(OmniReduce, ResultsDoNotDependOnTheThreadCount) {
 
 TEST(OmniReduce, NeverNanOnZerosConstantsDenormalsOrHugeValues) {
   const uint64_t n = 1000, chunk = 64;
-  constexpr float kMax = std::numeric_limits<float>::max();
-  const float kDenorm = std::numeric_limits<float>::denorm_min();
-  struct Input {
-    const char* what;
-    std::vector<float> x;
-  };
-  std::vector<Input> inputs = {{"zeros", std::vector<float>(n, 0.0f)},
-                               {"negative zeros", std::vector<float>(n, -0.0f)},
-                               {"constant", std::vector<float>(n, 0.3f)},
-                               {"large constant", std::vector<float>(n, -7e20f)},
-                               {"denormals", {}},
-                               {"huge", {}},
-                               {"huge and tiny", {}}};
-  for (uint64_t i = 0; i < n; ++i) {
-    inputs[4].x.push_back((i % 2 ? -1.0f : 1.0f) * kDenorm * static_cast<float>(1 + i % 97));
-    inputs[5].x.push_back(i % 3 == 0 ? kMax : (i % 3 == 1 ? -3e38f : 3e38f));
-    inputs[6].x.push_back(i % 64 == 0 ? -kMax : 1e-30f * static_cast<float>(i));
-  }
+  const std::vector<testing::EdgeInput> inputs = testing::edge_inputs(n);
   for (const auto& in : inputs) {
     SCOPED_TRACE(in.what);
     auto c = make_omni({{"chunk", chunk}});
@@ -450,6 +434,7 @@ TEST(OmniReduce, NeverNanOnZerosConstantsDenormalsOrHugeValues) {
       }
     }
   }
+  constexpr float kMax = std::numeric_limits<float>::max();
   // FLT_MAX would round to inf in BF16; it saturates at the largest finite BF16 instead.
   auto c = make_omni({{"chunk", 1}, {"bits", 16}});
   const std::vector<float> big = {kMax, -kMax, std::numeric_limits<float>::infinity()};

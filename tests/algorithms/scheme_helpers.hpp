@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -12,6 +14,31 @@
 #include "algorithms/registry.hpp"
 
 namespace ccsim::algo::testing {
+
+// Inputs no scheme may turn into NaN or inf: zeros, constants, denormals, values near the float
+// maximum, and the maximum next to tiny values.
+struct EdgeInput {
+  const char* what;
+  std::vector<float> x;
+};
+
+inline std::vector<EdgeInput> edge_inputs(uint64_t n) {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  const float denorm = std::numeric_limits<float>::denorm_min();
+  std::vector<EdgeInput> in = {{"zeros", std::vector<float>(n, 0.0f)},
+                               {"negative zeros", std::vector<float>(n, -0.0f)},
+                               {"constant", std::vector<float>(n, 0.3f)},
+                               {"large constant", std::vector<float>(n, -7e20f)},
+                               {"denormals", {}},
+                               {"huge", {}},
+                               {"huge and tiny", {}}};
+  for (uint64_t i = 0; i < n; ++i) {
+    in[4].x.push_back((i % 2 ? -1.0f : 1.0f) * denorm * static_cast<float>(1 + i % 97));
+    in[5].x.push_back(i % 3 == 0 ? kMax : (i % 3 == 1 ? -3e38f : 3e38f));
+    in[6].x.push_back(i % 64 == 0 ? -kMax : 1e-30f * static_cast<float>(i));
+  }
+  return in;
+}
 
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 

@@ -27,6 +27,8 @@ using testing::test_vector;
 using testing::normal_vector;
 using testing::round_trip;
 using testing::relative_mse;
+using testing::EdgeInput;
+using testing::edge_inputs;
 
 // --- properties of every scheme ------------------------------------------------------------------
 
@@ -147,24 +149,7 @@ TEST_P(EveryScheme, NeverNanOnZerosConstantsDenormalsOrHugeValues) {
   const uint64_t n = 1000;
   // The Hadamard smoother mixes the elements of a block: signs and zeros need not survive.
   const bool mixes_elements = c.params.value("hadamard", false);
-  constexpr float kMax = std::numeric_limits<float>::max();
-  const float kDenorm = std::numeric_limits<float>::denorm_min();
-  struct Input {
-    const char* what;
-    std::vector<float> x;
-  };
-  std::vector<Input> inputs = {{"zeros", std::vector<float>(n, 0.0f)},
-                               {"negative zeros", std::vector<float>(n, -0.0f)},
-                               {"constant", std::vector<float>(n, 0.3f)},
-                               {"large constant", std::vector<float>(n, -7e20f)},
-                               {"denormals", {}},
-                               {"huge", {}},
-                               {"huge and tiny", {}}};
-  for (uint64_t i = 0; i < n; ++i) {
-    inputs[4].x.push_back((i % 2 ? -1.0f : 1.0f) * kDenorm * static_cast<float>(1 + i % 97));
-    inputs[5].x.push_back(i % 3 == 0 ? kMax : (i % 3 == 1 ? -3e38f : 3e38f));
-    inputs[6].x.push_back(i % 64 == 0 ? -kMax : 1e-30f * static_cast<float>(i));
-  }
+  const std::vector<EdgeInput> inputs = edge_inputs(n);
   for (const auto& in : inputs) {
     for (const HopContext hop : {HopContext{1, 8}, HopContext{8, 8}}) {
       SCOPED_TRACE(fmt::format("{} on {} hop={}/{}", c.label, in.what, hop.summed, hop.ranks));

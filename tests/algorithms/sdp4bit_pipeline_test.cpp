@@ -26,6 +26,8 @@ namespace {
 using testing::ceil_div;
 using testing::make;
 using testing::normal_vector;
+using testing::EdgeInput;
+using testing::edge_inputs;
 
 struct CollectiveRun {
   std::vector<std::vector<float>> out;
@@ -198,18 +200,7 @@ TEST(Sdp4bitPipeline, ResultsDoNotDependOnTheThreadCount) {
 
 TEST(Sdp4bitPipeline, NeverNanOnZerosConstantsDenormalsOrHugeValues) {
   const uint64_t n = 1000;
-  constexpr float kMax = std::numeric_limits<float>::max();
-  const float kDenorm = std::numeric_limits<float>::denorm_min();
-  std::vector<std::pair<const char*, std::vector<float>>> inputs = {
-      {"zeros", std::vector<float>(n, 0.0f)},     {"negative zeros", std::vector<float>(n, -0.0f)},
-      {"constant", std::vector<float>(n, 0.3f)},  {"large constant", std::vector<float>(n, -7e20f)},
-      {"denormals", {}},                          {"huge", {}},
-      {"huge and tiny", {}}};
-  for (uint64_t i = 0; i < n; ++i) {
-    inputs[4].second.push_back((i % 2 ? -1.0f : 1.0f) * kDenorm * static_cast<float>(1 + i % 97));
-    inputs[5].second.push_back(i % 3 == 0 ? kMax : (i % 3 == 1 ? -3e38f : 3e38f));
-    inputs[6].second.push_back(i % 64 == 0 ? -kMax : 1e-30f * static_cast<float>(i));
-  }
+  const std::vector<EdgeInput> inputs = edge_inputs(n);
   struct Scheme {
     const char* name;
     nlohmann::json params;
