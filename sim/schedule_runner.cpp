@@ -180,8 +180,10 @@ void ScheduleRunner::pump_stream(uint32_t rank) {
     }
     s.busy = true;
     timing_.kernel_busy[rank] += d;
+    if (options_.on_kernel) options_.on_kernel(rank, true);
     engine_.schedule_in(d, [this, id, rank] {
       streams_[rank].busy = false;
+      if (options_.on_kernel) options_.on_kernel(rank, false);
       finish(id);
       pump_stream(rank);
       drain();

@@ -52,6 +52,10 @@ struct RunnerOptions {
   uint64_t ecmp_salt = 0;
   /// Keep each op's start and end time (memory proportional to the whole schedule).
   bool record_ops = false;
+  /// Called with (group rank, true) when a rank's compression stream starts a kernel of non-zero
+  /// cost and (group rank, false) when it finishes it (the worker model tracks compression time
+  /// and its interference with compute).
+  std::function<void(uint32_t, bool)> on_kernel;
 };
 
 /// Runs one schedule inside an existing engine and network (so several can share them).

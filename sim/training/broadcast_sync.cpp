@@ -1,0 +1,265 @@
+#include "sim/training/broadcast_sync.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/base/check.hpp"
+
+namespace ccsim::sim {
+
+void BroadcastSync::attach(TrainingJob& job) {
+  job_ = &job;
+  const uint32_t m = job.num_workers();
+  const size_t n = job.layers().size();
+  senders_.assign(m, Sender{});
+  for (uint32_t w = 0; w < m; ++w) {
+    Sender& s = senders_[w];
+    s.filling.assign(n, Stage2{});
+    // Until a segment has been measured: the sender's first link shared by its m − 1 flows.
+    const uint32_t peer = (w + 1) % m;
+    double cap = 0;
+    if (m > 1) {
+      job.topology().route(job.rank_of(w), job.rank_of(peer), 0, route_);
+      cap = route_.empty() ? 0 : job.topology().links()[route_.front()].capacity_Bps;
+    }
+    s.bw = m > 1 && cap > 0 ? cap / (m - 1) : 1e12;
+  }
+}
+
+std::string BroadcastSync::describe() const {
+  if (!opt_.adaptive)
+    return fmt::format("broadcast to every worker, {} at {:.4g} bits per entry, segments of {} entries", opt_.scheme,
+                       opt_.fixed_bits, opt_.segment_params);
+  return fmt::format("AQGB adaptive broadcast (TFP), q_floor {}, second stage {}, segments of {} entries", opt_.q_floor,
+                     opt_.second_stage ? "on" : "off", opt_.segment_params);
+}
+
+void BroadcastSync::gradient_ready(uint32_t round, uint32_t w, uint32_t layer) {
+  Sender& s = senders_[w];
+  const size_t n = job_->layers().size();
+  if (round != s.round || s.produced == n) {
+    CCSIM_CHECK(round > s.round || s.produced == 0 || s.produced == n, "worker {}: round {} after {}", w, round, s.round);
+    if (round != s.round || s.produced == n) {
+      s.round = round;
+      s.produced = 0;
+      s.stage1_done = false;
+      s.filling.assign(n, Stage2{});
+    }
+  }
+  ++s.produced;
+  s.last_ready = job_->engine().now();
+  s.last_layer = layer;
+  const uint64_t params = job_->layers()[layer].params;
+  stats_[round].params += params;
+  if (params == 0) {
+    ++blocks_[{round, layer}].stage1_senders;
+    maybe_emit(round, layer);
+  } else {
+    s.stack.push_back({round, layer, params});
+  }
+  pump(w);
+}
+
+double BroadcastSync::stage1_ratio(uint32_t w, std::string& detail) const {
+  const Sender& s = senders_[w];
+  const double now = job_->engine().now().seconds();
+  if (s.produced == job_->layers().size() || s.last_layer == 0) {
+    detail = "last block available: q_floor";
+    return opt_.q_floor;
+  }
+  const double t_next = s.last_ready.seconds() + job_->expected_backward_s(w, s.last_layer - 1);
+  double u = 0;
+  for (const Pending& p : s.stack) u += static_cast<double>(p.left) * opt_.element_bits / 8.0;
+  if (t_next <= now) {
+    detail = fmt::format("deadline {:.6f} s passed (u {:.0f} B)", t_next, u);
+    return opt_.q_floor;
+  }
+  const double q1 = s.bw * (t_next - now) / u;
+  detail = fmt::format("b {:.6g} B/s, u {:.0f} B, deadline {:.6f} s, q1 {:.4g}", s.bw, u, t_next, q1);
+  return std::clamp(q1, opt_.q_floor, 1.0);
+}
+
+double BroadcastSync::forward_start_estimate(uint32_t next_round, uint32_t layer) const {
+  // The next forward of block 0 starts once every worker's stage 1 of the previous round is done.
+  const uint32_t r = next_round - 1;
+  const double now = job_->engine().now().seconds();
+  const size_t n = job_->layers().size();
+  double start0 = now;
+  for (uint32_t v = 0; v < senders_.size(); ++v) {
+    const Sender& s = senders_[v];
+    if (s.round > r) continue;
+    if (s.round == r && s.stage1_done) {
+      start0 = std::max(start0, s.stage1_end.seconds());
+      continue;
+    }
+    // Still producing or sending stage 1: its remaining backward, then everything left at q_floor.
+    double bp_end = now;
+    double left = 0;
+    if (s.round == r && s.produced > 0) {
+      bp_end = s.last_ready.seconds();
+      for (uint32_t k = 0; k < s.last_layer; ++k) {
+        bp_end += job_->expected_backward_s(v, k);
+        left += static_cast<double>(job_->layers()[k].params);
+      }
+    } else {
+      for (uint32_t k = 0; k < n; ++k) {
+        bp_end += job_->expected_backward_s(v, k);
+        left += static_cast<double>(job_->layers()[k].params);
+      }
+    }
+    for (const Pending& p : s.stack) left += static_cast<double>(p.left);
+    const double wire = left * opt_.element_bits / 8.0 * opt_.q_floor;
+    start0 = std::max(start0, std::max(bp_end, now) + wire / s.bw);
+  }
+  double fwd = 0;
+  for (uint32_t v = 0; v < senders_.size(); ++v) {
+    double f = 0;
+    for (uint32_t k = 0; k < layer; ++k) f += job_->expected_forward_s(v, k);
+    fwd = std::max(fwd, f);
+  }
+  return start0 + fwd;
+}
+
+void BroadcastSync::pump(uint32_t w) {
+  Sender& s = senders_[w];
+  if (s.sending) return;
+  const double now = job_->engine().now().seconds();
+  const uint32_t n = static_cast<uint32_t>(job_->layers().size());
+  if (!s.stack.empty()) {
+    const Pending top = s.stack.back();
+    const uint64_t seg = std::min<uint64_t>(opt_.segment_params, top.left);
+    double bits = opt_.fixed_bits;
+    if (opt_.adaptive) {
+      std::string detail;
+      const double q = stage1_ratio(w, detail);
+      const double lf = std::clamp(std::ceil(opt_.element_bits * q - 1e-9), 1.0, static_cast<double>(opt_.element_bits));
+      bits = lf;
+      s.filling[top.layer].params += seg;
+      s.filling[top.layer].extra_bits += static_cast<double>(seg) * (opt_.element_bits - lf);
+      job_->log({top.round, w, static_cast<int32_t>(top.layer), now, "aqgb", "stage1_bits", lf,
+                 fmt::format("q {:.4g}; {}", q, detail)});
+    }
+    const uint64_t bytes = static_cast<uint64_t>(std::ceil(static_cast<double>(seg) * bits / 8.0));
+    send(w, top.round, top.layer, seg, bytes, false, bits);
+    return;
+  }
+  if (s.produced == n && !s.stage1_done) {
+    s.stage1_done = true;
+    s.stage1_end = job_->engine().now();
+    if (opt_.adaptive && opt_.second_stage) {
+      s.stage2 = s.filling;
+      s.stage2_round = s.round;
+      s.stage2_next = 0;
+    }
+  }
+  if (s.stage2_round < 0) return;
+  const uint32_t r = static_cast<uint32_t>(s.stage2_round);
+  while (s.stage2_next < n) {
+    const uint32_t j = s.stage2_next;
+    Stage2& st = s.stage2[j];
+    const auto it = blocks_.find({r, j});
+    const bool emitted = it != blocks_.end() && it->second.emitted;
+    if (st.sent_params >= st.params || st.extra_bits <= 0 || emitted) {
+      ++s.stage2_next;
+      continue;
+    }
+    const double deadline = forward_start_estimate(r + 1, j);
+    if (now >= deadline) {
+      job_->log({r, w, static_cast<int32_t>(j), now, "aqgb", "stage2_skip", 0,
+                 fmt::format("forward estimated at {:.6f} s", deadline)});
+      ++s.stage2_next;
+      continue;
+    }
+    const uint64_t remaining = st.params - st.sent_params;
+    const double extra_per_entry = st.extra_bits / static_cast<double>(st.params);
+    const double u = static_cast<double>(remaining) * extra_per_entry / 8.0;
+    const double q2 = std::clamp(s.bw * (deadline - now) / u, opt_.q_floor, 1.0);
+    const uint64_t seg = std::min<uint64_t>(opt_.segment_params, remaining);
+    const double bits = extra_per_entry * q2;
+    const uint64_t bytes = static_cast<uint64_t>(std::ceil(static_cast<double>(seg) * bits / 8.0));
+    st.sent_params += seg;
+    if (bytes == 0) continue;
+    job_->log({r, w, static_cast<int32_t>(j), now, "aqgb", "stage2_q", q2,
+               fmt::format("b {:.6g} B/s, u {:.0f} B, forward at {:.6f} s, {:.4g} extra bits per entry", s.bw, u, deadline,
+                           bits)});
+    send(w, r, j, seg, bytes, true, bits);
+    return;
+  }
+  s.stage2_round = -1;
+}
+
+void BroadcastSync::send(uint32_t w, uint32_t round, uint32_t layer, uint64_t params, uint64_t bytes, bool stage2,
+                         double bits) {
+  Sender& s = senders_[w];
+  s.sending = true;
+  if (stage2) ++blocks_[{round, layer}].stage2_inflight;
+  job_->comm_begin(w);
+  auto launch = [this, w, round, layer, params, bytes, stage2, bits] {
+    const uint32_t m = job_->num_workers();
+    const SimTime started = job_->engine().now();
+    auto outstanding = std::make_shared<uint32_t>(m - 1);
+    if (m == 1) {
+      job_->engine().schedule_in(Duration::zero(), [=, this] {
+        segment_done(w, round, layer, params, bytes, stage2, bits, started);
+      });
+      return;
+    }
+    for (uint32_t v = 0; v < m; ++v) {
+      if (v == w) continue;
+      job_->comm_begin(v);
+      const topo::Rank src = job_->rank_of(w), dst = job_->rank_of(v);
+      job_->topology().route(src, dst, (uint64_t{src} << 32) ^ dst, route_);
+      const Duration latency = Duration::from_seconds(job_->topology().route_latency_s(src, dst));
+      job_->network().start_flow(route_, static_cast<double>(bytes), latency, [=, this] {
+        job_->comm_end(v);
+        if (--*outstanding == 0) segment_done(w, round, layer, params, bytes, stage2, bits, started);
+      });
+    }
+  };
+  if (opt_.costs.ideal()) return launch();
+  job_->kernel_begin(w);
+  job_->engine().schedule_in(opt_.costs.cost(params * 4 + bytes), [this, w, launch] {
+    job_->kernel_end(w);
+    launch();
+  });
+}
+
+void BroadcastSync::segment_done(uint32_t w, uint32_t round, uint32_t layer, uint64_t params, uint64_t bytes,
+                                 bool stage2, double bits, SimTime started) {
+  Sender& s = senders_[w];
+  s.sending = false;
+  job_->comm_end(w);
+  const double elapsed = (job_->engine().now() - started).seconds();
+  if (bytes > 0 && elapsed > 0) s.bw = static_cast<double>(bytes) / elapsed;
+  BroadcastRoundStats& st = stats_[round];
+  (stage2 ? st.stage2_bytes : st.stage1_bytes) += bytes;
+  st.bits_sum += static_cast<double>(params) * bits;
+  if (stage2) {
+    --blocks_[{round, layer}].stage2_inflight;
+    maybe_emit(round, layer);
+  } else {
+    auto it = std::find_if(s.stack.rbegin(), s.stack.rend(),
+                           [&](const Pending& p) { return p.round == round && p.layer == layer; });
+    CCSIM_CHECK(it != s.stack.rend(), "segment of an unknown block");
+    it->left -= params;
+    if (it->left == 0) {
+      s.stack.erase(std::next(it).base());
+      ++blocks_[{round, layer}].stage1_senders;
+      maybe_emit(round, layer);
+    }
+  }
+  pump(w);
+}
+
+void BroadcastSync::maybe_emit(uint32_t round, uint32_t layer) {
+  BlockState& b = blocks_[{round, layer}];
+  if (b.emitted || b.stage1_senders < job_->num_workers() || b.stage2_inflight > 0) return;
+  b.emitted = true;
+  // Blocks two rounds back can no longer be asked about.
+  while (!blocks_.empty() && blocks_.begin()->first.first + 2 < round) blocks_.erase(blocks_.begin());
+  for (uint32_t v = 0; v < job_->num_workers(); ++v) job_->synced(round, v, layer);
+}
+
+}  // namespace ccsim::sim

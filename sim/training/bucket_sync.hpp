@@ -1,0 +1,94 @@
+#pragma once
+/// \file
+/// DDP-style gradient synchronization: layers are packed into buckets in backward order (the last
+/// layer first, PyTorch DDP's bucket_cap), and a bucket's collective (e.g. a ring all-reduce, with
+/// the compressor's metadata all-reduce before it) starts on the job's communication stream once
+/// every worker has produced all of its gradients. Collectives run one at a time, in the order
+/// their buckets became ready (one NCCL stream). When a bucket's collective ends, its layers'
+/// updates have arrived at every worker.
+///
+/// The schedules come from a factory the application layer provides (it binds the compressor's
+/// exact wire sizes); this file knows no compression format.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/kernel_cost.hpp"
+#include "sim/schedule_runner.hpp"
+#include "sim/training/training_job.hpp"
+
+namespace ccsim::sim {
+
+/// Layers synchronized together.
+struct GradientBucket {
+  std::vector<uint32_t> layers;  ///< in backward order
+  uint64_t params = 0;
+};
+
+/// DDP bucketing: walk the layers from the last to the first, closing a bucket once it holds at
+/// least `bucket_bytes` of gradient (`first_bucket_bytes` for the first one; 0 = same); a layer is
+/// never split. Layers without parameters join the current bucket.
+std::vector<GradientBucket> make_buckets(const std::vector<TrainingLayer>& layers, uint64_t bucket_bytes,
+                                         uint64_t first_bucket_bytes, uint32_t bytes_per_param);
+
+/// One phase of a bucket's synchronization: a schedule generator and the binder setting its bytes.
+struct SyncPhase {
+  std::string name;
+  std::unique_ptr<topo::ScheduleGenerator> generator;
+  ScheduleBinder binder;
+};
+
+/// The phases synchronizing bucket `bucket` (of `params` elements) in `round`.
+using BucketPhaseFactory = std::function<std::vector<SyncPhase>(uint32_t round, uint32_t bucket, uint64_t params)>;
+
+/// Per bucket and round: when its collective ran.
+struct BucketRecord {
+  uint32_t round = 0;
+  uint32_t bucket = 0;
+  double ready_s = 0;   ///< all workers had produced it
+  double start_s = 0;   ///< its collective started
+  double end_s = 0;
+  uint64_t wire_bytes = 0;
+};
+
+/// Bucketed collective synchronization.
+class BucketCollectiveSync final : public GradientSync {
+ public:
+  BucketCollectiveSync(std::vector<GradientBucket> buckets, BucketPhaseFactory factory, KernelCostModel costs,
+                       std::string description, uint64_t ecmp_salt = 0);
+  void attach(TrainingJob& job) override;
+  void gradient_ready(uint32_t round, uint32_t worker, uint32_t layer) override;
+  std::string describe() const override { return description_; }
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  const std::vector<BucketRecord>& records() const { return records_; }
+
+ private:
+  void try_start();
+  void start_phase();
+  void phase_done();
+
+  std::vector<GradientBucket> buckets_;
+  std::vector<uint32_t> bucket_of_layer_;
+  std::vector<uint32_t> layers_in_bucket_;
+  BucketPhaseFactory factory_;
+  KernelCostModel costs_;
+  std::string description_;
+  uint64_t salt_;
+  TrainingJob* job_ = nullptr;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> produced_;  // (round, bucket) → layer gradients produced
+  std::deque<size_t> queue_;                                    // records waiting for the stream
+  bool busy_ = false;
+  size_t active_ = 0;                                           // record being synchronized
+  std::vector<SyncPhase> phases_;
+  size_t phase_ = 0;
+  std::unique_ptr<ScheduleRunner> runner_;
+  std::vector<BucketRecord> records_;
+};
+
+}  // namespace ccsim::sim

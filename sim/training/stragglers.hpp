@@ -1,0 +1,73 @@
+#pragma once
+/// \file
+/// Straggler models: the factor by which a worker's compute (every forward and backward time of the
+/// trace) is scaled in one round. Draws come from the counter-based generator keyed by
+/// (seed, round, worker), so a worker's factor in a round never depends on anything else that was
+/// simulated (repeatable, and identical across schemes compared in one scenario).
+///
+///  * none: 1.
+///  * uniform: U[low, high] (AQGB §5.1: U[0.9, 1.1]).
+///  * lognormal: exp(sigma·Z − sigma²/2), mean 1.
+///  * empirical: inverse-transform sampling of a piecewise-linear CDF read from a file
+///    (format below), divided by the distribution's mean so factors average 1 (AQGB Fig. 8).
+///  * persistent: the listed workers are always `factor` times slower, the others never.
+///
+/// Empirical CDF file:
+///   { "format": "ccsim-straggler-cdf", "version": 1, "unit": "s", "description": "...",
+///     "points": [[1.33, 0.0], [1.40, 0.30], ..., [2.67, 1.0]] }
+/// `points` are (value, cumulative probability) with values strictly and probabilities weakly
+/// increasing, the first probability 0 and the last 1.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/base/status.hpp"
+
+namespace ccsim::sim {
+
+/// A piecewise-linear cumulative distribution.
+struct EmpiricalCdf {
+  std::vector<double> values;  ///< strictly increasing
+  std::vector<double> probs;   ///< weakly increasing, 0 first, 1 last
+  std::string description;
+
+  /// Reads and validates a CDF file (errors name the file, the JSON path, expected and found).
+  static Result<EmpiricalCdf> load(const std::filesystem::path& path);
+  /// The value at cumulative probability u in [0, 1] (linear interpolation).
+  double quantile(double u) const;
+  /// The distribution's mean (exact for the piecewise-linear CDF: uniform within each piece).
+  double mean() const;
+};
+
+/// Which straggler model and its parameters.
+struct StragglerSpec {
+  std::string model = "none";  ///< none, uniform, lognormal, empirical, persistent
+  double low = 0.9, high = 1.1;
+  double sigma = 0.1;
+  EmpiricalCdf cdf;                    ///< empirical
+  std::vector<uint32_t> slow_workers;  ///< persistent
+  double slow_factor = 1.5;            ///< persistent
+};
+
+/// Draws per-round, per-worker compute factors.
+class StragglerModel {
+ public:
+  /// Validates the spec (low <= high, positive factors, ...).
+  static Result<StragglerModel> make(StragglerSpec spec, uint64_t seed);
+  /// The factor for `worker` in `round` (> 0).
+  double factor(uint32_t round, uint32_t worker) const;
+  /// The mean factor of the model (analytic).
+  double mean() const;
+  /// "uniform U[0.9, 1.1]" and the like.
+  std::string describe() const;
+
+ private:
+  StragglerSpec spec_;
+  uint64_t seed_ = 0;
+  double cdf_mean_ = 1;
+};
+
+}  // namespace ccsim::sim

@@ -1,0 +1,155 @@
+#include "sim/training/tenants.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/base/check.hpp"
+#include "topology/collectives/collectives.hpp"
+
+namespace ccsim::sim {
+
+struct TenantTraffic::Loop {
+  size_t spec = 0;
+  size_t stat = 0;
+  uint32_t instance = 0;
+  std::unique_ptr<topo::ScheduleGenerator> generator;
+  std::unique_ptr<ScheduleRunner> runner;
+  std::vector<uint32_t> route;
+  bool on = true;
+};
+
+namespace {
+
+// Uncompressed fp32: a transfer carries 4 bytes per element of its messages' chunks; kernels are free.
+void bind_fp32(topo::Schedule& s, topo::OpId first, topo::OpId end) {
+  for (topo::OpId id = first; id < end; ++id) {
+    topo::Op& op = s.mutable_op(id);
+    uint64_t bytes = 0;
+    if (op.kind == topo::OpKind::kTransfer)
+      bytes = 4 * s.op_elements(op);
+    op.bytes = bytes;
+  }
+}
+
+}  // namespace
+
+TenantTraffic::TenantTraffic(Engine& engine, FlowNetwork& network, const topo::Topology& topology,
+                             std::vector<TenantSpec> specs, uint64_t salt)
+    : engine_(engine), network_(network), topology_(topology), specs_(std::move(specs)), salt_(salt) {}
+
+TenantTraffic::~TenantTraffic() = default;
+
+Result<std::unique_ptr<TenantTraffic>> TenantTraffic::make(Engine& engine, FlowNetwork& network,
+                                                           const topo::Topology& topology, std::vector<TenantSpec> specs,
+                                                           uint64_t ecmp_salt) {
+  const uint32_t n = topology.num_ranks();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    TenantSpec& t = specs[i];
+    const std::string at = fmt::format("/network/tenants/{}", i);
+    if (t.kind == "ring_allreduce") {
+      if (t.ranks.empty())
+        for (uint32_t r = 0; r < n; ++r) t.ranks.push_back(r);
+      if (t.ranks.size() < 2) return invalid_argument(fmt::format("{}/ranks: a ring needs at least 2 ranks", at));
+      for (size_t k = 0; k < t.ranks.size(); ++k)
+        if (t.ranks[k] >= n)
+          return invalid_argument(fmt::format("{}/ranks/{}: expected a rank below {}, got {}", at, k, n, t.ranks[k]));
+      if (t.bytes < 4 * t.ranks.size())
+        return invalid_argument(fmt::format("{}/size: expected at least 4 bytes per ring member ({} B), got {} B", at,
+                                            4 * t.ranks.size(), t.bytes));
+      if (t.count < 1) return invalid_argument(fmt::format("{}/count: expected at least 1, got 0", at));
+    } else if (t.kind == "constant" || t.kind == "onoff") {
+      if (t.src >= n) return invalid_argument(fmt::format("{}/src: expected a rank below {}, got {}", at, n, t.src));
+      if (t.dst >= n) return invalid_argument(fmt::format("{}/dst: expected a rank below {}, got {}", at, n, t.dst));
+      if (t.src == t.dst) return invalid_argument(fmt::format("{}/dst: expected a rank other than src ({})", at, t.src));
+      if (!(t.rate_Bps > 0)) return invalid_argument(fmt::format("{}/rate: expected a positive rate", at));
+      if (t.kind == "onoff" && !(t.on_s > 0 && t.off_s >= 0))
+        return invalid_argument(fmt::format("{}/on: expected on > 0 and off >= 0, got on {} s, off {} s", at, t.on_s, t.off_s));
+      if (!(t.period_s > 0)) return invalid_argument(fmt::format("{}/period: expected a positive period", at));
+    } else {
+      return invalid_argument(fmt::format("{}/kind: expected ring_allreduce, constant or onoff, got \"{}\"", at, t.kind));
+    }
+  }
+  std::unique_ptr<TenantTraffic> tt(new TenantTraffic(engine, network, topology, std::move(specs), ecmp_salt));
+  for (size_t i = 0; i < tt->specs_.size(); ++i) {
+    const TenantSpec& t = tt->specs_[i];
+    const uint32_t count = t.kind == "ring_allreduce" ? t.count : 1;
+    for (uint32_t c = 0; c < count; ++c) {
+      auto loop = std::make_unique<Loop>();
+      loop->spec = i;
+      loop->instance = c;
+      loop->stat = tt->stats_.size();
+      tt->stats_.push_back(TenantStats{count > 1 ? fmt::format("{}#{}[{}]", t.kind, i, c) : fmt::format("{}#{}", t.kind, i),
+                                       0, 0});
+      if (t.kind != "ring_allreduce") topology.route(t.src, t.dst, ecmp_salt ^ (0x7E4A47ull + i), loop->route);
+      tt->loops_.push_back(std::move(loop));
+    }
+  }
+  return tt;
+}
+
+void TenantTraffic::start() {
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    const TenantSpec& t = specs_[loops_[i]->spec];
+    engine_.schedule_in(Duration::from_seconds(t.start_s), [this, i, ring = t.kind == "ring_allreduce"] {
+      ring ? start_ring(i) : start_flow(i);
+    });
+  }
+}
+
+void TenantTraffic::start_ring(size_t li) {
+  if (stopped_) return;
+  Loop& loop = *loops_[li];
+  const TenantSpec& t = specs_[loop.spec];
+  const uint32_t n = static_cast<uint32_t>(t.ranks.size());
+  topo::CollectiveOptions opts;
+  loop.generator = topo::make_ring(topo::CollectiveOp::kAllReduce, n, t.bytes / 4, opts, false);
+  RunnerOptions ro;
+  ro.rank_map = t.ranks;
+  ro.ecmp_salt = salt_ + 0x1000 * (li + 1);
+  loop.runner = std::make_unique<ScheduleRunner>(engine_, network_, topology_, *loop.generator, bind_fp32,
+                                                 KernelCostModel{}, std::move(ro));
+  loop.runner->start([this, li](const ScheduleTiming& timing) {
+    TenantStats& s = stats_[loops_[li]->stat];
+    ++s.iterations;
+    s.bytes += static_cast<double>(timing.wire_bytes);
+    // Restart in a fresh event (the runner must not be destroyed inside its own callback).
+    engine_.schedule_in(Duration::zero(), [this, li] { start_ring(li); });
+  });
+}
+
+void TenantTraffic::start_flow(size_t li) {
+  if (stopped_) return;
+  Loop& loop = *loops_[li];
+  const TenantSpec& t = specs_[loop.spec];
+  const double span = t.kind == "onoff" ? t.on_s : t.period_s;
+  const double bytes = t.rate_Bps * span;
+  const Duration latency = Duration::from_seconds(topology_.route_latency_s(t.src, t.dst));
+  network_.start_flow(loop.route, bytes, latency, [this, li, bytes] {
+    TenantStats& s = stats_[loops_[li]->stat];
+    ++s.iterations;
+    s.bytes += bytes;
+    const TenantSpec& ts = specs_[loops_[li]->spec];
+    if (ts.kind == "onoff" && ts.off_s > 0) {
+      engine_.schedule_in(Duration::from_seconds(ts.off_s), [this, li] { start_flow(li); });
+    } else {
+      start_flow(li);
+    }
+  }, t.rate_Bps);
+}
+
+std::string TenantTraffic::describe() const {
+  if (specs_.empty()) return "none";
+  std::string out;
+  for (const auto& t : specs_) {
+    if (!out.empty()) out += "; ";
+    if (t.kind == "ring_allreduce")
+      out += fmt::format("{} ring all-reduce loop(s) of {} B over {} ranks", t.count, t.bytes, t.ranks.size());
+    else if (t.kind == "constant")
+      out += fmt::format("constant {} -> {} at {:.4g} Gbps", t.src, t.dst, t.rate_Bps * 8e-9);
+    else
+      out += fmt::format("on/off {} -> {} at {:.4g} Gbps, on {} s / off {} s", t.src, t.dst, t.rate_Bps * 8e-9, t.on_s,
+                         t.off_s);
+  }
+  return out;
+}
+
+}  // namespace ccsim::sim

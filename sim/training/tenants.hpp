@@ -1,0 +1,79 @@
+#pragma once
+/// \file
+/// Background tenants sharing the training job's links (DynamiQ §5.2 runs three other jobs doing
+/// ring all-reduces in a loop). Their flows enter the same flow network, so every link is shared
+/// max-min fairly between the job and the tenants.
+///
+///  * ring_allreduce: `count` independent jobs, each running a ring all-reduce of `bytes` (fp32
+///    elements, uncompressed) over `ranks` back to back, from `start` until stopped;
+///  * constant: one flow from `src` to `dst` capped at `rate` (a rate-limited, always backlogged
+///    source), restarted every `period` so it never ends;
+///  * onoff: like constant, but sending only for `on`, then silent for `off`, repeatedly.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/network/flow_network.hpp"
+#include "sim/schedule_runner.hpp"
+#include "sim/base/status.hpp"
+#include "topology/topology.hpp"
+
+namespace ccsim::sim {
+
+/// One tenant kind with its parameters.
+struct TenantSpec {
+  std::string kind;                 ///< ring_allreduce, constant, onoff
+  uint32_t count = 1;               ///< ring_allreduce: number of jobs
+  uint64_t bytes = 0;               ///< ring_allreduce: tensor bytes per all-reduce
+  std::vector<topo::Rank> ranks;    ///< ring_allreduce: members, in ring order
+  topo::Rank src = 0, dst = 1;      ///< constant, onoff
+  double rate_Bps = 0;              ///< constant, onoff
+  double on_s = 0, off_s = 0;       ///< onoff
+  double period_s = 1e-3;           ///< constant: flow restart period
+  double start_s = 0;               ///< first activity
+};
+
+/// What the tenants moved.
+struct TenantStats {
+  std::string name;
+  uint64_t iterations = 0;  ///< all-reduces completed / flows completed
+  double bytes = 0;         ///< bytes delivered
+};
+
+/// Runs the tenants on an engine and network until stop().
+class TenantTraffic {
+ public:
+  /// Validates the specs against the topology (ranks exist, rates positive, ...).
+  static Result<std::unique_ptr<TenantTraffic>> make(Engine& engine, FlowNetwork& network, const topo::Topology& topology,
+                                                     std::vector<TenantSpec> specs, uint64_t ecmp_salt);
+  TenantTraffic(const TenantTraffic&) = delete;
+  TenantTraffic& operator=(const TenantTraffic&) = delete;
+  ~TenantTraffic();
+
+  void start();
+  /// No new all-reduce or flow starts after this (those in flight finish).
+  void stop() { stopped_ = true; }
+  const std::vector<TenantStats>& stats() const { return stats_; }
+  std::string describe() const;
+
+ private:
+  struct Loop;
+  TenantTraffic(Engine& engine, FlowNetwork& network, const topo::Topology& topology, std::vector<TenantSpec> specs,
+                uint64_t salt);
+  void start_ring(size_t loop);
+  void start_flow(size_t loop);
+
+  Engine& engine_;
+  FlowNetwork& network_;
+  const topo::Topology& topology_;
+  std::vector<TenantSpec> specs_;
+  uint64_t salt_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+  std::vector<TenantStats> stats_;
+  bool stopped_ = false;
+};
+
+}  // namespace ccsim::sim

@@ -1,0 +1,504 @@
+// The worker model: overlap accounting on hand-computed timelines, stragglers, tenants, DDP
+// buckets and the broadcast protocol.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include "sim/training/broadcast_sync.hpp"
+#include "sim/training/bucket_sync.hpp"
+#include "sim/training/stragglers.hpp"
+#include "sim/training/tenants.hpp"
+#include "sim/training/training_job.hpp"
+#include "topology/builders/builders.hpp"
+#include "topology/collectives/collectives.hpp"
+
+namespace ccsim::sim {
+namespace {
+
+// A protocol with fixed communication times: layer l's gradient, once every worker has produced it,
+// occupies one FIFO "stream" for delay[l] seconds (communication active on every worker), then
+// its update arrives everywhere. Optionally runs a compression kernel on worker 0 at fixed times.
+class FixedDelaySync final : public GradientSync {
+ public:
+  explicit FixedDelaySync(std::vector<double> delay) : delay_(std::move(delay)) {}
+  void attach(TrainingJob& job) override { job_ = &job; }
+  void gradient_ready(uint32_t round, uint32_t, uint32_t layer) override {
+    if (++count_[{round, layer}] < job_->num_workers()) return;
+    queue_.push_back({round, layer});
+    pump();
+  }
+  std::string describe() const override { return "fixed delays"; }
+
+ private:
+  void pump() {
+    if (busy_ || queue_.empty()) return;
+    busy_ = true;
+    const auto [round, layer] = queue_.front();
+    queue_.erase(queue_.begin());
+    for (uint32_t w = 0; w < job_->num_workers(); ++w) job_->comm_begin(w);
+    job_->engine().schedule_in(Duration::from_seconds(delay_[layer]), [this, round, layer] {
+      for (uint32_t w = 0; w < job_->num_workers(); ++w) job_->comm_end(w);
+      busy_ = false;
+      for (uint32_t w = 0; w < job_->num_workers(); ++w) job_->synced(round, w, layer);
+      pump();
+    });
+  }
+  std::vector<double> delay_;
+  TrainingJob* job_ = nullptr;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> count_;
+  std::vector<std::pair<uint32_t, uint32_t>> queue_;
+  bool busy_ = false;
+};
+
+std::vector<TrainingLayer> two_layers() {
+  return {{"l0", 1000, 1.0, 2.0}, {"l1", 1000, 1.0, 2.0}};
+}
+
+StragglerModel no_stragglers() { return *StragglerModel::make({}, 1); }
+
+TEST(TrainingJob, OverlapAccountingMatchesHandComputedTimeline) {
+  // F0 [0,1] F1 [1,2] B1 [2,4] B0 [4,6]; layer 1 synchronizes [4,7], layer 0 [7,8] (FIFO);
+  // round 1: F0 waits until 8: [8,9] F1 [9,10] B1 [10,12] B0 [12,14]; sync [12,15] and [15,16].
+  const topo::Topology topo = topo::make_star(2, 1e9, 0);
+  Engine engine;
+  FlowNetwork net(engine, link_specs(topo));
+  FixedDelaySync sync({1.0, 3.0});
+  const StragglerModel none = no_stragglers();
+  TrainingOptions opt;
+  opt.rounds = 2;
+  TrainingJob job(engine, net, topo, {0, 1}, two_layers(), none, opt, sync);
+  job.start();
+  engine.run();
+  ASSERT_TRUE(job.finished());
+  const auto rounds = job.round_metrics(SimTime::infinite());
+  ASSERT_EQ(rounds.size(), 4u);
+  for (const RoundMetrics& m : rounds) {
+    SCOPED_TRACE(fmt::format("round {} worker {}", m.round, m.worker));
+    EXPECT_DOUBLE_EQ(m.start_s, m.round == 0 ? 0.0 : 8.0);
+    EXPECT_DOUBLE_EQ(m.end_s, m.round == 0 ? 8.0 : 16.0);
+    EXPECT_DOUBLE_EQ(m.compute_s, 6.0);
+    EXPECT_DOUBLE_EQ(m.wait_s, 2.0);
+    EXPECT_DOUBLE_EQ(m.comm_s, 4.0);      // [4,8) and [12,16)
+    EXPECT_DOUBLE_EQ(m.overlap_s, 2.0);   // backward of layer 0 under layer 1's communication
+    EXPECT_DOUBLE_EQ(m.row(), 1.0);
+    EXPECT_DOUBLE_EQ(m.compression_overhead_s, 0.0);
+    EXPECT_DOUBLE_EQ(m.exposed_comm_s, 2.0);
+  }
+  const auto done = job.round_completion();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_DOUBLE_EQ(done[0].seconds(), 8.0);
+  EXPECT_DOUBLE_EQ(done[1].seconds(), 16.0);
+}
+
+TEST(TrainingJob, NoWaitWhenCommunicationHidesBehindForward) {
+  // Layer 1 needs 0.5 s, layer 0 (produced last, needed first) 0: round 1's F0 starts at once and
+  // layer 1's update arrives at 6.5 < 7 when F1 would start. T_wait = 0, ROW infinite.
+  const topo::Topology topo = topo::make_star(1, 1e9, 0);
+  Engine engine;
+  FlowNetwork net(engine, link_specs(topo));
+  FixedDelaySync sync({0.0, 0.5});
+  const StragglerModel none = no_stragglers();
+  TrainingOptions opt;
+  opt.rounds = 2;
+  TrainingJob job(engine, net, topo, {0}, two_layers(), none, opt, sync);
+  job.start();
+  engine.run();
+  const auto rounds = job.round_metrics(SimTime::infinite());
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_DOUBLE_EQ(rounds[0].end_s, 6.0);
+  EXPECT_DOUBLE_EQ(rounds[0].wait_s, 0.0);
+  EXPECT_DOUBLE_EQ(rounds[0].overlap_s, 0.5);  // [4, 4.5] under B0
+  EXPECT_TRUE(std::isinf(rounds[0].row()));
+}
+
+// A protocol that synchronizes instantly but runs one compression kernel on worker 0 for
+// [t0, t1) of round 0.
+class KernelSync final : public GradientSync {
+ public:
+  KernelSync(double t0, double t1) : t0_(t0), t1_(t1) {}
+  void attach(TrainingJob& job) override {
+    job_ = &job;
+    job.engine().schedule_at(SimTime::zero() + Duration::from_seconds(t0_), [this] { job_->kernel_begin(0); });
+    job.engine().schedule_at(SimTime::zero() + Duration::from_seconds(t1_), [this] { job_->kernel_end(0); });
+  }
+  void gradient_ready(uint32_t round, uint32_t w, uint32_t layer) override { job_->synced(round, w, layer); }
+  std::string describe() const override { return "kernel"; }
+
+ private:
+  double t0_, t1_;
+  TrainingJob* job_ = nullptr;
+};
+
+TEST(TrainingJob, InterferenceSlowsComputeWhileKernelsRun) {
+  // B0 runs [4, 6] at full speed; a kernel on [4.5, 5.5) with interference 1 halves its speed
+  // there: 0.5 s of work by 4.5, 0.5 more by 5.5, the last 1.0 ends at 6.5.
+  const topo::Topology topo = topo::make_star(1, 1e9, 0);
+  Engine engine;
+  FlowNetwork net(engine, link_specs(topo));
+  KernelSync sync(4.5, 5.5);
+  const StragglerModel none = no_stragglers();
+  TrainingOptions opt;
+  opt.rounds = 1;
+  opt.interference = 1.0;
+  TrainingJob job(engine, net, topo, {0}, two_layers(), none, opt, sync);
+  job.start();
+  engine.run();
+  const auto rounds = job.round_metrics(SimTime::infinite());
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_NEAR(rounds[0].end_s, 6.5, 1e-12);
+  EXPECT_NEAR(rounds[0].compute_s, 6.5, 1e-12);
+  EXPECT_NEAR(rounds[0].compression_s, 1.0, 1e-12);
+  EXPECT_NEAR(rounds[0].compression_overhead_s, 0.0, 1e-12);  // hidden under compute
+
+  // Without interference the same kernel costs nothing: B0 ends at 6.
+  Engine e2;
+  FlowNetwork n2(e2, link_specs(topo));
+  KernelSync s2(4.5, 5.5);
+  opt.interference = 0;
+  TrainingJob j2(e2, n2, topo, {0}, two_layers(), none, opt, s2);
+  j2.start();
+  e2.run();
+  EXPECT_NEAR(j2.round_metrics(SimTime::infinite())[0].end_s, 6.0, 1e-12);
+}
+
+TEST(TrainingJob, CompressionOutsideComputeIsOverhead) {
+  // A kernel on [6, 7) after the last backward, before the last update: overhead 1 s, not exposed
+  // communication.
+  const topo::Topology topo = topo::make_star(1, 1e9, 0);
+  Engine engine;
+  FlowNetwork net(engine, link_specs(topo));
+  FixedDelaySync sync({2.0, 0.0});  // layer 0's update arrives at 8
+  const StragglerModel none = no_stragglers();
+  TrainingOptions opt;
+  opt.rounds = 2;
+  TrainingJob job(engine, net, topo, {0}, two_layers(), none, opt, sync);
+  engine.schedule_at(SimTime::zero() + Duration::from_seconds(6.0), [&] { job.kernel_begin(0); });
+  engine.schedule_at(SimTime::zero() + Duration::from_seconds(7.0), [&] { job.kernel_end(0); });
+  job.start();
+  engine.run();
+  const auto r0 = job.round_metrics(SimTime::infinite())[0];
+  EXPECT_DOUBLE_EQ(r0.end_s, 8.0);
+  EXPECT_DOUBLE_EQ(r0.wait_s, 2.0);
+  EXPECT_DOUBLE_EQ(r0.compression_overhead_s, 1.0);
+  EXPECT_DOUBLE_EQ(r0.exposed_comm_s, 1.0);
+  EXPECT_DOUBLE_EQ(r0.compute_s + r0.exposed_comm_s + r0.compression_overhead_s, r0.duration());
+}
+
+TEST(TrainingJob, PersistentStragglerSlowsTheWholeSynchronousRound) {
+  // Four workers; worker 2 computes 2x slower. Every worker's round lasts the straggler's compute
+  // plus the tail; the others wait for it.
+  const topo::Topology topo = topo::make_star(4, 1e9, 0);
+  StragglerSpec spec;
+  spec.model = "persistent";
+  spec.slow_workers = {2};
+  spec.slow_factor = 2.0;
+  const StragglerModel slow = *StragglerModel::make(spec, 1);
+  for (bool with_straggler : {false, true}) {
+    Engine engine;
+    FlowNetwork net(engine, link_specs(topo));
+    FixedDelaySync sync({0.25, 0.25});
+    const StragglerModel none = no_stragglers();
+    TrainingOptions opt;
+    opt.rounds = 3;
+    TrainingJob job(engine, net, topo, {0, 1, 2, 3}, two_layers(), with_straggler ? slow : none, opt, sync);
+    job.start();
+    engine.run();
+    for (const RoundMetrics& m : job.round_metrics(SimTime::infinite())) {
+      if (m.round == 2) continue;  // the last round ends at its own sync
+      SCOPED_TRACE(fmt::format("straggler {} round {} worker {}", with_straggler, m.round, m.worker));
+      // Round: F0 F1 B1 B0 of the slowest worker, then layer 0's sync (queued after layer 1's).
+      const double slowest = with_straggler ? 12.0 : 6.0;
+      EXPECT_NEAR(m.duration(), slowest + 0.25, 1e-9);
+      EXPECT_NEAR(m.compute_s, (with_straggler && m.worker == 2) ? 12.0 : 6.0, 1e-9);
+      EXPECT_NEAR(m.wait_s, m.duration() - m.compute_s, 1e-9);
+    }
+  }
+}
+
+TEST(Stragglers, UniformLognormalAndEmpiricalHaveTheirMeansAndAreRepeatable) {
+  StragglerSpec u;
+  u.model = "uniform";
+  StragglerSpec ln;
+  ln.model = "lognormal";
+  ln.sigma = 0.3;
+  StragglerSpec em;
+  em.model = "empirical";
+  em.cdf.values = {1.0, 2.0, 4.0};
+  em.cdf.probs = {0.0, 0.5, 1.0};  // mean 0.5·1.5 + 0.5·3 = 2.25
+  EXPECT_DOUBLE_EQ(em.cdf.mean(), 2.25);
+  EXPECT_DOUBLE_EQ(em.cdf.quantile(0.25), 1.5);
+  EXPECT_DOUBLE_EQ(em.cdf.quantile(0.75), 3.0);
+  const int n = 200000;
+  for (const StragglerSpec& spec : {u, ln, em}) {
+    const StragglerModel m = *StragglerModel::make(spec, 42);
+    const StragglerModel again = *StragglerModel::make(spec, 42);
+    const StragglerModel other = *StragglerModel::make(spec, 43);
+    double sum = 0, sq = 0, lo = 1e9, hi = 0;
+    int differ = 0;
+    for (int i = 0; i < n; ++i) {
+      const double f = m.factor(static_cast<uint32_t>(i / 16), static_cast<uint32_t>(i % 16));
+      ASSERT_EQ(f, again.factor(static_cast<uint32_t>(i / 16), static_cast<uint32_t>(i % 16)));
+      differ += f != other.factor(static_cast<uint32_t>(i / 16), static_cast<uint32_t>(i % 16));
+      sum += f;
+      sq += f * f;
+      lo = std::min(lo, f);
+      hi = std::max(hi, f);
+    }
+    const double mean = sum / n, var = sq / n - mean * mean;
+    SCOPED_TRACE(spec.model);
+    EXPECT_GT(differ, n * 0.99);
+    // 5 standard errors.
+    EXPECT_NEAR(mean, 1.0, 5 * std::sqrt(var / n));
+    if (spec.model == "uniform") {
+      EXPECT_NEAR(var, 0.2 * 0.2 / 12, 0.02 * 0.2 * 0.2 / 12);
+      EXPECT_GE(lo, 0.9);
+      EXPECT_LE(hi, 1.1);
+    } else if (spec.model == "lognormal") {
+      EXPECT_NEAR(var, std::exp(0.09) - 1, 0.03 * (std::exp(0.09) - 1));
+    } else {
+      EXPECT_GE(lo, 1.0 / 2.25);
+      EXPECT_LE(hi, 4.0 / 2.25);
+    }
+  }
+}
+
+TEST(Stragglers, ShippedAqgbCdfHasThePapersRangeAndMean) {
+  const auto cdf = EmpiricalCdf::load(std::filesystem::path(CCSIM_SOURCE_DIR) / "traces/stragglers/aqgb-fig8.json");
+  ASSERT_TRUE(cdf.ok()) << cdf.status().message();
+  EXPECT_DOUBLE_EQ(cdf->values.front(), 1.33);
+  EXPECT_DOUBLE_EQ(cdf->values.back(), 2.67);
+  EXPECT_NEAR(cdf->mean(), 1.5, 0.0015);  // AQGB §5.2.5: range [1.33, 2.67] s, mean 1.5 s
+}
+
+TEST(Stragglers, CdfFileErrorsNameTheFileAndPath) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("ccsim_cdf_{}", ::testing::UnitTest::GetInstance()->random_seed());
+  std::filesystem::create_directories(dir);
+  const auto f = dir / "bad.json";
+  std::ofstream(f) << R"({"format": "ccsim-straggler-cdf", "version": 1, "points": [[1.0, 0.0], [0.5, 1.0]]})";
+  const auto r = EmpiricalCdf::load(f);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(f.string()), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("/points/1/0"), std::string::npos) << r.status().message();
+  std::ofstream(f) << R"({"format": "ccsim-straggler-cdf", "version": 1, "points": [[1.0, 0.0], [2.0, 0.9]]})";
+  const auto r2 = EmpiricalCdf::load(f);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("/points/1/1"), std::string::npos) << r2.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// Ring all-reduce of the bucket's fp32 gradient, kernels free.
+BucketPhaseFactory ring_factory(uint32_t n) {
+  return [n](uint32_t, uint32_t, uint64_t params) {
+    std::vector<SyncPhase> phases;
+    SyncPhase p;
+    p.name = "ring";
+    p.generator = topo::make_ring(topo::CollectiveOp::kAllReduce, n, params, {}, false);
+    p.binder = [](topo::Schedule& s, topo::OpId first, topo::OpId end) {
+      for (topo::OpId id = first; id < end; ++id) {
+        topo::Op& op = s.mutable_op(id);
+        op.bytes = op.kind == topo::OpKind::kTransfer ? 4 * s.op_elements(op) : 0;
+      }
+    };
+    phases.push_back(std::move(p));
+    return phases;
+  };
+}
+
+TEST(BucketSync, DdpBucketsPackLayersInBackwardOrder) {
+  std::vector<TrainingLayer> layers;
+  for (uint64_t p : {10u, 0u, 30u, 5u, 20u, 40u}) layers.push_back({"l", p, 0.1, 0.2});
+  // 4 bytes per param, buckets closed at >= 100 B: [5] = 160 B, [4, 3] = 100 B, [2] = 120 B, and
+  // the rest [1, 0] = 40 B.
+  const auto b = make_buckets(layers, 100, 0, 4);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0].layers, (std::vector<uint32_t>{5}));
+  EXPECT_EQ(b[1].layers, (std::vector<uint32_t>{4, 3}));
+  EXPECT_EQ(b[2].layers, (std::vector<uint32_t>{2}));
+  EXPECT_EQ(b[3].layers, (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(b[3].params, 10u);
+  // A small first bucket (PyTorch DDP's first_bucket_bytes).
+  const auto f = make_buckets(layers, 1000, 50, 4);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].layers, (std::vector<uint32_t>{5}));
+  EXPECT_EQ(f[1].params, 65u);
+}
+
+TEST(BucketSync, RingBucketTakesTheRingTimeAndTenantsTakeTheirMaxMinShare) {
+  // 4 workers on a star (B per direction, no latency), one layer of P params → one bucket; the
+  // ring all-reduce takes 2(n−1)/n · 4P / B. A tenant flow on each ring hop i → i+1 capped at B
+  // halves the job's rate on every link (max-min: two flows share B, neither cap binds); a tenant
+  // capped at B/4 gets B/4 and leaves 3B/4.
+  const double B = 1e9;
+  const uint32_t n = 4;
+  const uint64_t P = 1000000;
+  const topo::Topology topo = topo::make_star(n, B, 0);
+  const double ring = 2.0 * (n - 1) / n * 4.0 * P / B;
+  std::vector<TrainingLayer> layers = {{"only", P, 1.0, 1.0}};
+  for (double tenant_rate : {0.0, B, B / 4}) {
+    Engine engine;
+    FlowNetwork net(engine, link_specs(topo));
+    std::vector<TenantSpec> tenants;
+    if (tenant_rate > 0)
+      for (uint32_t i = 0; i < n; ++i) {
+        TenantSpec t;
+        t.kind = "constant";
+        t.src = i;
+        t.dst = (i + 1) % n;
+        t.rate_Bps = tenant_rate;
+        t.period_s = 1e-3;
+        tenants.push_back(t);
+      }
+    auto traffic = TenantTraffic::make(engine, net, topo, tenants, 7);
+    ASSERT_TRUE(traffic.ok()) << traffic.status().message();
+    BucketCollectiveSync sync(make_buckets(layers, 25u << 20, 0, 4), ring_factory(n), KernelCostModel{}, "ring");
+    const StragglerModel none = no_stragglers();
+    TrainingOptions opt;
+    opt.rounds = 1;
+    TrainingJob job(engine, net, topo, {0, 1, 2, 3}, layers, none, opt, sync);
+    job.on_finished([&] { (*traffic)->stop(); });
+    (*traffic)->start();
+    job.start();
+    engine.run();
+    ASSERT_EQ(sync.records().size(), 1u);
+    const BucketRecord& r = sync.records()[0];
+    EXPECT_DOUBLE_EQ(r.ready_s, 2.0);
+    const double want = tenant_rate == 0 ? ring : tenant_rate == B ? 2 * ring : ring * 4.0 / 3.0;
+    SCOPED_TRACE(fmt::format("tenant rate {}", tenant_rate));
+    EXPECT_NEAR(r.end_s - r.start_s, want, 1e-9 * want);
+    if (tenant_rate > 0) {
+      for (const TenantStats& s : (*traffic)->stats()) EXPECT_GT(s.iterations, 0u);
+    }
+  }
+}
+
+TEST(Tenants, RingAllReduceLoopsRunUntilStoppedAndShareLinks) {
+  // Two ring tenants over the same 4 ranks, each 4 MB: alone one all-reduce takes
+  // 2·3/4·4 MB / B; two at once share every link, so each takes twice as long.
+  const double B = 1e9;
+  const topo::Topology topo = topo::make_star(4, B, 0);
+  Engine engine;
+  FlowNetwork net(engine, link_specs(topo));
+  TenantSpec t;
+  t.kind = "ring_allreduce";
+  t.count = 2;
+  t.bytes = 4000000;
+  auto traffic = TenantTraffic::make(engine, net, topo, {t}, 3);
+  ASSERT_TRUE(traffic.ok()) << traffic.status().message();
+  (*traffic)->start();
+  const double one = 2.0 * 3 / 4 * 4e6 / B;
+  engine.schedule_at(SimTime::zero() + Duration::from_seconds(10 * 2 * one + one / 2), [&] { (*traffic)->stop(); });
+  engine.run();
+  ASSERT_EQ((*traffic)->stats().size(), 2u);
+  for (const TenantStats& s : (*traffic)->stats()) {
+    EXPECT_EQ(s.iterations, 11u);  // the 11th was in flight when stopped
+    EXPECT_DOUBLE_EQ(s.bytes, 11 * 2.0 * 3 * 1e6 * 4);
+  }
+  EXPECT_NEAR(engine.now().seconds(), 11 * 2 * one, 1e-9);
+}
+
+TEST(Tenants, InvalidSpecsAreRejectedWithTheirPath) {
+  const topo::Topology topo = topo::make_star(4, 1e9, 0);
+  Engine engine;
+  FlowNetwork net(engine, link_specs(topo));
+  TenantSpec t;
+  t.kind = "constant";
+  t.src = 0;
+  t.dst = 9;
+  t.rate_Bps = 1;
+  auto r = TenantTraffic::make(engine, net, topo, {t}, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/network/tenants/0/dst"), std::string::npos) << r.status().message();
+  t.kind = "bursty";
+  r = TenantTraffic::make(engine, net, topo, {t}, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/network/tenants/0/kind"), std::string::npos) << r.status().message();
+}
+
+TEST(BroadcastSync, FixedBroadcastTakesTheFanOutTime) {
+  // m workers on a star, one block of P params at 32 bits: each sender's uplink carries (m−1)·4P
+  // bytes and each receiver's downlink the same, so with everyone sending at once the broadcast
+  // ends (m−1)·4P / B after the gradients exist (segments one at a time, no latency).
+  const double B = 1e9;
+  const uint32_t m = 4;
+  const uint64_t P = 1u << 20;
+  const topo::Topology topo = topo::make_star(m, B, 0);
+  std::vector<TrainingLayer> layers = {{"only", P, 1.0, 1.0}};
+  for (double bits : {32.0, 4.0}) {
+    Engine engine;
+    FlowNetwork net(engine, link_specs(topo));
+    BroadcastOptions bo;
+    bo.fixed_bits = bits;
+    bo.segment_params = P / 4;
+    BroadcastSync sync(bo);
+    const StragglerModel none = no_stragglers();
+    TrainingOptions opt;
+    opt.rounds = 1;
+    TrainingJob job(engine, net, topo, {0, 1, 2, 3}, layers, none, opt, sync);
+    job.start();
+    engine.run();
+    const auto done = job.round_completion();
+    ASSERT_EQ(done.size(), 1u);
+    const double want = 2.0 + (m - 1) * bits / 8 * P / B;
+    EXPECT_NEAR(done[0].seconds(), want, 1e-9) << bits;
+    EXPECT_EQ(sync.round_stats().at(0).stage1_bytes, m * static_cast<uint64_t>(bits / 8 * P));
+  }
+}
+
+TEST(BroadcastSync, AqgbNeverGoesBelowTheFloorAndUsesIdleTimeInStageTwo) {
+  // AQGB on 4 workers: the first stage picks at least q_floor; when the link is the bottleneck the
+  // decisions sit at the floor; the second stage sends extra bits while the next forward has not
+  // started, so AQGB moves more bytes than a fixed 4-bit broadcast and finishes its rounds at most
+  // a little later.
+  const double B = 0.3125e9;  // 2.5 Gbps
+  const uint32_t m = 4;
+  const topo::Topology topo = topo::make_star(m, B, 1e-6);
+  std::vector<TrainingLayer> layers = {
+      {"b1", 3000000, 0.229, 0.481}, {"b2", 5600000, 0.085, 0.135}, {"b3", 6000000, 0.090, 0.123},
+      {"b4", 11000000, 0.143, 0.213}};
+  std::map<std::string, std::pair<double, uint64_t>> result;  // time of 5 rounds, bytes
+  for (const std::string mode : {"fixed4", "aqgb"}) {
+    Engine engine;
+    FlowNetwork net(engine, link_specs(topo));
+    BroadcastOptions bo;
+    bo.adaptive = mode == "aqgb";
+    bo.fixed_bits = 4;
+    BroadcastSync sync(bo);
+    const StragglerModel none = no_stragglers();
+    TrainingOptions opt;
+    opt.rounds = 5;
+    TrainingJob job(engine, net, topo, {0, 1, 2, 3}, layers, none, opt, sync);
+    job.start();
+    engine.run();
+    ASSERT_TRUE(job.finished());
+    uint64_t bytes = 0;
+    for (const auto& [r, s] : sync.round_stats()) bytes += s.stage1_bytes + s.stage2_bytes;
+    result[mode] = {job.round_completion().back().seconds(), bytes};
+    if (mode == "aqgb") {
+      size_t stage1 = 0, stage2 = 0;
+      for (const ControlDecision& d : job.decisions()) {
+        if (d.quantity == "stage1_bits") {
+          ++stage1;
+          EXPECT_GE(d.value, 4.0);
+          EXPECT_LE(d.value, 32.0);
+        }
+        if (d.quantity == "stage2_q") {
+          ++stage2;
+          EXPECT_GE(d.value, 0.125);
+          EXPECT_LE(d.value, 1.0);
+        }
+      }
+      EXPECT_GT(stage1, 0u);
+      EXPECT_GT(stage2, 0u);
+    }
+  }
+  EXPECT_GT(result["aqgb"].second, result["fixed4"].second);
+  EXPECT_LT(result["aqgb"].first, result["fixed4"].first * 1.10);
+}
+
+}  // namespace
+}  // namespace ccsim::sim
