@@ -235,6 +235,7 @@ void BroadcastSync::segment_done(uint32_t w, uint32_t round, uint32_t layer, uin
   if (bytes > 0 && elapsed > 0) s.bw = static_cast<double>(bytes) / elapsed;
   BroadcastRoundStats& st = stats_[round];
   (stage2 ? st.stage2_bytes : st.stage1_bytes) += bytes;
+  if (!stage2) st.sent_params += params;
   st.bits_sum += static_cast<double>(params) * bits;
   if (stage2) {
     --blocks_[{round, layer}].stage2_inflight;

@@ -234,6 +234,33 @@ TEST(ModelTraces, Resnet50LayersMakeAqgbIterationAndMergeIntoItsBlocks) {
 
 // A trace written by tools/profile_model.py --preset tiny (ctest profile_model_smoke): 2 blocks,
 // d_model 64, FFN 256, vocabulary 512, 32 learned positions, 2 x 32 tokens, fp32.
+TEST(ModelTraces, AqgbPiecesRegroupIntoTable1BlocksAndTheBlockSplits) {
+  const ComputeTrace t = load("resnet50-aqgb-pieces.json");
+  ASSERT_EQ(t.layers().size(), 7u);
+  EXPECT_EQ(t.params(), 25'557'032u);
+  EXPECT_NEAR(t.forward_s(), 0.5475, 1e-12);
+  EXPECT_NEAR(t.backward_s(), 0.9525, 1e-12);
+  // Table 1: blocks are pieces [0, 2), [2, 4), [4, 5), [5, 7) with these time shares and about
+  // these sizes (Table 1 rounds them).
+  const auto blocks = t.merged({0, 2, 4, 5}, {"b1", "b2", "b3", "b4"});
+  ASSERT_TRUE(blocks.ok()) << blocks.status().message();
+  const double fp[] = {0.419, 0.155, 0.165, 0.261}, bp[] = {0.505, 0.142, 0.129, 0.224};
+  const double millions[] = {3.0, 5.6, 6.0, 11.0};
+  for (size_t b = 0; b < 4; ++b) {
+    const LayerCompute& l = blocks->layers()[b];
+    EXPECT_NEAR(l.forward_s / 0.5475, fp[b], 1e-12) << b;
+    EXPECT_NEAR(l.backward_s / 0.9525, bp[b], 1e-12) << b;
+    EXPECT_NEAR(static_cast<double>(l.params) / 1e6, millions[b], 0.05) << b;
+  }
+  // The 5-block split cuts block 4 at conv5_2; the 6-block one regroups blocks 1-2 into
+  // conv1-conv3_4, conv4_1-conv4_3 and conv4_4-conv4_6 (AQGB Section 5.2.6).
+  EXPECT_EQ(t.layers()[5].name, "conv5_2");
+  const auto six = t.merged({0, 1, 3, 4, 5, 6}, {"a", "b", "c", "d", "e", "f"});
+  ASSERT_TRUE(six.ok());
+  EXPECT_EQ(six->layers()[1].params, 1'512'448u + 1'117'184u * 2);  // conv4_1..conv4_3
+  EXPECT_EQ(six->layers()[2].params, 1'117'184u * 3);               // conv4_4..conv4_6
+}
+
 TEST(ProfiledTrace, TinyPresetLoadsWithItsShape) {
   const char* path = std::getenv("CCSIM_PROFILED_TRACE");
   if (path == nullptr || *path == '\0')

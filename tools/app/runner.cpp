@@ -88,14 +88,14 @@ uint32_t group_gpus_per_node(const std::vector<uint32_t>& group, const topo::Top
 // Rounding noise below 1e-9 % prints as +0.0000%, not -0.0000%.
 double display_zero(double x) { return std::fabs(x) < 1e-9 ? 0.0 : x; }
 
-std::string csv_escape(const std::string& s) {
+}  // namespace
+
+std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
-
-}  // namespace
 
 const char* ccsim_version() { return "0.1.0"; }
 
@@ -383,7 +383,7 @@ std::string results_csv(const RunReport& report) {
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, r.scheme,
-                       csv_escape(r.params.dump()), report.ranks, report.group_size, report.groups,
+                       csv_field(r.params.dump()), report.ranks, report.group_size, report.groups,
                        s.collective.operation, s.collective.algorithm, report.elements, r.bits_per_element,
                        r.tensor_wire_bytes, r.wire_bytes_total, r.transfers, r.time_s, r.time_min_s,
                        has ? fmt::format("{}", r.analytic_time_s) : "",
@@ -393,33 +393,46 @@ std::string results_csv(const RunReport& report) {
   return out;
 }
 
-std::string links_csv(const RunReport& report) {
+std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs) {
   std::string out = "scheme,link,from,to,capacity_Bps,bytes,busy_s,utilization,max_flows\n";
-  for (const auto& r : report.results)
-    for (size_t l = 0; l < r.links.size(); ++l) {
-      const LinkRow& row = report.link_rows[l];
-      const sim::LinkStats& st = r.links[l];
-      const double util = r.time_s > 0 ? st.bytes / (row.capacity_Bps * r.time_s) : 0.0;
-      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", r.scheme, l, row.from, row.to, row.capacity_Bps, st.bytes,
-                         st.busy_s, util, st.max_flows);
+  for (const auto& r : runs)
+    for (size_t l = 0; l < r.links->size(); ++l) {
+      const LinkRow& row = rows[l];
+      const sim::LinkStats& st = (*r.links)[l];
+      const double util = r.duration_s > 0 ? st.bytes / (row.capacity_Bps * r.duration_s) : 0.0;
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(r.label), l, row.from, row.to, row.capacity_Bps,
+                         st.bytes, st.busy_s, util, st.max_flows);
     }
   return out;
 }
 
-std::string links_timeline_csv(const RunReport& report) {
-  const double bin = report.loaded.scenario.outputs.link_timeline_bin_s;
+std::string link_timeline_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs, double bin) {
   if (!(bin > 0)) return {};
   std::string out = "scheme,link,from,to,bin_start_s,bytes,utilization\n";
-  for (const auto& r : report.results)
-    for (size_t l = 0; l < r.timeline.size(); ++l)
-      for (size_t b = 0; b < r.timeline[l].size(); ++b) {
-        const double bytes = r.timeline[l][b];
+  for (const auto& r : runs)
+    for (size_t l = 0; l < r.timeline->size(); ++l)
+      for (size_t b = 0; b < (*r.timeline)[l].size(); ++b) {
+        const double bytes = (*r.timeline)[l][b];
         if (bytes <= 0) continue;
-        const LinkRow& row = report.link_rows[l];
-        out += fmt::format("{},{},{},{},{},{},{}\n", r.scheme, l, row.from, row.to, static_cast<double>(b) * bin, bytes,
-                           bytes / (row.capacity_Bps * bin));
+        const LinkRow& row = rows[l];
+        out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(r.label), l, row.from, row.to,
+                           static_cast<double>(b) * bin, bytes, bytes / (row.capacity_Bps * bin));
       }
   return out;
+}
+
+namespace {
+std::vector<LinkCsvRun> link_runs(const RunReport& report) {
+  std::vector<LinkCsvRun> runs;
+  for (const auto& r : report.results) runs.push_back({r.scheme, &r.links, &r.timeline, r.time_s});
+  return runs;
+}
+}  // namespace
+
+std::string links_csv(const RunReport& report) { return link_rows_csv(report.link_rows, link_runs(report)); }
+
+std::string links_timeline_csv(const RunReport& report) {
+  return link_timeline_csv(report.link_rows, link_runs(report), report.loaded.scenario.outputs.link_timeline_bin_s);
 }
 
 Status write_outputs(const RunReport& report, const std::string& dir) {

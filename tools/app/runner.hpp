@@ -86,6 +86,20 @@ std::string links_csv(const RunReport& report);
 /// links_timeline.csv's content (empty unless a timeline was recorded).
 std::string links_timeline_csv(const RunReport& report);
 
+/// One run's link counters as links.csv / links_timeline.csv list them.
+struct LinkCsvRun {
+  std::string label;                                   ///< the scheme
+  const std::vector<sim::LinkStats>* links = nullptr;  ///< per topology link
+  const std::vector<std::vector<double>>* timeline = nullptr;  ///< per link, bytes per bin (may be empty)
+  double duration_s = 0;                               ///< utilization = bytes / (capacity · duration)
+};
+/// links.csv: per run and link, bytes, busy time, utilization, peak sharing.
+std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs);
+/// links_timeline.csv: per run, link and non-empty bin of width `bin_s`, bytes and utilization.
+std::string link_timeline_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs, double bin_s);
+/// A CSV field, quoted when it holds a comma, quote or newline.
+std::string csv_field(const std::string& s);
+
 /// The ccsim version string ("0.1.0").
 const char* ccsim_version();
 

@@ -89,10 +89,65 @@ struct GradientsConfig {
   uint64_t numerics_memory_bytes = 8ull << 30;  ///< numerics run only if one group's buffers fit in this
 };
 
+/// An adaptive controller driving a scheme round by round (training runs).
+struct ControllerConfig {
+  std::string kind = "none";       ///< none, or aqgb (broadcast with TFP)
+  double q_floor = 0.125;          ///< aqgb: the lowest quantization ratio
+  bool second_stage = true;        ///< aqgb: send remaining bits before each block's forward
+};
+
 /// One compression scheme to evaluate.
 struct CompressionConfig {
   std::string scheme;
   nlohmann::json params = nlohmann::json::object();
+  ControllerConfig controller;
+};
+
+/// The training workload (absent trace: the scenario runs one collective, not training rounds).
+struct WorkloadConfig {
+  std::string trace;                 ///< compute trace file (traces/models/...)
+  int64_t rounds = 0;                ///< rounds to run (0: until duration)
+  double duration_s = 0;             ///< simulated-time horizon (0: until rounds)
+  int64_t warmup_rounds = 1;         ///< excluded from the per-round averages
+  std::vector<int64_t> blocks;       ///< merge the trace's layers into blocks starting at these indices
+  double interference = 0;           ///< compute slowdown while compression kernels run
+};
+
+/// How gradients are synchronized each round.
+struct SyncConfig {
+  std::string mode = "allreduce";      ///< allreduce: DDP buckets through collective.algorithm; broadcast (AQGB)
+  uint64_t bucket_bytes = 25ull << 20;  ///< allreduce: DDP bucket_cap
+  uint64_t first_bucket_bytes = 0;     ///< allreduce: DDP first bucket (0: same as bucket)
+  int64_t segment = 1 << 20;           ///< broadcast: gradient entries per segment
+};
+
+/// Per-round, per-worker compute scaling.
+struct StragglersConfig {
+  std::string model = "none";
+  double low = 0.9;
+  double high = 1.1;
+  double sigma = 0.1;
+  std::string file;                 ///< empirical: CDF file
+  std::vector<int64_t> workers;     ///< persistent: slow workers
+  double factor = 1.5;              ///< persistent: their slowdown
+};
+
+/// A background tenant.
+struct TenantConfig {
+  std::string kind = "ring_allreduce";
+  int64_t count = 1;
+  uint64_t size_bytes = 1ull << 30;
+  std::vector<int64_t> ranks;       ///< ring members (empty: the training job's ranks)
+  int64_t src = 0, dst = 1;
+  double rate_Bps = 0;
+  double on_s = 0, off_s = 0;
+  double period_s = 1e-3;
+  double start_s = 0;
+};
+
+/// Shared-network settings.
+struct NetworkConfig {
+  std::vector<TenantConfig> tenants;
 };
 
 /// Where outputs go.
@@ -111,6 +166,10 @@ struct Scenario {
   CollectiveConfig collective;
   GradientsConfig gradients;
   std::vector<CompressionConfig> compression;
+  WorkloadConfig workload;
+  SyncConfig sync;
+  StragglersConfig stragglers;
+  NetworkConfig network;
   OutputsConfig outputs;
 };
 
@@ -202,6 +261,74 @@ template <class V>
 void visit(V& v, CompressionConfig& c) {
   v.required_choice("scheme", c.scheme, V::compressor_names(), "compression scheme (see `ccsim list`)");
   v.compressor_params("params", c.params, c.scheme, "scheme parameters (see `ccsim list`)");
+  v.object("controller", c.controller, "training runs: an adaptive controller driving the scheme per round");
+}
+
+template <class V>
+void visit(V& v, WorkloadConfig& c) {
+  v.path("trace", c.trace, "compute trace (docs/compute-traces.md), relative to the scenario file; with it the "
+                           "scenario runs training rounds (empty: none)");
+  v.integer("rounds", c.rounds, 0, 1 << 30, "rounds to run (0: until duration)");
+  v.quantity("duration", c.duration_s, UnitKind::kTime, V::kNonNegative,
+             "simulated time to run; rounds completed by then are counted (0: until rounds)");
+  v.integer("warmup_rounds", c.warmup_rounds, 0, 1 << 30, "first rounds left out of the per-round averages");
+  v.integer_list("blocks", c.blocks, 0, 1 << 20,
+                 "merge the trace's layers into gradient blocks starting at these layer indices (first 0; empty: as is)");
+  v.number("interference", c.interference, 0.0, 100.0,
+           "compute runs at 1/(1+interference) speed while the worker's compression kernels run");
+}
+
+template <class V>
+void visit(V& v, SyncConfig& c) {
+  v.choice("mode", c.mode, {"allreduce", "broadcast"},
+           "allreduce: DDP buckets, each through collective.algorithm once all workers produced it; broadcast: every "
+           "worker sends each gradient block to every other worker (AQGB)");
+  v.bytes("bucket", c.bucket_bytes, "allreduce: DDP bucket size (bucket_cap)");
+  v.bytes("first_bucket", c.first_bucket_bytes, "allreduce: size of the first bucket (0: same as bucket)");
+  v.integer("segment", c.segment, 1, INT64_C(1) << 40, "broadcast: gradient entries per segment (control granularity)");
+}
+
+template <class V>
+void visit(V& v, ControllerConfig& c) {
+  v.choice("kind", c.kind, {"none", "aqgb"},
+           "none (the scheme's fixed wire size) or aqgb (AQGB's two-stage adaptive ratio; scheme tfp, sync.mode "
+           "broadcast)");
+  v.number("q_floor", c.q_floor, 1.0 / 32, 1.0, "aqgb: the lowest quantization ratio q̄ (0.125 = 4 of 32 bits)");
+  v.boolean("second_stage", c.second_stage, "aqgb: send the remaining bits of each block before its next forward");
+}
+
+template <class V>
+void visit(V& v, StragglersConfig& c) {
+  v.choice("model", c.model, {"none", "uniform", "lognormal", "empirical", "persistent"},
+           "per-round, per-worker compute factor");
+  v.number("low", c.low, 0.01, 100.0, "uniform: lower bound");
+  v.number("high", c.high, 0.01, 100.0, "uniform: upper bound");
+  v.number("sigma", c.sigma, 0.0, 5.0, "lognormal: sigma (mean 1)");
+  v.path("file", c.file, "empirical: CDF file (format ccsim-straggler-cdf), normalized to mean 1");
+  v.integer_list("workers", c.workers, 0, 1 << 20, "persistent: the slow workers");
+  v.number("factor", c.factor, 0.01, 100.0, "persistent: how many times slower they are");
+}
+
+template <class V>
+void visit(V& v, TenantConfig& c) {
+  v.choice("kind", c.kind, {"ring_allreduce", "constant", "onoff"},
+           "ring_allreduce: jobs doing ring all-reduces back to back; constant: a rate-capped flow; onoff: the same, "
+           "sending rate x on then pausing off");
+  v.integer("count", c.count, 1, 1 << 16, "ring_allreduce: number of jobs");
+  v.bytes("size", c.size_bytes, "ring_allreduce: bytes per all-reduce (fp32)");
+  v.integer_list("ranks", c.ranks, 0, 1 << 20, "ring_allreduce: ranks in ring order (empty: the training job's)");
+  v.integer("src", c.src, 0, 1 << 20, "constant/onoff: source rank");
+  v.integer("dst", c.dst, 0, 1 << 20, "constant/onoff: destination rank");
+  v.quantity("rate", c.rate_Bps, UnitKind::kBandwidth, V::kNonNegative, "constant/onoff: rate cap");
+  v.quantity("on", c.on_s, UnitKind::kTime, V::kNonNegative, "onoff: sending period");
+  v.quantity("off", c.off_s, UnitKind::kTime, V::kNonNegative, "onoff: silent period");
+  v.quantity("period", c.period_s, UnitKind::kTime, V::kPositive, "constant: flow restart period");
+  v.quantity("start", c.start_s, UnitKind::kTime, V::kNonNegative, "first activity");
+}
+
+template <class V>
+void visit(V& v, NetworkConfig& c) {
+  v.object_list("tenants", c.tenants, "background jobs sharing the links max-min fairly");
 }
 
 template <class V>
@@ -221,6 +348,10 @@ void visit(V& v, Scenario& s) {
   v.object("collective", s.collective, "collective and algorithm");
   v.object("gradients", s.gradients, "per-rank gradient source");
   v.required_object_list("compression", s.compression, "schemes to evaluate (an object or an array of objects)");
+  v.object("workload", s.workload, "training rounds: compute trace and horizon (absent: one collective)");
+  v.object("sync", s.sync, "training: how gradients are synchronized");
+  v.object("stragglers", s.stragglers, "training: per-round, per-worker compute scaling");
+  v.object("network", s.network, "training: background tenants on the links");
   v.object("outputs", s.outputs, "output files");
 }
 

@@ -158,25 +158,21 @@ class Reader : public Names {
     if (!v->is_array()) return expected(key, "an array of file paths", *v);
     out.clear();
     for (size_t i = 0; i < v->size(); ++i) {
-      const json& e = (*v)[i];
-      const std::string p = at(key) + "/" + std::to_string(i);
-      if (!e.is_string()) {
-        diag_.add(p, fmt::format("expected a file path string, got {}", describe_json(e)));
-        continue;
-      }
-      fs::path file = e.get<std::string>();
-      if (file.is_relative()) file = base_dir_ / file;
-      // Absolute, so the resolved scenario still finds it from any folder.
-      file = fs::absolute(file).lexically_normal();
-      std::error_code ec;
-      if (!fs::is_regular_file(file, ec)) {
-        diag_.add(p, fmt::format("expected an existing file, got \"{}\" (looked for {}: not found)", e.get<std::string>(),
-                                 file.string()));
-        diag_.mark_not_found();
-        continue;
-      }
-      out.push_back(file.string());
+      std::string file;
+      if (resolve_path((*v)[i], at(key) + "/" + std::to_string(i), file)) out.push_back(std::move(file));
     }
+  }
+  void path(const std::string& key, std::string& out, const char*) {
+    const json* v = get(key);
+    if (!v) return;
+    if (v->is_string() && v->get<std::string>().empty()) return out.clear();  // "" = not set (resolved files)
+    resolve_path(*v, at(key), out);
+  }
+  void boolean(const std::string& key, bool& out, const char*) {
+    const json* v = get(key);
+    if (!v) return;
+    if (!v->is_boolean()) return expected(key, "true or false", *v);
+    out = v->get<bool>();
   }
 
   template <class T>
@@ -195,10 +191,15 @@ class Reader : public Names {
       get(key);
       return diag_.add(at(key), fmt::format("missing required key '{}' ({})", key, desc));
     }
-    object_list(key, out, desc);
+    read_object_list(key, out, true);
   }
   template <class T>
   void object_list(const std::string& key, std::vector<T>& out, const char*) {
+    read_object_list(key, out, false);
+  }
+  // An object or an array of objects; `nonempty`: an empty array is an error.
+  template <class T>
+  void read_object_list(const std::string& key, std::vector<T>& out, bool nonempty) {
     const json* v = get(key);
     if (!v) return;
     auto read_one = [&](const json& e, const std::string& p) {
@@ -215,7 +216,7 @@ class Reader : public Names {
     out.clear();
     if (v->is_object()) return read_one(*v, at(key));
     if (!v->is_array()) return expected(key, "an object or an array of objects", *v);
-    if (v->empty()) return diag_.add(at(key), "expected at least one object, got an empty array");
+    if (v->empty() && nonempty) return diag_.add(at(key), "expected at least one object, got an empty array");
     for (size_t i = 0; i < v->size(); ++i) read_one((*v)[i], at(key) + "/" + std::to_string(i));
   }
 
@@ -255,6 +256,26 @@ class Reader : public Names {
   const json* get(const std::string& key) {
     declared_.insert(key);
     return get_quiet(key);
+  }
+  // A file path relative to the scenario's folder, made absolute (so the resolved scenario still
+  // finds it from any folder); false (and an error at `p`) unless it names an existing file.
+  bool resolve_path(const json& e, const std::string& p, std::string& out) {
+    if (!e.is_string()) {
+      diag_.add(p, fmt::format("expected a file path string, got {}", describe_json(e)));
+      return false;
+    }
+    fs::path file = e.get<std::string>();
+    if (file.is_relative()) file = base_dir_ / file;
+    file = fs::absolute(file).lexically_normal();
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) {
+      diag_.add(p, fmt::format("expected an existing file, got \"{}\" (looked for {}: not found)", e.get<std::string>(),
+                               file.string()));
+      diag_.mark_not_found();
+      return false;
+    }
+    out = file.string();
+    return true;
   }
   void expected(const std::string& key, const std::string& what, const json& got) {
     diag_.add(at(key), fmt::format("expected {}, got {}", what, describe_json(got)));
@@ -308,6 +329,8 @@ class Writer : public Names {
   void string(const std::string& k, const std::string& v, const char*) { out[k] = v; }
   void required_string(const std::string& k, const std::string& v, const char*) { out[k] = v; }
   void path_list(const std::string& k, const std::vector<std::string>& v, const char*) { out[k] = v; }
+  void path(const std::string& k, const std::string& v, const char*) { out[k] = v; }
+  void boolean(const std::string& k, bool v, const char*) { out[k] = v; }
   void compressor_params(const std::string& k, const json& v, const std::string&, const char*) { out[k] = v; }
   template <class T>
   void object(const std::string& k, T& v, const char*) {
@@ -393,6 +416,12 @@ class SchemaWriter : public Names {
   void path_list(const std::string& k, const std::vector<std::string>&, const char* d) {
     props[k] = {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", d}};
   }
+  void path(const std::string& k, const std::string&, const char* d) {
+    props[k] = {{"type", "string"}, {"description", d}};
+  }
+  void boolean(const std::string& k, bool def, const char* d) {
+    props[k] = {{"type", "boolean"}, {"default", def}, {"description", d}};
+  }
   void compressor_params(const std::string& k, const json&, const std::string&, const char* d) {
     props[k] = {{"type", "object"}, {"description", d}};
     for (const auto& info : algo::CompressorRegistry::global().all()) {
@@ -415,14 +444,19 @@ class SchemaWriter : public Names {
   }
   template <class T>
   void required_object_list(const std::string& k, std::vector<T>& v, const char* d) {
-    object_list(k, v, d);
+    list_schema(k, v, d, 1);
     required.push_back(k);
   }
   template <class T>
-  void object_list(const std::string& k, std::vector<T>&, const char* d) {
+  void object_list(const std::string& k, std::vector<T>& v, const char* d) {
+    list_schema(k, v, d, 0);
+  }
+  template <class T>
+  void list_schema(const std::string& k, std::vector<T>&, const char* d, int min_items) {
     T item;
     json one = object_schema(item, d);
-    props[k] = {{"description", d}, {"oneOf", json::array({one, {{"type", "array"}, {"minItems", 1}, {"items", one}}})}};
+    props[k] = {{"description", d},
+                {"oneOf", json::array({one, {{"type", "array"}, {"minItems", min_items}, {"items", one}}})}};
   }
 };
 
@@ -551,7 +585,9 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
   Scenario& s = out.scenario;
   const bool size_reported = std::any_of(diag.items().begin(), diag.items().end(),
                                          [](const Diagnostic& d) { return d.path == "/gradients/size"; });
-  if (s.gradients.source == "synthetic" && !size_reported) {
+  // Training runs size their gradients from the compute trace; a collective run needs a size.
+  const bool training = !s.workload.trace.empty();
+  if (s.gradients.source == "synthetic" && !size_reported && (!training || s.gradients.size_bytes != 0)) {
     if (s.gradients.size_bytes == 0 || s.gradients.size_bytes % 4 != 0)
       diag.add("/gradients/size", fmt::format("expected a positive multiple of 4 bytes (fp32) for synthetic gradients, got {}",
                                               s.gradients.size_bytes));

@@ -21,6 +21,7 @@
 #include "tools/app/bench.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "tools/app/training.hpp"
 #include "tools/app/vnmse.hpp"
 
 namespace po = boost::program_options;
@@ -94,6 +95,15 @@ int cmd_run(const std::vector<std::string>& args) {
   std::string out_dir = vm.count("out") ? vm["out"].as<std::string>() : loaded->scenario.outputs.dir;
 
   const auto t0 = std::chrono::steady_clock::now();
+  if (!loaded->scenario.workload.trace.empty()) {
+    auto rep = app::run_training(*loaded);
+    if (!rep.ok()) return report(rep.status().with_context(file));
+    Status w = app::write_training_outputs(*rep, out_dir);
+    if (!w.ok()) return report(w);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << app::format_training_summary(*rep, out_dir) << fmt::format("  wall time   {:.2f} s\n", wall);
+    return kExitOk;
+  }
   auto rep = app::run_scenario(*loaded);
   if (!rep.ok()) return report(rep.status().with_context(file));
   Status w = app::write_outputs(*rep, out_dir);

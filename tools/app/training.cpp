@@ -1,0 +1,569 @@
+#include "tools/app/training.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "algorithms/fp32/fp32.hpp"
+#include "algorithms/numerics.hpp"
+#include "algorithms/registry.hpp"
+#include "sim/base/units.hpp"
+#include "sim/schedule_runner.hpp"
+#include "sim/training/broadcast_sync.hpp"
+#include "sim/training/stragglers.hpp"
+#include "topology/builders/builders.hpp"
+#include "topology/collectives/collectives.hpp"
+#include "traces/compute_trace.hpp"
+#include "traces/synthetic_gradients.hpp"
+
+namespace ccsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A bucket size's compressor, with its committed plan (metadata-phase schemes plan once per size,
+// on synthetic gradients of that size) and what its collective reduces.
+struct BucketCodec {
+  std::unique_ptr<algo::Compressor> comp;
+  uint64_t reduced = 0;
+  uint64_t plan_bytes = 0;
+  topo::CollectiveOptions options;
+  uint64_t tensor_wire_bytes = 0;  // one rank's bucket, encoded once
+};
+
+Result<traces::ComputeTrace> load_trace(const WorkloadConfig& wl) {
+  auto trace = traces::ComputeTrace::load(wl.trace);
+  if (!trace.ok()) return trace.status().with_context("/workload/trace");
+  if (wl.blocks.empty()) return trace;
+  std::vector<size_t> starts;
+  std::vector<std::string> names;
+  const auto& layers = trace->layers();
+  for (size_t b = 0; b < wl.blocks.size(); ++b) {
+    const auto st = static_cast<size_t>(wl.blocks[b]);
+    const size_t end = b + 1 < wl.blocks.size() ? static_cast<size_t>(wl.blocks[b + 1]) : layers.size();
+    if ((b == 0 && st != 0) || (b > 0 && st <= starts.back()) || st >= layers.size())
+      return invalid_argument(fmt::format("/workload/blocks/{}: expected {} (block starts begin at 0, increase and stay "
+                                          "below the trace's {} layers), got {}", b, b == 0 ? "0" : "a larger index",
+                                          layers.size(), st));
+    starts.push_back(st);
+    names.push_back(end - st == 1 ? layers[st].name : layers[st].name + "-" + layers[end - 1].name);
+  }
+  auto merged = trace->merged(starts, names);
+  if (!merged.ok()) return merged.status().with_context("/workload/blocks");
+  return merged;
+}
+
+Result<sim::StragglerModel> make_stragglers(const Scenario& s, uint32_t workers) {
+  const StragglersConfig& c = s.stragglers;
+  sim::StragglerSpec spec;
+  spec.model = c.model;
+  spec.low = c.low;
+  spec.high = c.high;
+  spec.sigma = c.sigma;
+  spec.slow_factor = c.factor;
+  if (c.model == "empirical") {
+    if (c.file.empty()) return invalid_argument("/stragglers/file: the empirical model needs a CDF file, got none");
+    auto cdf = sim::EmpiricalCdf::load(c.file);
+    if (!cdf.ok()) return cdf.status().with_context("/stragglers/file");
+    spec.cdf = std::move(*cdf);
+  }
+  for (size_t i = 0; i < c.workers.size(); ++i) {
+    if (c.workers[i] >= workers)
+      return invalid_argument(fmt::format("/stragglers/workers/{}: expected a worker below {}, got {}", i, workers,
+                                          c.workers[i]));
+    spec.slow_workers.push_back(static_cast<uint32_t>(c.workers[i]));
+  }
+  if (c.model == "uniform" && c.low > c.high)
+    return invalid_argument(fmt::format("/stragglers/high: expected at least low ({}), got {}", c.low, c.high));
+  auto model = sim::StragglerModel::make(std::move(spec), static_cast<uint64_t>(s.seed));
+  if (!model.ok()) return model.status().with_context("/stragglers");
+  return model;
+}
+
+std::vector<sim::TenantSpec> tenant_specs(const Scenario& s, const std::vector<topo::Rank>& workers) {
+  std::vector<sim::TenantSpec> out;
+  for (const TenantConfig& c : s.network.tenants) {
+    sim::TenantSpec t;
+    t.kind = c.kind;
+    t.count = static_cast<uint32_t>(c.count);
+    t.bytes = c.size_bytes;
+    for (int64_t r : c.ranks) t.ranks.push_back(static_cast<topo::Rank>(r));
+    if (t.ranks.empty() && t.kind == "ring_allreduce") t.ranks = workers;
+    t.src = static_cast<topo::Rank>(c.src);
+    t.dst = static_cast<topo::Rank>(c.dst);
+    t.rate_Bps = c.rate_Bps;
+    t.on_s = c.on_s;
+    t.off_s = c.off_s;
+    t.period_s = c.period_s;
+    t.start_s = c.start_s;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Synthetic per-rank gradients of `elements` for a metadata-phase plan.
+Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks, uint32_t salt) {
+  const double need = 4.0 * static_cast<double>(elements) * ranks;
+  if (need > static_cast<double>(s.gradients.numerics_memory_bytes))
+    return invalid_argument(fmt::format(
+        "/compression: '{}' agrees on metadata from the gradients each round; planning a {}-entry bucket on {} ranks "
+        "needs {} of synthetic gradients (> gradients.numerics_memory {}); use smaller buckets or raise the limit",
+        comp.name(), elements, ranks, format_quantity(need, UnitKind::kBytes),
+        format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes)));
+  traces::SyntheticGradientSpec spec;
+  spec.elements = elements;
+  spec.layers = static_cast<uint32_t>(std::min<uint64_t>(s.gradients.layers, std::max<uint64_t>(1, elements / 1024)));
+  spec.scale_decades = s.gradients.scale_decades;
+  spec.correlation = s.gradients.correlation;
+  spec.envelope_sigma = s.gradients.envelope_sigma;
+  spec.envelope_span = static_cast<uint32_t>(s.gradients.envelope_span);
+  std::vector<std::vector<float>> grads(ranks, std::vector<float>(elements));
+  std::vector<std::span<float>> views(grads.begin(), grads.end());
+  traces::generate_synthetic_gradients(spec, static_cast<uint64_t>(s.seed) + salt, views);
+  std::vector<std::span<const float>> ins(grads.begin(), grads.end());
+  CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), 0}));
+  (void)plan;
+  return ok_status();
+}
+
+}  // namespace
+
+Result<TrainingReport> run_training(const LoadedScenario& loaded) {
+  const Scenario& s = loaded.scenario;
+  const WorkloadConfig& wl = s.workload;
+  TrainingReport report;
+  report.loaded = loaded;
+  if (wl.rounds == 0 && wl.duration_s <= 0)
+    return invalid_argument("/workload: expected rounds > 0 or a duration > 0, got neither (the run would never end)");
+  CCSIM_ASSIGN_OR_RETURN(const traces::ComputeTrace trace, load_trace(wl));
+  if (s.parallelism.tp != 1 || s.parallelism.pp != 1)
+    return invalid_argument(fmt::format("/parallelism: training rounds run data parallelism only (tp = pp = 1) in this "
+                                        "version, got tp = {}, pp = {}", s.parallelism.tp, s.parallelism.pp));
+  CCSIM_ASSIGN_OR_RETURN(const topo::Topology topology, topo::build_topology(cluster_spec(s.cluster)));
+  const uint32_t m = topology.num_ranks();
+  if (s.parallelism.dp != 0 && s.parallelism.dp != m)
+    return invalid_argument(fmt::format("/parallelism/dp: expected 0 or the number of ranks ({}), got {}", m,
+                                        s.parallelism.dp));
+  report.workers = m;
+  report.topology_desc = fmt::format("{}; {} ranks ({} x {} GPUs), NIC {}, link latency {}",
+                                     topology.description().empty() ? topology.kind() : topology.description(), m,
+                                     topology.num_nodes(), topology.gpus_per_node(),
+                                     format_quantity(s.cluster.nic_bandwidth_Bps, UnitKind::kBandwidth),
+                                     format_quantity(s.cluster.link_latency_s, UnitKind::kTime));
+  for (const auto& l : topology.links())
+    report.link_rows.push_back(LinkRow{topology.vertex_name(l.from), topology.vertex_name(l.to), l.capacity_Bps});
+  report.trace_desc = fmt::format("{}: {} layers/blocks, {} params, forward {} + backward {} per round ({}, {})",
+                                  trace.model(), trace.layers().size(), trace.params(),
+                                  format_quantity(trace.forward_s(), UnitKind::kTime),
+                                  format_quantity(trace.backward_s(), UnitKind::kTime), trace.provenance().kind,
+                                  trace.provenance().device);
+  CCSIM_ASSIGN_OR_RETURN(const sim::StragglerModel stragglers, make_stragglers(s, m));
+  report.stragglers_desc = stragglers.describe();
+  std::vector<topo::Rank> worker_ranks(m);
+  for (uint32_t r = 0; r < m; ++r) worker_ranks[r] = r;
+  const std::vector<sim::TenantSpec> tenants = tenant_specs(s, worker_ranks);
+
+  sim::KernelCostModel costs;
+  if (s.cluster.gpu.kernel_cost == "roofline") {
+    costs.memory_Bps = s.cluster.gpu.memory_bandwidth_Bps;
+    costs.launch = Duration::from_seconds(s.cluster.gpu.kernel_launch_s);
+  }
+  report.kernel_cost_desc = costs.describe();
+  report.horizon_desc = wl.duration_s > 0
+                            ? fmt::format("{} of simulated time{}", format_quantity(wl.duration_s, UnitKind::kTime),
+                                          wl.rounds > 0 ? fmt::format(" (at most {} rounds)", wl.rounds) : "")
+                            : fmt::format("{} rounds", wl.rounds);
+
+  std::vector<sim::TrainingLayer> layers;
+  for (const auto& l : trace.layers()) layers.push_back({l.name, l.params, l.forward_s, l.backward_s});
+  uint64_t total_params = trace.params();
+  if (total_params == 0) return invalid_argument("/workload/trace: the trace has no parameters to synchronize");
+
+  const topo::CollectiveInfo* collective = nullptr;
+  if (s.sync.mode == "allreduce") {
+    if (s.collective.operation != "allreduce")
+      return invalid_argument(fmt::format("/collective/operation: sync.mode allreduce synchronizes gradients with an "
+                                          "allreduce, got {}", s.collective.operation));
+    CCSIM_ASSIGN_OR_RETURN(collective, topo::find_collective("allreduce", s.collective.algorithm));
+  }
+
+  for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    const CompressionConfig& cc = s.compression[ci];
+    const std::string at = fmt::format("/compression/{}", ci);
+    auto probe = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
+    if (!probe.ok()) return probe.status().with_context(at);
+    TrainingResult res;
+    res.scheme = cc.controller.kind == "none" ? cc.scheme : cc.controller.kind;
+    res.params = cc.params;
+
+    sim::Engine engine;
+    sim::FlowNetwork network(engine, sim::link_specs(topology));
+    if (s.outputs.link_timeline_bin_s > 0) network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
+    auto traffic = sim::TenantTraffic::make(engine, network, topology, tenants, 0x7E4A47 + ci);
+    if (!traffic.ok()) return traffic.status();
+    report.tenants_desc = (*traffic)->describe();
+
+    std::unique_ptr<sim::GradientSync> sync;
+    std::map<uint64_t, BucketCodec> codecs;  // by bucket size
+    sim::BucketCollectiveSync* bucket_sync = nullptr;
+    sim::BroadcastSync* broadcast = nullptr;
+    if (s.sync.mode == "allreduce") {
+      if (cc.controller.kind != "none")
+        return invalid_argument(fmt::format("{}/controller/kind: {} drives a broadcast (sync.mode broadcast); with "
+                                            "sync.mode allreduce expected none", at, cc.controller.kind));
+      const auto buckets = sim::make_buckets(layers, s.sync.bucket_bytes, s.sync.first_bucket_bytes,
+                                             trace.gradient_bytes_per_param());
+      // One codec per distinct bucket size (the plan, if any, depends on the size only).
+      uint64_t model_wire = 0;
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        const uint64_t params = buckets[b].params;
+        if (codecs.count(params) == 0) {
+          BucketCodec codec;
+          auto created = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
+          if (!created.ok()) return created.status().with_context(at);
+          codec.comp = std::move(*created);
+          codec.comp->set_layout(std::vector<algo::LayerShape>{{0, params, params, 1}});
+          if (!codec.comp->plan_format(params, m).empty()) {
+            CCSIM_RETURN_IF_ERROR(plan_on_synthetic(s, *codec.comp, params, m, static_cast<uint32_t>(b)));
+            codec.plan_bytes = codec.comp->plan_format(params, m).wire_bytes();
+          }
+          codec.options.align = codec.comp->alignment();
+          codec.options.segments = static_cast<uint32_t>(s.collective.segments);
+          codec.reduced = codec.comp->reduced_elements(params);
+          if (Status st = collective->check(m, codec.reduced, codec.options); !st.ok())
+            return invalid_argument(fmt::format("/sync/bucket: {} cannot all-reduce a bucket of {} entries ({} reduced) "
+                                                "on {} ranks with '{}': {}", s.collective.algorithm, params, codec.reduced,
+                                                m, cc.scheme, st.message()));
+          for (const auto& c : topo::split_even(codec.reduced, m, codec.options.align))
+            codec.tensor_wire_bytes += codec.comp->wire_bytes({c.offset, c.count}, {1, m});
+          codecs.emplace(params, std::move(codec));
+        }
+        model_wire += codecs.at(params).tensor_wire_bytes;
+      }
+      res.bits_per_element = 8.0 * static_cast<double>(model_wire) / static_cast<double>(total_params);
+      auto factory = [&codecs, collective, m](uint32_t, uint32_t, uint64_t params) {
+        BucketCodec& codec = codecs.at(params);
+        std::vector<sim::SyncPhase> phases;
+        if (codec.plan_bytes > 0) {
+          static const algo::Fp32Compressor fp32;
+          sim::SyncPhase p;
+          p.name = "metadata";
+          const uint64_t words = std::max<uint64_t>((codec.plan_bytes + 3) / 4, m);
+          p.generator = topo::make_ring(topo::CollectiveOp::kAllReduce, m, words, {}, false);
+          p.binder = [](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, fp32, first, end); };
+          phases.push_back(std::move(p));
+        }
+        sim::SyncPhase p;
+        p.name = "collective";
+        p.generator = collective->make(m, codec.reduced, codec.options);
+        algo::Compressor* comp = codec.comp.get();
+        p.binder = [comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, *comp, first, end); };
+        phases.push_back(std::move(p));
+        return phases;
+      };
+      auto bs = std::make_unique<sim::BucketCollectiveSync>(
+          buckets, factory, costs,
+          fmt::format("DDP buckets of {} ({} buckets), {} all-reduce, {}",
+                      format_quantity(static_cast<double>(s.sync.bucket_bytes), UnitKind::kBytes), buckets.size(),
+                      s.collective.algorithm, cc.scheme));
+      bucket_sync = bs.get();
+      sync = std::move(bs);
+    } else {
+      sim::BroadcastOptions bo;
+      bo.segment_params = static_cast<uint64_t>(s.sync.segment);
+      bo.costs = costs;
+      bo.scheme = cc.scheme;
+      if (cc.controller.kind == "aqgb") {
+        if (cc.scheme != "tfp")
+          return invalid_argument(fmt::format("{}/scheme: the aqgb controller drives TFP's truncation, so the scheme "
+                                              "must be tfp, got {}", at, cc.scheme));
+        bo.adaptive = true;
+        bo.q_floor = cc.controller.q_floor;
+        bo.second_stage = cc.controller.second_stage;
+      } else {
+        algo::Compressor& comp = **probe;
+        if (!comp.plan_format(bo.segment_params, m).empty())
+          return invalid_argument(fmt::format("{}/scheme: '{}' needs a metadata phase across ranks, which a broadcast "
+                                              "does not have; use sync.mode allreduce", at, cc.scheme));
+        bo.fixed_bits = 8.0 * static_cast<double>(comp.wire_bytes({0, bo.segment_params}, {1, m})) /
+                        static_cast<double>(bo.segment_params);
+      }
+      auto b = std::make_unique<sim::BroadcastSync>(bo);
+      broadcast = b.get();
+      sync = std::move(b);
+    }
+    res.sync_desc = sync->describe();
+
+    sim::TrainingOptions topt;
+    topt.rounds = static_cast<uint32_t>(wl.rounds);
+    topt.optimizer_s = trace.optimizer_s();
+    topt.interference = wl.interference;
+    sim::TrainingJob job(engine, network, topology, worker_ranks, layers, stragglers, topt, *sync);
+    sim::TenantTraffic& tt = **traffic;
+    job.on_finished([&tt] { tt.stop(); });
+    tt.start();
+    job.start();
+    const SimTime horizon = wl.duration_s > 0 ? SimTime::zero() + Duration::from_seconds(wl.duration_s) : SimTime::infinite();
+    engine.run_until(horizon);
+    const std::vector<SimTime> done = job.round_completion();
+    res.rounds_completed = static_cast<uint32_t>(
+        std::count_if(done.begin(), done.end(), [&](SimTime t) { return t <= horizon; }));
+    res.end_s = wl.duration_s > 0 ? wl.duration_s : (done.empty() ? engine.now().seconds() : done.back().seconds());
+
+    res.rounds = job.round_metrics(horizon);
+    res.decisions = job.decisions();
+    if (bucket_sync) res.buckets = bucket_sync->records();
+    res.tenants = tt.stats();
+    res.links = network.link_stats();
+    res.timeline = network.timeline();
+
+    // Per-round cluster view and means over the measured rounds.
+    std::map<uint32_t, std::vector<const sim::RoundMetrics*>> by_round;
+    for (const auto& r : res.rounds) by_round[r.round].push_back(&r);
+    double row_sum = 0;
+    uint32_t row_n = 0;
+    for (const auto& [round, rows] : by_round) {
+      if (rows.size() != m) continue;
+      ClusterRound c;
+      c.round = round;
+      c.complete_s = round < done.size() ? done[round].seconds() : std::numeric_limits<double>::quiet_NaN();
+      c.overlap_min_s = kInf;
+      for (const auto* r : rows) {
+        c.duration_max_s = std::max(c.duration_max_s, r->duration());
+        c.wait_max_s = std::max(c.wait_max_s, r->wait_s);
+        c.overlap_min_s = std::min(c.overlap_min_s, r->overlap_s);
+      }
+      c.row = c.wait_max_s > 0 ? c.overlap_min_s / c.wait_max_s : kInf;
+      res.cluster_rounds.push_back(c);
+      if (round < static_cast<uint32_t>(wl.warmup_rounds)) continue;
+      ++res.measured_rounds;
+      if (std::isfinite(c.row)) {
+        row_sum += c.row;
+        ++row_n;
+      } else {
+        ++res.rounds_without_wait;
+      }
+    }
+    res.row_cluster = row_n > 0 ? row_sum / row_n : kInf;
+    size_t n = 0;
+    for (const auto& r : res.rounds) {
+      if (r.round < static_cast<uint32_t>(wl.warmup_rounds)) continue;
+      ++n;
+      res.round_s += r.duration();
+      res.compute_s += r.compute_s;
+      res.wait_s += r.wait_s;
+      res.comm_s += r.comm_s;
+      res.overlap_s += r.overlap_s;
+      res.compression_s += r.compression_s;
+      res.compression_overhead_s += r.compression_overhead_s;
+      res.exposed_comm_s += r.exposed_comm_s;
+    }
+    if (n > 0) {
+      for (double* v : {&res.round_s, &res.compute_s, &res.wait_s, &res.comm_s, &res.overlap_s, &res.compression_s,
+                        &res.compression_overhead_s, &res.exposed_comm_s})
+        *v /= static_cast<double>(n);
+    }
+    // Workers' uplinks: the links leaving their rank vertices.
+    double util = 0, sent = 0;
+    uint32_t uplinks = 0;
+    for (size_t l = 0; l < topology.links().size(); ++l) {
+      const auto& link = topology.links()[l];
+      if (link.from >= m) continue;
+      ++uplinks;
+      util += res.links[l].bytes / (link.capacity_Bps * res.end_s);
+      sent += res.links[l].bytes;
+    }
+    res.uplink_utilization = uplinks > 0 ? util / uplinks : 0;
+    // Tenants' bytes leave the same uplinks; the job's own are the synchronization's.
+    double tenant_bytes = 0;
+    for (const auto& t : res.tenants) tenant_bytes += t.bytes;
+    (void)tenant_bytes;
+    if (broadcast) {
+      double bits = 0, params = 0, bytes = 0;
+      for (const auto& [r, st] : broadcast->round_stats()) {
+        bits += st.bits_sum;
+        params += static_cast<double>(st.sent_params);
+        bytes += static_cast<double>(st.stage1_bytes + st.stage2_bytes) * (m - 1);
+      }
+      res.bits_per_element = params > 0 ? bits / params : 0;
+      res.wire_bytes_per_round = res.rounds_completed > 0 ? bytes / res.rounds_completed : 0;
+    } else if (bucket_sync) {
+      double bytes = 0;
+      for (const auto& b : bucket_sync->records()) bytes += static_cast<double>(b.wire_bytes);
+      res.wire_bytes_per_round = res.rounds_completed > 0 ? bytes / res.rounds_completed : 0;
+    }
+    report.results.push_back(std::move(res));
+  }
+  return report;
+}
+
+json training_summary_json(const TrainingReport& report) {
+  const Scenario& s = report.loaded.scenario;
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json out = {{"ccsim_version", ccsim_version()},
+              {"scenario", s.name},
+              {"seed", s.seed},
+              {"mode", "training"},
+              {"workers", report.workers},
+              {"topology", report.topology_desc},
+              {"trace", report.trace_desc},
+              {"stragglers", report.stragglers_desc},
+              {"tenants", report.tenants_desc},
+              {"kernel_cost", report.kernel_cost_desc},
+              {"horizon", report.horizon_desc},
+              {"warmup_rounds", s.workload.warmup_rounds}};
+  json results = json::array();
+  for (const auto& r : report.results) {
+    results.push_back({{"scheme", r.scheme},
+                       {"params", r.params},
+                       {"sync", r.sync_desc},
+                       {"bits_per_element", r.bits_per_element},
+                       {"rounds_completed", r.rounds_completed},
+                       {"simulated_s", r.end_s},
+                       {"measured_rounds", r.measured_rounds},
+                       {"round_s", r.round_s},
+                       {"throughput_rounds_per_s", r.round_s > 0 ? json(1.0 / r.round_s) : json(nullptr)},
+                       {"compute_s", r.compute_s},
+                       {"exposed_comm_s", r.exposed_comm_s},
+                       {"compression_overhead_s", r.compression_overhead_s},
+                       {"compression_s", r.compression_s},
+                       {"t_wait_s", r.wait_s},
+                       {"t_wait_normalized", r.compute_s > 0 ? json(r.wait_s / r.compute_s) : json(nullptr)},
+                       {"t_comm_s", r.comm_s},
+                       {"t_overlap_s", r.overlap_s},
+                       {"row_cluster_mean", num(r.row_cluster)},
+                       {"rounds_without_wait", r.rounds_without_wait},
+                       {"uplink_utilization", r.uplink_utilization},
+                       {"wire_bytes_per_round", r.wire_bytes_per_round}});
+  }
+  out["results"] = std::move(results);
+  return out;
+}
+
+namespace {
+
+std::string fmt_num(double v) { return std::isfinite(v) ? fmt::format("{}", v) : (v > 0 ? "inf" : "nan"); }
+
+std::string training_results_csv(const TrainingReport& report) {
+  std::string out =
+      "scheme,bits_per_element,rounds_completed,simulated_s,round_s,throughput_rounds_per_s,compute_s,exposed_comm_s,"
+      "compression_overhead_s,t_wait_s,t_wait_normalized,t_overlap_s,row_cluster_mean,uplink_utilization,"
+      "wire_bytes_per_round\n";
+  for (const auto& r : report.results)
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.scheme), r.bits_per_element,
+                       r.rounds_completed, r.end_s, r.round_s, r.round_s > 0 ? fmt_num(1.0 / r.round_s) : "nan",
+                       r.compute_s, r.exposed_comm_s, r.compression_overhead_s, r.wait_s,
+                       r.compute_s > 0 ? fmt_num(r.wait_s / r.compute_s) : "nan", r.overlap_s, fmt_num(r.row_cluster),
+                       r.uplink_utilization, r.wire_bytes_per_round);
+  return out;
+}
+
+std::string rounds_csv(const TrainingReport& report) {
+  std::string out =
+      "scheme,round,worker,factor,start_s,end_s,duration_s,compute_s,t_wait_s,t_comm_s,t_overlap_s,row,compression_s,"
+      "compression_overhead_s,exposed_comm_s\n";
+  for (const auto& res : report.results)
+    for (const auto& r : res.rounds)
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), r.round, r.worker,
+                         r.factor, r.start_s, r.end_s, r.duration(), r.compute_s, r.wait_s, r.comm_s, r.overlap_s,
+                         fmt_num(r.row()), r.compression_s, r.compression_overhead_s, r.exposed_comm_s);
+  return out;
+}
+
+std::string cluster_rounds_csv(const TrainingReport& report) {
+  std::string out = "scheme,round,complete_s,duration_max_s,t_wait_max_s,t_overlap_min_s,row_cluster\n";
+  for (const auto& res : report.results)
+    for (const auto& c : res.cluster_rounds)
+      out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(res.scheme), c.round, fmt_num(c.complete_s),
+                         c.duration_max_s, c.wait_max_s, c.overlap_min_s, fmt_num(c.row));
+  return out;
+}
+
+std::string controller_csv(const TrainingReport& report) {
+  std::string out = "scheme,round,worker,layer,time_s,controller,quantity,value,detail\n";
+  for (const auto& res : report.results)
+    for (const auto& d : res.decisions)
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), d.round, d.worker, d.layer, d.time_s,
+                         d.controller, d.quantity, d.value, csv_field(d.detail));
+  return out;
+}
+
+std::string buckets_csv(const TrainingReport& report) {
+  std::string out = "scheme,round,bucket,ready_s,start_s,end_s,wire_bytes\n";
+  for (const auto& res : report.results)
+    for (const auto& b : res.buckets)
+      out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(res.scheme), b.round, b.bucket, b.ready_s, b.start_s,
+                         b.end_s, b.wire_bytes);
+  return out;
+}
+
+std::string tenants_csv(const TrainingReport& report) {
+  std::string out = "scheme,tenant,iterations,bytes\n";
+  for (const auto& res : report.results)
+    for (const auto& t : res.tenants)
+      out += fmt::format("{},{},{},{}\n", csv_field(res.scheme), t.name, t.iterations, t.bytes);
+  return out;
+}
+
+}  // namespace
+
+Status write_training_outputs(const TrainingReport& report, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error(fmt::format("{}: cannot create output folder: {}", dir, ec.message()));
+  const fs::path d(dir);
+  std::vector<LinkCsvRun> link_runs;
+  for (const auto& r : report.results) link_runs.push_back({r.scheme, &r.links, &r.timeline, r.end_s});
+  std::vector<std::pair<fs::path, std::string>> files = {
+      {d / "scenario.resolved.json", report.loaded.resolved.dump(2) + "\n"},
+      {d / "summary.json", training_summary_json(report).dump(2) + "\n"},
+      {d / "results.csv", training_results_csv(report)},
+      {d / "rounds.csv", rounds_csv(report)},
+      {d / "rounds_cluster.csv", cluster_rounds_csv(report)},
+      {d / "controller.csv", controller_csv(report)},
+      {d / "buckets.csv", buckets_csv(report)},
+      {d / "tenants.csv", tenants_csv(report)},
+      {d / "links.csv", link_rows_csv(report.link_rows, link_runs)}};
+  const double bin = report.loaded.scenario.outputs.link_timeline_bin_s;
+  if (bin > 0) files.emplace_back(d / "links_timeline.csv", link_timeline_csv(report.link_rows, link_runs, bin));
+  return write_files_atomically(files);
+}
+
+std::string format_training_summary(const TrainingReport& report, const std::string& out_dir) {
+  const Scenario& s = report.loaded.scenario;
+  std::string out;
+  out += fmt::format("ccsim {} | scenario {} | seed {} | training rounds\n", ccsim_version(), s.name, s.seed);
+  out += fmt::format("  cluster     {}\n", report.topology_desc);
+  out += fmt::format("  workload    {}\n", report.trace_desc);
+  out += fmt::format("  horizon     {} (averages skip {} warm-up round(s))\n", report.horizon_desc,
+                     s.workload.warmup_rounds);
+  out += fmt::format("  stragglers  {}\n", report.stragglers_desc);
+  out += fmt::format("  tenants     {}\n", report.tenants_desc);
+  out += fmt::format("  kernels     {}\n\n", report.kernel_cost_desc);
+  out += fmt::format("  {:<8} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>6}\n", "scheme", "bits/elem",
+                     "rounds", "round", "compute", "exposed", "compress", "T_wait", "T_wait/c", "ROW", "util");
+  for (const auto& r : report.results) {
+    out += fmt::format("  {:<8} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.scheme,
+                       r.bits_per_element, r.rounds_completed, format_quantity(r.round_s, UnitKind::kTime),
+                       format_quantity(r.compute_s, UnitKind::kTime), format_quantity(r.exposed_comm_s, UnitKind::kTime),
+                       format_quantity(r.compression_overhead_s, UnitKind::kTime),
+                       format_quantity(r.wait_s, UnitKind::kTime), r.compute_s > 0 ? r.wait_s / r.compute_s : 0.0,
+                       std::isfinite(r.row_cluster) ? fmt::format("{:.3f}", r.row_cluster) : std::string("inf"),
+                       100.0 * r.uplink_utilization);
+  }
+  for (const auto& r : report.results) out += fmt::format("  {:<8} sync: {}\n", r.scheme, r.sync_desc);
+  out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,rounds.csv,rounds_cluster.csv,"
+                     "controller.csv,buckets.csv,tenants.csv,links.csv{}}}\n",
+                     out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
+  return out;
+}
+
+}  // namespace ccsim::app

@@ -1,0 +1,85 @@
+#pragma once
+/// \file
+/// Runs a scenario with a workload (training rounds): the compute trace replayed by the worker
+/// model (sim/training), gradients synchronized by DDP bucket collectives (each bucket's schedule
+/// bound to the compressor's exact wire sizes) or by broadcast (fixed, or AQGB's adaptive ratio),
+/// with stragglers and tenants, once per compression scheme; writes the per-round outputs.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "sim/base/status.hpp"
+#include "sim/network/flow_network.hpp"
+#include "sim/training/bucket_sync.hpp"
+#include "sim/training/tenants.hpp"
+#include "sim/training/training_job.hpp"
+#include "tools/app/runner.hpp"
+#include "tools/app/scenario_io.hpp"
+
+namespace ccsim::app {
+
+/// Per round: the cluster's view (all workers).
+struct ClusterRound {
+  uint32_t round = 0;
+  double complete_s = 0;     ///< every layer's update arrived at every worker
+  double duration_max_s = 0;
+  double wait_max_s = 0;
+  double overlap_min_s = 0;
+  double row = 0;            ///< min overlap / max wait (AQGB Eq. 2; infinity when no worker waited)
+};
+
+/// What one compression scheme produced over the run.
+struct TrainingResult {
+  std::string scheme;
+  nlohmann::json params;
+  std::string sync_desc;
+  double bits_per_element = 0;       ///< wire bits per gradient entry (mean over the run for adaptive schemes)
+  uint32_t rounds_completed = 0;     ///< rounds synchronized everywhere within the horizon
+  double end_s = 0;                  ///< simulated time the run covered
+  // Means over measured rounds (after warm-up) and workers.
+  uint32_t measured_rounds = 0;
+  double round_s = 0, compute_s = 0, wait_s = 0, comm_s = 0, overlap_s = 0;
+  double compression_s = 0, compression_overhead_s = 0, exposed_comm_s = 0;
+  double row_cluster = 0;            ///< mean over measured rounds of ClusterRound::row (finite ones)
+  uint32_t rounds_without_wait = 0;  ///< measured rounds where no worker waited (ROW infinite)
+  double uplink_utilization = 0;     ///< workers' NIC uplinks: bytes / (capacity · end_s), mean
+  double wire_bytes_per_round = 0;   ///< sent by all workers, mean per completed round
+  std::vector<sim::RoundMetrics> rounds;
+  std::vector<ClusterRound> cluster_rounds;
+  std::vector<sim::ControlDecision> decisions;
+  std::vector<sim::BucketRecord> buckets;
+  std::vector<sim::TenantStats> tenants;
+  std::vector<sim::LinkStats> links;
+  std::vector<std::vector<double>> timeline;
+};
+
+/// Everything a training run measured.
+struct TrainingReport {
+  LoadedScenario loaded;
+  uint32_t workers = 0;
+  std::string topology_desc;
+  std::string trace_desc;
+  std::string stragglers_desc;
+  std::string tenants_desc;
+  std::string kernel_cost_desc;
+  std::string horizon_desc;
+  std::vector<LinkRow> link_rows;
+  std::vector<TrainingResult> results;
+};
+
+/// Runs the scenario's training rounds (REQUIRES: scenario.workload.trace set). Input problems
+/// (trace file, inconsistent settings) are input errors (exit code 2).
+Result<TrainingReport> run_training(const LoadedScenario& loaded);
+
+/// Writes scenario.resolved.json, summary.json, results.csv (one row per scheme), rounds.csv (per
+/// round and worker), rounds_cluster.csv, controller.csv, buckets.csv, links.csv (and
+/// links_timeline.csv) into `dir`, atomically.
+Status write_training_outputs(const TrainingReport& report, const std::string& dir);
+
+/// The terminal summary.
+std::string format_training_summary(const TrainingReport& report, const std::string& out_dir);
+nlohmann::json training_summary_json(const TrainingReport& report);
+
+}  // namespace ccsim::app
