@@ -586,7 +586,10 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
   const bool size_reported = std::any_of(diag.items().begin(), diag.items().end(),
                                          [](const Diagnostic& d) { return d.path == "/gradients/size"; });
   // Training runs size their gradients from the compute trace; a collective run needs a size.
-  const bool training = !s.workload.trace.empty();
+  // (A trace path given but not found was reported already and leaves the field empty.)
+  const bool training = !s.workload.trace.empty() ||
+                        (doc.contains("workload") && doc["workload"].is_object() && doc["workload"].contains("trace") &&
+                         doc["workload"]["trace"].is_string() && !doc["workload"]["trace"].get<std::string>().empty());
   if (s.gradients.source == "synthetic" && !size_reported && (!training || s.gradients.size_bytes != 0)) {
     if (s.gradients.size_bytes == 0 || s.gradients.size_bytes % 4 != 0)
       diag.add("/gradients/size", fmt::format("expected a positive multiple of 4 bytes (fp32) for synthetic gradients, got {}",
