@@ -8,7 +8,8 @@
 ///    elements, uncompressed) over `ranks` back to back, from `start` until stopped;
 ///  * constant: one flow from `src` to `dst` capped at `rate` (a rate-limited, always backlogged
 ///    source), restarted every `period` so it never ends;
-///  * onoff: like constant, but sending only for `on`, then silent for `off`, repeatedly.
+///  * onoff: like constant, but each burst carries rate × `on` bytes (it lasts `on` when the flow
+///    gets its full rate, longer under contention), then the source is silent for `off`.
 
 #include <cstdint>
 #include <memory>

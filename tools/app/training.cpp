@@ -372,20 +372,15 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         *v /= static_cast<double>(n);
     }
     // Workers' uplinks: the links leaving their rank vertices.
-    double util = 0, sent = 0;
+    double util = 0;
     uint32_t uplinks = 0;
     for (size_t l = 0; l < topology.links().size(); ++l) {
       const auto& link = topology.links()[l];
       if (link.from >= m) continue;
       ++uplinks;
       util += res.links[l].bytes / (link.capacity_Bps * res.end_s);
-      sent += res.links[l].bytes;
     }
     res.uplink_utilization = uplinks > 0 ? util / uplinks : 0;
-    // Tenants' bytes leave the same uplinks; the job's own are the synchronization's.
-    double tenant_bytes = 0;
-    for (const auto& t : res.tenants) tenant_bytes += t.bytes;
-    (void)tenant_bytes;
     if (broadcast) {
       double bits = 0, params = 0, bytes = 0;
       for (const auto& [r, st] : broadcast->round_stats()) {
