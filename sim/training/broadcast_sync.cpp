@@ -39,20 +39,17 @@ std::string BroadcastSync::describe() const {
 void BroadcastSync::gradient_ready(uint32_t round, uint32_t w, uint32_t layer) {
   Sender& s = senders_[w];
   const size_t n = job_->layers().size();
-  if (round != s.round || s.produced == n) {
+  if (round != s.round || s.produced == n) {  // the first block of a new round
     CCSIM_CHECK(round > s.round || s.produced == 0 || s.produced == n, "worker {}: round {} after {}", w, round, s.round);
-    if (round != s.round || s.produced == n) {
-      s.round = round;
-      s.produced = 0;
-      s.stage1_done = false;
-      s.filling.assign(n, Stage2{});
-    }
+    s.round = round;
+    s.produced = 0;
+    s.stage1_done = false;
+    s.filling.assign(n, Stage2{});
   }
   ++s.produced;
   s.last_ready = job_->engine().now();
   s.last_layer = layer;
   const uint64_t params = job_->layers()[layer].params;
-  stats_[round].params += params;
   if (params == 0) {
     ++blocks_[{round, layer}].stage1_senders;
     maybe_emit(round, layer);

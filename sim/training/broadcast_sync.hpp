@@ -49,7 +49,6 @@ struct BroadcastOptions {
 struct BroadcastRoundStats {
   uint64_t stage1_bytes = 0;   ///< per receiver, summed over senders
   uint64_t stage2_bytes = 0;
-  uint64_t params = 0;         ///< gradient entries produced (all senders)
   uint64_t sent_params = 0;    ///< entries whose stage-1 segment completed
   double bits_sum = 0;         ///< Σ over completed segments' entries of the bits they carried (stages 1 and 2)
 };

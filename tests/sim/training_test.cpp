@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -61,23 +62,40 @@ std::vector<TrainingLayer> two_layers() {
 
 StragglerModel no_stragglers() { return *StragglerModel::make({}, 1); }
 
+// What a finished run of the two-layer job left.
+struct JobRun {
+  bool finished = false;
+  std::vector<RoundMetrics> rounds;
+  std::vector<SimTime> done;
+};
+
+// Runs `rounds` rounds of two_layers() on `workers` ranks of a star (no latency) with `sync`;
+// `before` may schedule events against the job before it starts.
+JobRun run_two_layers(GradientSync& sync, uint32_t workers, uint32_t rounds, const StragglerModel& stragglers,
+                      double interference = 0, const std::function<void(Engine&, TrainingJob&)>& before = {}) {
+  const topo::Topology topo = topo::make_star(workers, 1e9, 0);
+  Engine engine;
+  FlowNetwork net(engine, link_specs(topo));
+  TrainingOptions opt;
+  opt.rounds = rounds;
+  opt.interference = interference;
+  std::vector<topo::Rank> ranks(workers);
+  for (uint32_t w = 0; w < workers; ++w) ranks[w] = w;
+  TrainingJob job(engine, net, topo, ranks, two_layers(), stragglers, opt, sync);
+  if (before) before(engine, job);
+  job.start();
+  engine.run();
+  return {job.finished(), job.round_metrics(SimTime::infinite()), job.round_completion()};
+}
+
 TEST(TrainingJob, OverlapAccountingMatchesHandComputedTimeline) {
   // F0 [0,1] F1 [1,2] B1 [2,4] B0 [4,6]; layer 1 synchronizes [4,7], layer 0 [7,8] (FIFO);
   // round 1: F0 waits until 8: [8,9] F1 [9,10] B1 [10,12] B0 [12,14]; sync [12,15] and [15,16].
-  const topo::Topology topo = topo::make_star(2, 1e9, 0);
-  Engine engine;
-  FlowNetwork net(engine, link_specs(topo));
   FixedDelaySync sync({1.0, 3.0});
-  const StragglerModel none = no_stragglers();
-  TrainingOptions opt;
-  opt.rounds = 2;
-  TrainingJob job(engine, net, topo, {0, 1}, two_layers(), none, opt, sync);
-  job.start();
-  engine.run();
-  ASSERT_TRUE(job.finished());
-  const auto rounds = job.round_metrics(SimTime::infinite());
-  ASSERT_EQ(rounds.size(), 4u);
-  for (const RoundMetrics& m : rounds) {
+  const JobRun run = run_two_layers(sync, 2, 2, no_stragglers());
+  ASSERT_TRUE(run.finished);
+  ASSERT_EQ(run.rounds.size(), 4u);
+  for (const RoundMetrics& m : run.rounds) {
     SCOPED_TRACE(fmt::format("round {} worker {}", m.round, m.worker));
     EXPECT_DOUBLE_EQ(m.start_s, m.round == 0 ? 0.0 : 8.0);
     EXPECT_DOUBLE_EQ(m.end_s, m.round == 0 ? 8.0 : 16.0);
@@ -89,26 +107,16 @@ TEST(TrainingJob, OverlapAccountingMatchesHandComputedTimeline) {
     EXPECT_DOUBLE_EQ(m.compression_overhead_s, 0.0);
     EXPECT_DOUBLE_EQ(m.exposed_comm_s, 2.0);
   }
-  const auto done = job.round_completion();
-  ASSERT_EQ(done.size(), 2u);
-  EXPECT_DOUBLE_EQ(done[0].seconds(), 8.0);
-  EXPECT_DOUBLE_EQ(done[1].seconds(), 16.0);
+  ASSERT_EQ(run.done.size(), 2u);
+  EXPECT_DOUBLE_EQ(run.done[0].seconds(), 8.0);
+  EXPECT_DOUBLE_EQ(run.done[1].seconds(), 16.0);
 }
 
 TEST(TrainingJob, NoWaitWhenCommunicationHidesBehindForward) {
   // Layer 1 needs 0.5 s, layer 0 (produced last, needed first) 0: round 1's F0 starts at once and
   // layer 1's update arrives at 6.5 < 7 when F1 would start. T_wait = 0, ROW infinite.
-  const topo::Topology topo = topo::make_star(1, 1e9, 0);
-  Engine engine;
-  FlowNetwork net(engine, link_specs(topo));
   FixedDelaySync sync({0.0, 0.5});
-  const StragglerModel none = no_stragglers();
-  TrainingOptions opt;
-  opt.rounds = 2;
-  TrainingJob job(engine, net, topo, {0}, two_layers(), none, opt, sync);
-  job.start();
-  engine.run();
-  const auto rounds = job.round_metrics(SimTime::infinite());
+  const auto rounds = run_two_layers(sync, 1, 2, no_stragglers()).rounds;
   ASSERT_EQ(rounds.size(), 2u);
   EXPECT_DOUBLE_EQ(rounds[0].end_s, 6.0);
   EXPECT_DOUBLE_EQ(rounds[0].wait_s, 0.0);
@@ -137,18 +145,8 @@ class KernelSync final : public GradientSync {
 TEST(TrainingJob, InterferenceSlowsComputeWhileKernelsRun) {
   // B0 runs [4, 6] at full speed; a kernel on [4.5, 5.5) with interference 1 halves its speed
   // there: 0.5 s of work by 4.5, 0.5 more by 5.5, the last 1.0 ends at 6.5.
-  const topo::Topology topo = topo::make_star(1, 1e9, 0);
-  Engine engine;
-  FlowNetwork net(engine, link_specs(topo));
   KernelSync sync(4.5, 5.5);
-  const StragglerModel none = no_stragglers();
-  TrainingOptions opt;
-  opt.rounds = 1;
-  opt.interference = 1.0;
-  TrainingJob job(engine, net, topo, {0}, two_layers(), none, opt, sync);
-  job.start();
-  engine.run();
-  const auto rounds = job.round_metrics(SimTime::infinite());
+  const auto rounds = run_two_layers(sync, 1, 1, no_stragglers(), 1.0).rounds;
   ASSERT_EQ(rounds.size(), 1u);
   EXPECT_NEAR(rounds[0].end_s, 6.5, 1e-12);
   EXPECT_NEAR(rounds[0].compute_s, 6.5, 1e-12);
@@ -156,32 +154,18 @@ TEST(TrainingJob, InterferenceSlowsComputeWhileKernelsRun) {
   EXPECT_NEAR(rounds[0].compression_overhead_s, 0.0, 1e-12);  // hidden under compute
 
   // Without interference the same kernel costs nothing: B0 ends at 6.
-  Engine e2;
-  FlowNetwork n2(e2, link_specs(topo));
   KernelSync s2(4.5, 5.5);
-  opt.interference = 0;
-  TrainingJob j2(e2, n2, topo, {0}, two_layers(), none, opt, s2);
-  j2.start();
-  e2.run();
-  EXPECT_NEAR(j2.round_metrics(SimTime::infinite())[0].end_s, 6.0, 1e-12);
+  EXPECT_NEAR(run_two_layers(s2, 1, 1, no_stragglers(), 0.0).rounds.at(0).end_s, 6.0, 1e-12);
 }
 
 TEST(TrainingJob, CompressionOutsideComputeIsOverhead) {
   // A kernel on [6, 7) after the last backward, before the last update: overhead 1 s, not exposed
   // communication.
-  const topo::Topology topo = topo::make_star(1, 1e9, 0);
-  Engine engine;
-  FlowNetwork net(engine, link_specs(topo));
   FixedDelaySync sync({2.0, 0.0});  // layer 0's update arrives at 8
-  const StragglerModel none = no_stragglers();
-  TrainingOptions opt;
-  opt.rounds = 2;
-  TrainingJob job(engine, net, topo, {0}, two_layers(), none, opt, sync);
-  engine.schedule_at(SimTime::zero() + Duration::from_seconds(6.0), [&] { job.kernel_begin(0); });
-  engine.schedule_at(SimTime::zero() + Duration::from_seconds(7.0), [&] { job.kernel_end(0); });
-  job.start();
-  engine.run();
-  const auto r0 = job.round_metrics(SimTime::infinite())[0];
+  const auto r0 = run_two_layers(sync, 1, 2, no_stragglers(), 0.0, [](Engine& engine, TrainingJob& job) {
+                    engine.schedule_at(SimTime::zero() + Duration::from_seconds(6.0), [&job] { job.kernel_begin(0); });
+                    engine.schedule_at(SimTime::zero() + Duration::from_seconds(7.0), [&job] { job.kernel_end(0); });
+                  }).rounds.at(0);
   EXPECT_DOUBLE_EQ(r0.end_s, 8.0);
   EXPECT_DOUBLE_EQ(r0.wait_s, 2.0);
   EXPECT_DOUBLE_EQ(r0.compression_overhead_s, 1.0);
@@ -192,23 +176,15 @@ TEST(TrainingJob, CompressionOutsideComputeIsOverhead) {
 TEST(TrainingJob, PersistentStragglerSlowsTheWholeSynchronousRound) {
   // Four workers; worker 2 computes 2x slower. Every worker's round lasts the straggler's compute
   // plus the tail; the others wait for it.
-  const topo::Topology topo = topo::make_star(4, 1e9, 0);
   StragglerSpec spec;
   spec.model = "persistent";
   spec.slow_workers = {2};
   spec.slow_factor = 2.0;
   const StragglerModel slow = *StragglerModel::make(spec, 1);
   for (bool with_straggler : {false, true}) {
-    Engine engine;
-    FlowNetwork net(engine, link_specs(topo));
     FixedDelaySync sync({0.25, 0.25});
     const StragglerModel none = no_stragglers();
-    TrainingOptions opt;
-    opt.rounds = 3;
-    TrainingJob job(engine, net, topo, {0, 1, 2, 3}, two_layers(), with_straggler ? slow : none, opt, sync);
-    job.start();
-    engine.run();
-    for (const RoundMetrics& m : job.round_metrics(SimTime::infinite())) {
+    for (const RoundMetrics& m : run_two_layers(sync, 4, 3, with_straggler ? slow : none).rounds) {
       if (m.round == 2) continue;  // the last round ends at its own sync
       SCOPED_TRACE(fmt::format("straggler {} round {} worker {}", with_straggler, m.round, m.worker));
       // Round: F0 F1 B1 B0 of the slowest worker, then layer 0's sync (queued after layer 1's).

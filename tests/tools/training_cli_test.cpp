@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/tools/cli_run.hpp"
 #include "tests/tools/temp_dir.hpp"
 
 namespace ccsim {
@@ -25,55 +25,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using ccsim::testing::read_file;
-using ccsim::testing::TempDir;
+using namespace ccsim::testing;  // TempDir, read_file and the CLI-run helpers (cli_run.hpp)
 
 const fs::path kSourceDir = CCSIM_SOURCE_DIR;
 const std::string kAqgbUniform = (kSourceDir / "scenarios" / "papers" / "aqgb" / "uniform.json").string();
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Outcome {
-  int code = -1;  ///< exit status; -1 when killed by a signal
-  std::string out;
-  std::string err;
-};
-
-// Runs `ccsim ARGS` (ARGS already shell-quoted) with stdout and stderr captured into `scratch`.
-Outcome ccsim(const std::string& args, const TempDir& scratch) {
-  static int n = 0;
-  const fs::path out = scratch / fmt::format("stdout.{}.txt", n);
-  const fs::path err = scratch / fmt::format("stderr.{}.txt", n);
-  ++n;
-  const std::string cmd =
-      fmt::format("{} {} >{} 2>{}", quote(CCSIM_BINARY), args, quote(out.string()), quote(err.string()));
-  const int status = std::system(cmd.c_str());
-  Outcome o;
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.out = read_file(out);
-  o.err = read_file(err);
-  fs::remove(out);
-  fs::remove(err);
-  return o;
-}
-
-std::string show(const Outcome& o) { return fmt::format("exit {}\n--- stdout\n{}--- stderr\n{}", o.code, o.out, o.err); }
-
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
-// Files (not folders) under `dir`, relative, sorted.
-std::vector<std::string> files_under(const fs::path& dir) {
-  std::vector<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).generic_string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // A CSV file as rows of named fields (RFC 4180 quoting: controller.csv's detail has commas).
 struct Csv {

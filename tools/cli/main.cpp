@@ -94,23 +94,19 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!loaded.ok()) return report(loaded.status());
   std::string out_dir = vm.count("out") ? vm["out"].as<std::string>() : loaded->scenario.outputs.dir;
 
+  // Either kind of run: simulate, write every output (or none), print the summary.
   const auto t0 = std::chrono::steady_clock::now();
-  if (!loaded->scenario.workload.trace.empty()) {
-    auto rep = app::run_training(*loaded);
+  auto run = [&](auto&& simulate, auto&& write, auto&& summarize) {
+    auto rep = simulate(*loaded);
     if (!rep.ok()) return report(rep.status().with_context(file));
-    Status w = app::write_training_outputs(*rep, out_dir);
-    if (!w.ok()) return report(w);
+    if (Status w = write(*rep, out_dir); !w.ok()) return report(w);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << app::format_training_summary(*rep, out_dir) << fmt::format("  wall time   {:.2f} s\n", wall);
+    std::cout << summarize(*rep, out_dir) << fmt::format("  wall time   {:.2f} s\n", wall);
     return kExitOk;
-  }
-  auto rep = app::run_scenario(*loaded);
-  if (!rep.ok()) return report(rep.status().with_context(file));
-  Status w = app::write_outputs(*rep, out_dir);
-  if (!w.ok()) return report(w);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << app::format_summary(*rep, out_dir) << fmt::format("  wall time   {:.2f} s\n", wall);
-  return kExitOk;
+  };
+  if (!loaded->scenario.workload.trace.empty())
+    return run(app::run_training, app::write_training_outputs, app::format_training_summary);
+  return run(app::run_scenario, app::write_outputs, app::format_summary);
 }
 
 int cmd_validate(const std::vector<std::string>& args) {

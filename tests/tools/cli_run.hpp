@@ -1,0 +1,68 @@
+#pragma once
+/// \file
+/// Running the real ccsim binary (CCSIM_BINARY, defined for the cli_test target) from a test:
+/// shell quoting, captured stdout/stderr and exit code, and a sorted listing of an output folder.
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/tools/temp_dir.hpp"
+
+namespace ccsim::testing {
+
+/// `s` as one single-quoted shell word.
+inline std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// What one run of the binary did.
+struct Outcome {
+  int code = -1;  ///< exit status; -1 when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+/// Runs `ccsim ARGS` (ARGS already shell-quoted) with stdout and stderr captured into `scratch`.
+inline Outcome ccsim(const std::string& args, const TempDir& scratch) {
+  static int n = 0;
+  const std::filesystem::path out = scratch / fmt::format("stdout.{}.txt", n);
+  const std::filesystem::path err = scratch / fmt::format("stderr.{}.txt", n);
+  ++n;
+  const std::string cmd =
+      fmt::format("{} {} >{} 2>{}", quote(CCSIM_BINARY), args, quote(out.string()), quote(err.string()));
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  o.out = read_file(out);
+  o.err = read_file(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return o;
+}
+
+/// An outcome for failure messages.
+inline std::string show(const Outcome& o) {
+  return fmt::format("exit {}\n--- stdout\n{}--- stderr\n{}", o.code, o.out, o.err);
+}
+
+inline bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+/// Files (not folders) under `dir`, relative, sorted.
+inline std::vector<std::string> files_under(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  if (!std::filesystem::exists(dir)) return out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out.push_back(std::filesystem::relative(e.path(), dir).generic_string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace ccsim::testing
