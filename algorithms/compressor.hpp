@@ -76,6 +76,13 @@ struct PlanFormat {
   bool empty() const { return sum_entries == 0 && max_entries == 0 && bit_words == 0; }
 };
 
+/// A value an adaptive scheme fixed in its last plan_commit (logged per round by training runs).
+struct PlanDecision {
+  std::string quantity;  ///< what was decided ("u", "mu", "k", "rank", "bits", ...)
+  double value = 0;
+  std::string detail;    ///< the inputs it was decided from, "name=value" pairs separated by spaces
+};
+
 /// What a compressor guarantees about repeatability (a scenario requiring more is rejected).
 enum class Determinism {
   kNotGuaranteed,  ///< results may differ run to run
@@ -121,6 +128,10 @@ class Compressor {
   virtual Status plan_commit(const PlanStats& /*combined*/, uint64_t /*elements*/, uint32_t /*ranks*/) {
     return ok_status();
   }
+  /// What the last plan_commit decided: the values of the round just planned, as the scheme uses
+  /// them (EDGC's rank, fixed at the previous round's end, is reported even in rounds without a
+  /// metadata phase). Empty for schemes without a controller, and before a scheme's first plan.
+  virtual std::vector<PlanDecision> plan_decisions() const { return {}; }
   /// Receives the tensor's layer layout (shapes tile [0, elements) in offset order) before a
   /// round's plan; schemes that work on matrices (PowerSGD, EDGC) need it. Default: ignored, and a
   /// scheme that needs a layout treats a tensor without one as a single row vector.
@@ -148,12 +159,26 @@ class Compressor {
   virtual uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const;
   /// Preferred chunk alignment in elements (a block size); schedules align chunk boundaries to it.
   virtual uint64_t alignment() const { return 1; }
+  /// Shard boundaries (parts + 1 entries, topo::CollectiveOptions::cuts) for an n-way split of a
+  /// reduced vector of `elements`, after the round's plan; empty (the default): an even split by
+  /// elements. Schemes whose wire bytes vary along the tensor (DynamiQ's width-sorted super-groups,
+  /// OmniReduce's sparse union) return byte_balanced_cuts(), so that every shard of a ring or
+  /// butterfly carries the same bytes, as a collective over the encoded stream would split it.
+  virtual std::vector<uint64_t> shard_cuts(uint64_t /*elements*/, uint32_t /*parts*/) const { return {}; }
   /// Whether decode(encode(x)) is an unbiased estimate of x.
   virtual bool unbiased() const = 0;
   virtual Determinism determinism() const = 0;
   /// Whether this instance can compress `spec` (default: always).
   virtual Status can_implement(const TensorSpec& /*spec*/) const { return ok_status(); }
 };
+
+/// Boundaries 0 = c_0 <= c_1 <= ... <= c_parts = elements, inner ones multiples of
+/// compressor.alignment(), with c_k the smallest such boundary whose prefix [0, c_k) encodes (leaf
+/// message, wire_bytes) to at least k/parts of the whole vector's bytes: the byte-balanced split.
+/// Uses O(parts · log(elements / alignment)) wire_bytes() calls; the prefix sizes must be
+/// non-decreasing in the boundary (true of every scheme whose chunk size is a sum over blocks).
+std::vector<uint64_t> byte_balanced_cuts(const Compressor& compressor, uint64_t elements, uint32_t parts,
+                                         const HopContext& hop);
 
 /// Base for schemes whose fused hop is, by definition, decode_accumulate followed by encode (the
 /// CPU references of simple formats; their CUDA versions fuse the two passes).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -9,6 +10,49 @@
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
+
+std::vector<uint64_t> byte_balanced_cuts(const Compressor& compressor, uint64_t elements, uint32_t parts,
+                                         const HopContext& hop) {
+  CCSIM_CHECK(parts >= 1, "byte_balanced_cuts: no parts");
+  const uint64_t align = std::max<uint64_t>(compressor.alignment(), 1);
+  const uint64_t blocks = (elements + align - 1) / align;  // candidate boundaries: b * align, b = 0..blocks
+  auto prefix = [&](uint64_t b) -> uint64_t {
+    const uint64_t end = std::min(b * align, elements);
+    return end == 0 ? 0 : compressor.wire_bytes({0, end}, hop);
+  };
+  const long double total = static_cast<long double>(prefix(blocks));
+  std::vector<uint64_t> cuts{0};
+  uint64_t lo_block = 0;
+  for (uint32_t k = 1; k < parts; ++k) {
+    const long double target = total * k / parts;
+    uint64_t lo = lo_block, hi = blocks;  // smallest b in [lo, hi] with prefix(b) >= target
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (static_cast<long double>(prefix(mid)) >= target) hi = mid; else lo = mid + 1;
+    }
+    lo_block = lo;
+    cuts.push_back(std::min(lo * align, elements));
+  }
+  cuts.push_back(elements);
+  return cuts;
+}
+
+void set_shard_options(const Compressor& compressor, topo::CollectiveOp op, uint64_t reduced, uint32_t ranks,
+                       topo::CollectiveOptions& options) {
+  options.align = compressor.alignment();
+  options.cuts.clear();
+  if (op == topo::CollectiveOp::kAllReduce || op == topo::CollectiveOp::kReduceScatter ||
+      op == topo::CollectiveOp::kAllGather)
+    options.cuts = compressor.shard_cuts(reduced, ranks);
+}
+
+uint64_t tensor_wire_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
+                           const topo::CollectiveOptions& options) {
+  uint64_t bytes = 0;
+  for (const auto& c : topo::shard_split(reduced, ranks, options))
+    bytes += compressor.wire_bytes({c.offset, c.count}, {1, ranks});
+  return bytes;
+}
 
 void copy_unless_same(std::span<const float> from, std::span<float> to) {
   CCSIM_CHECK(from.size() == to.size(), "copy of {} elements into {}", from.size(), to.size());

@@ -9,6 +9,7 @@
 
 #include "algorithms/compressor.hpp"
 #include "sim/base/status.hpp"
+#include "topology/collectives/collectives.hpp"
 #include "topology/schedule.hpp"
 
 namespace ccsim::algo {
@@ -44,6 +45,17 @@ struct PlanReport {
 /// REQUIRES: inputs.size() >= 1, all of equal size.
 Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
                               const NumericsOptions& options);
+
+/// Sets options.align to the compressor's alignment and, for an operation with an n-way shard split
+/// (all-reduce, reduce-scatter, all-gather), options.cuts to its shard_cuts() of the `reduced`
+/// vector (call after the round's plan: the cuts may depend on it).
+void set_shard_options(const Compressor& compressor, topo::CollectiveOp op, uint64_t reduced, uint32_t ranks,
+                       topo::CollectiveOptions& options);
+
+/// Bytes of one rank's whole `reduced` vector encoded once, shard by shard as `options` splits it
+/// (leaf messages): what one copy of the tensor costs on the wire.
+uint64_t tensor_wire_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
+                           const topo::CollectiveOptions& options);
 
 /// Error of one rank's result against the exact aggregate.
 struct ErrorStats {

@@ -1,6 +1,7 @@
 #include "algorithms/dynamiq/dynamiq.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -141,6 +142,7 @@ Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elemen
   double budget_bits = options_.budget * static_cast<double>(elements) - 64.0 * static_cast<double>(n);
   for (uint64_t j = 0; j < n; ++j)
     budget_bits -= 8.0 * static_cast<double>(kern::dynamiq_meta_bytes(sg_count(j), options_.group, options_.hierarchical));
+  payload_budget_ = budget_bits / static_cast<double>(elements);
   uint32_t fixed = W.front();
   for (uint32_t w : W)
     if (static_cast<double>(w) * static_cast<double>(elements) <= budget_bits) fixed = w;
@@ -183,6 +185,7 @@ Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elemen
         }
       }
       assign(L_hi, true);
+      log2_c_ = L_hi;
       for (double b : log2_benefits) log2_thresholds_.push_back(L_hi - b);
     } else {
       widths_.assign(n, static_cast<uint8_t>(W.front()));  // an all-zero tensor: nothing to spend bits on
@@ -201,6 +204,33 @@ Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elemen
     block_offset_[k + 1] = block_offset_[k] + kern::dynamiq_sg_bytes(sg_count(order_[k]), widths_[order_[k]],
                                                                       options_.group, options_.hierarchical);
   return ok_status();
+}
+
+std::vector<PlanDecision> DynamiqCompressor::plan_decisions() const {
+  if (elements_ == 0) return {};
+  const std::vector<uint32_t>& W = options_.widths;
+  std::vector<PlanDecision> out;
+  if (!log2_thresholds_.empty()) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i + 1 < W.size(); ++i)
+      parts.push_back(fmt::format("log2_T_{}_{}={}", W[i], W[i + 1], log2_thresholds_[i]));
+    // App. A's form for W = {2,4,8}: z_j = 4 / log2(512/17) log2 F_j + u, with z = 4 at F = T_{2,4}.
+    if (W == std::vector<uint32_t>{2, 4, 8})
+      parts.push_back(fmt::format("u={}", 4.0 - 4.0 / std::log2(512.0 / 17.0) * log2_thresholds_[0]));
+    out.push_back({"log2_C", log2_c_, fmt::format("{}", fmt::join(parts, " "))});
+  }
+  double payload = 0;
+  std::vector<uint64_t> count(W.size(), 0);
+  for (uint64_t j = 0; j < widths_.size(); ++j) {
+    payload += static_cast<double>(sg_count(j)) * widths_[j];
+    ++count[static_cast<size_t>(std::find(W.begin(), W.end(), widths_[j]) - W.begin())];
+  }
+  std::vector<std::string> parts = {fmt::format("budget={}", payload_budget_),
+                                    fmt::format("budget_total={}", options_.budget),
+                                    fmt::format("super_groups={}", widths_.size())};
+  for (size_t i = 0; i < W.size(); ++i) parts.push_back(fmt::format("w{}={}", W[i], count[i]));
+  out.push_back({"bits", payload / static_cast<double>(elements_), fmt::format("{}", fmt::join(parts, " "))});
+  return out;
 }
 
 uint64_t DynamiqCompressor::tensor_bits() const {

@@ -85,11 +85,20 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
+  /// "log2_C": the bisection's log2 C (only when it ran: variable widths and a nonzero tensor; detail
+  /// log2 T_{a,b} of each threshold, and App. A's u for W = {2,4,8}); "bits": the plan's mean
+  /// payload bits per entry, Σ m_j q_j / d (detail: the payload budget b̄ per entry it meets, the
+  /// budget incl. metadata, and the super-groups at each width, "w<q>=count").
+  std::vector<PlanDecision> plan_decisions() const override;
   void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,
                const kern::RngKey& key) override;
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
 
   uint64_t alignment() const override { return options_.super_group; }
+  /// Byte-balanced shards (byte_balanced_cuts): chunk sizes vary with the round's plan.
+  std::vector<uint64_t> shard_cuts(uint64_t elements, uint32_t parts) const override {
+    return byte_balanced_cuts(*this, elements, parts, {1, parts});
+  }
   /// Exactly unbiased without correlated rounding (see the file comment for why it is not with it).
   bool unbiased() const override { return !options_.correlated; }
   Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
@@ -100,6 +109,9 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   uint32_t width_of(uint64_t j) const { return widths_[j]; }
   /// log2 of the thresholds T_{w_i, w_{i+1}} of the last bisection (empty when not variable).
   const std::vector<double>& log2_thresholds() const { return log2_thresholds_; }
+  /// b̄: the payload bits per entry the last plan's widths had to fit (the budget minus the exact
+  /// metadata bits of the planned tensor, per entry).
+  double payload_budget() const { return payload_budget_; }
   /// Payload + scale bits of the whole tensor under the plan (what the budget constrains, without
   /// the metadata phase's own bits).
   uint64_t tensor_bits() const;
@@ -123,6 +135,8 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   std::vector<uint32_t> order_;       // order_[k] = original super-group at reordered position k
   std::vector<uint64_t> block_offset_;  // bytes before reordered super-group k's block; size n + 1
   std::vector<double> log2_thresholds_;
+  double payload_budget_ = 0;  // b̄ of the last plan
+  double log2_c_ = 0;          // log2 C found by the last bisection (valid when log2_thresholds_ is not empty)
 };
 
 }  // namespace ccsim::algo

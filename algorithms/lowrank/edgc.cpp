@@ -1,5 +1,7 @@
 #include "algorithms/lowrank/edgc.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -115,6 +117,16 @@ void EdgcCompressor::extra_plan_local(std::span<const float> x, uint32_t, const 
 
 void EdgcCompressor::extra_plan_commit(std::span<const double> combined, uint32_t) {
   if (combined[1] > 0) controller_->add_entropy(combined[0] / combined[1]);
+}
+
+std::vector<PlanDecision> EdgcCompressor::plan_decisions() const {
+  const EdgcRankController& c = *controller_;
+  std::string detail = fmt::format("warming_up={} r_min={} r_max={} rounds={}", c.warming_up() ? 1 : 0,
+                                   c.config().min_rank, c.config().max_rank, c.round());
+  if (c.last_window_entropy()) detail += fmt::format(" H_w={}", *c.last_window_entropy());
+  if (c.anchor_entropy()) detail += fmt::format(" H0={}", *c.anchor_entropy());
+  if (c.last_target_rank()) detail += fmt::format(" r_target={}", *c.last_target_rank());
+  return {{"rank", static_cast<double>(rank()), std::move(detail)}};
 }
 
 void EdgcCompressor::on_round_end() {

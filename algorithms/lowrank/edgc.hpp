@@ -69,6 +69,12 @@ class EdgcCompressor final : public LowRankCompressor {
 
   std::string_view name() const override { return "edgc"; }
 
+  /// "rank": the rank of the current round (0 while warming up: nothing compressed), which the
+  /// controller fixed at the end of the previous round. Detail: warming_up (0/1), r_min, r_max,
+  /// rounds (completed), and once a window has ended, H_w (its mean entropy, bits), H0 (the anchor)
+  /// and r_target (Theorem 3's rank before the step limit and bounds).
+  std::vector<PlanDecision> plan_decisions() const override;
+
   /// The controller (rank bounds, warm-up state, window entropies).
   const EdgcRankController& controller() const { return *controller_; }
   /// Rank `rank`'s entropy estimate of `x` in bits (see the file comment), or nothing when no

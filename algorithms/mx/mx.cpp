@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "kernels/parallel.hpp"
 #include "kernels/stats/entropy.hpp"
@@ -139,12 +140,20 @@ void MxCompressor::plan_local(std::span<const float> x, uint32_t, const kern::Rn
 
 Status MxCompressor::plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) {
   const uint64_t encoded = encoded_.exchange(0), overflows = overflows_.exchange(0);
+  previous_mu_ = mu_;
+  last_encoded_ = encoded;
+  last_overflows_ = overflows;
   if (!committed_) {
     mu_ = ranks;
     committed_ = true;
+    last_move_ = "init";
   } else if (encoded > 0) {
     const double ratio = static_cast<double>(overflows) / static_cast<double>(encoded);
-    mu_ = ratio > options_.overflow_threshold ? 2.0 * mu_ : options_.mu_decay * mu_;
+    const bool over = ratio > options_.overflow_threshold;
+    mu_ = over ? 2.0 * mu_ : options_.mu_decay * mu_;
+    last_move_ = over ? "double" : "decay";
+  } else {
+    last_move_ = "hold";
   }
   planned_elements_ = elements;
   if (options_.global_scaling == Options::Scaling::kBlock) {
@@ -172,6 +181,18 @@ Status MxCompressor::plan_commit(const PlanStats& combined, uint64_t elements, u
   }
   planned_elements_ = elements;
   return ok_status();
+}
+
+std::vector<PlanDecision> MxCompressor::plan_decisions() const {
+  if (!committed_ || options_.global_scaling == Options::Scaling::kOff) return {};
+  std::string detail = fmt::format("move={}", last_move_);
+  if (std::string_view(last_move_) != "init" && last_encoded_ > 0)  // mu doubled or decayed on these counts
+    detail += fmt::format(" overflow_ratio={} overflows={} encoded={}",
+                          static_cast<double>(last_overflows_) / static_cast<double>(last_encoded_), last_overflows_,
+                          last_encoded_);
+  detail += fmt::format(" overflow_threshold={} mu_decay={} previous_mu={}", options_.overflow_threshold,
+                        options_.mu_decay, previous_mu_);
+  return {{"mu", mu_, std::move(detail)}};
 }
 
 void MxCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t, const kern::RngKey&) {

@@ -98,6 +98,12 @@ class MxCompressor final : public UnfusedHopCompressor {
   /// Adapts mu from the previous round's overflow count (first round: mu = ranks), resets the
   /// count, and fixes every layer's scale.
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
+  /// "mu": the mu of the round just planned (its scales and encodes use it). Detail: move (init:
+  /// the first plan, mu = ranks; double; decay; hold: no encodes since the last plan), the previous
+  /// round's encode counts mu moved on (overflow_ratio, overflows, encoded; with double or decay
+  /// only), overflow_threshold (ε), mu_decay and previous_mu. Empty without global scaling or
+  /// before the first plan_commit().
+  std::vector<PlanDecision> plan_decisions() const override;
   void set_layout(std::span<const LayerShape> layers) override { layout_.assign(layers.begin(), layers.end()); }
   /// g -> g / s_j * FPX_MAX per layer (REQUIRES: x.size() equals the planned tensor, if planned).
   void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,
@@ -138,6 +144,11 @@ class MxCompressor final : public UnfusedHopCompressor {
   uint64_t planned_elements_ = 0;
   bool committed_ = false;  ///< a plan was committed before (mu has been initialized)
   double mu_ = 0;
+  // What the last plan_commit() adapted mu from (for plan_decisions()).
+  double previous_mu_ = 0;
+  uint64_t last_encoded_ = 0;
+  uint64_t last_overflows_ = 0;
+  const char* last_move_ = "";  // "init", "double", "decay" or "hold"
   std::atomic<uint64_t> encoded_{0};
   std::atomic<uint64_t> overflows_{0};
 };

@@ -123,6 +123,7 @@ Status OmniReduceCompressor::plan_commit(const PlanStats& combined, uint64_t ele
   committed_k_ = local_k(nc);
   // DynamiQ eq. (1).
   const double k = k_for(nc);
+  committed_k_real_ = k;
   k_ = k;
   if (union_chunks_ > 0) {
     const double ratio = static_cast<double>(target_chunks(nc)) / static_cast<double>(union_chunks_);
@@ -131,6 +132,13 @@ Status OmniReduceCompressor::plan_commit(const PlanStats& combined, uint64_t ele
   k_chunks_ = nc;
   k_set_ = true;
   return ok_status();
+}
+
+std::vector<PlanDecision> OmniReduceCompressor::plan_decisions() const {
+  if (!k_set_) return {};
+  return {{"k", static_cast<double>(committed_k_),
+           fmt::format("k_t={} K={} K'={} n_chunks={} gamma={} k_next={}", committed_k_real_, target_chunks(n_chunks_),
+                       union_chunks_, n_chunks_, momentum_, k_)}};
 }
 
 uint64_t OmniReduceCompressor::union_before(uint64_t i) const {

@@ -93,6 +93,10 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
   /// Stores the union U = OR of the bitmaps, K'_t = |U|, and moves k to k_{t+1} (eq. 1).
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
+  /// "k": the local top-k of the round just planned (committed_k()). Detail: k_t (the real-valued
+  /// state it was rounded from), K (target), K' (union_chunks()), n_chunks, gamma, and k_next, the
+  /// k_{t+1} of eq. 1 the next round on this many chunks starts from. Empty before a plan.
+  std::vector<PlanDecision> plan_decisions() const override;
   /// Compact: |U| elements (union chunks only) once a plan for `elements` is committed, else
   /// `elements`. Sparse: `elements`.
   uint64_t reduced_elements(uint64_t elements) const override;
@@ -104,6 +108,10 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
 
   uint64_t alignment() const override { return chunk_; }
+  /// Byte-balanced shards (byte_balanced_cuts): chunk sizes vary with the round's plan.
+  std::vector<uint64_t> shard_cuts(uint64_t elements, uint32_t parts) const override {
+    return byte_balanced_cuts(*this, elements, parts, {1, parts});
+  }
   bool unbiased() const override { return false; }
   /// Run to run: the selection compares double-precision chunk norms summed in element order; a
   /// GPU version would have to keep that order to match bit for bit.
@@ -163,6 +171,7 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   std::vector<uint64_t> prefix_;  ///< prefix_[c]: union elements in chunks [0, c); size n_chunks + 1
   uint64_t union_chunks_ = 0;
   uint64_t committed_k_ = 0;
+  double committed_k_real_ = 0;  ///< k_t of the last committed round (before eq. 1 moved it)
 };
 
 }  // namespace ccsim::algo

@@ -154,6 +154,19 @@ Status ThcCompressor::plan_commit(const PlanStats& combined, uint64_t elements, 
   return ok_status();
 }
 
+std::vector<PlanDecision> ThcCompressor::plan_decisions() const {
+  if (lattice_ == Lattice::kNone) return {};
+  const uint32_t bits = aggregation_bits(planned_ranks_);
+  switch (lattice_) {
+    case Lattice::kZero: return {{"scale", 0.0, fmt::format("lattice=zero q={} bits={}", q_, bits)}};
+    case Lattice::kNonFinite:
+      return {{"scale", std::numeric_limits<double>::infinity(),
+               fmt::format("lattice=nonfinite q={} bits={}", q_, bits)}};
+    default:
+      return {{"scale", lattice_max(), fmt::format("lattice=valid k={} m={} q={} bits={}", k_, m_, q_, bits)}};
+  }
+}
+
 void ThcCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t,
                             const kern::RngKey& key) {
   CCSIM_CHECK(lattice_ != Lattice::kNone && x.size() == planned_elements_,

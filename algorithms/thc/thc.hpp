@@ -80,6 +80,11 @@ class ThcCompressor final : public UnfusedHopCompressor {
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
   /// Checks the aggregation field against `ranks` and fixes the lattice.
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
+  /// "scale": the agreed global max |rotated value| M of the round just planned (lattice_max(); 0 for
+  /// an all-zero round, +inf when a gradient was not finite). Detail: lattice (valid, zero,
+  /// nonfinite), k (prepare() works on x 2^-k) and M' = M 2^-k when valid, q, bits (the aggregation
+  /// field width on the planned ranks). Empty before a plan.
+  std::vector<PlanDecision> plan_decisions() const override;
   /// The tensor padded to a multiple of rotation_block_for(elements).
   uint64_t reduced_elements(uint64_t elements) const override;
   /// Pad, scale, rotate, map to lattice codes. REQUIRES (checked): a committed plan for x.size();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -117,6 +118,57 @@ TEST(Dynamiq, WireBytesAreTheSuperGroupBlocks) {
   }
   EXPECT_EQ(total, expected);
   EXPECT_FALSE(c->can_implement({100, 256}).ok());  // not on a super-group boundary
+}
+
+TEST(Dynamiq, ShardCutsBalanceTheWireBytes) {
+  // Width-sorted super-groups make equal-entry shards very unequal in bytes; the cuts make every
+  // shard's bytes equal up to one super-group, and a ring over them sends the same total.
+  auto c = make();
+  const uint64_t d = 256 * 400 + 40;
+  ASSERT_TRUE(plan_for(*c, {spread_vector(d, 11), spread_vector(d, 12), spread_vector(d, 13)}).ok());
+  const uint32_t parts = 3;
+  const std::vector<uint64_t> cuts = c->shard_cuts(d, parts);
+  ASSERT_EQ(cuts.size(), parts + 1u);
+  EXPECT_EQ(cuts.front(), 0u);
+  EXPECT_EQ(cuts.back(), d);
+  const uint64_t total = c->wire_bytes({0, d}, {1, parts});
+  const uint64_t max_sg = 2 + 16 + 256;  // one super-group at 8 bits: sf + group scales + payload
+  uint64_t even_spread = 0, cut_spread = 0, sum = 0;
+  std::vector<uint64_t> cut_bytes;
+  for (uint32_t k = 0; k < parts; ++k) {
+    EXPECT_EQ(cuts[k + 1] % 256 == 0 || cuts[k + 1] == d, true);
+    const uint64_t b = c->wire_bytes({cuts[k], cuts[k + 1] - cuts[k]}, {1, parts});
+    EXPECT_GE(b + max_sg, total / parts);
+    EXPECT_LE(b, total / parts + max_sg);
+    sum += b;
+    cut_bytes.push_back(b);
+  }
+  EXPECT_EQ(sum, total);
+  std::vector<uint64_t> even_bytes;
+  for (const auto& ch : topo::split_even(d, parts, c->alignment()))
+    even_bytes.push_back(c->wire_bytes({ch.offset, ch.count}, {1, parts}));
+  even_spread = *std::max_element(even_bytes.begin(), even_bytes.end()) -
+                *std::min_element(even_bytes.begin(), even_bytes.end());
+  cut_spread = *std::max_element(cut_bytes.begin(), cut_bytes.end()) -
+               *std::min_element(cut_bytes.begin(), cut_bytes.end());
+  EXPECT_GT(even_spread, 10 * cut_spread) << "the data should make the even split unbalanced";
+
+  // A ring all-reduce over the cuts: its shards are the cuts, it sends 2(n-1) copies of every
+  // shard's bytes, and every rank ends with a close estimate of the sum.
+  topo::CollectiveOptions opt;
+  set_shard_options(*c, topo::CollectiveOp::kAllReduce, d, parts, opt);
+  EXPECT_EQ(opt.cuts, cuts);
+  EXPECT_EQ(tensor_wire_bytes(*c, d, parts, opt), total);
+  topo::Schedule sched = topo::make_allreduce_ring(parts, d, opt);
+  bind_schedule(sched, *c);
+  std::vector<std::vector<float>> in{spread_vector(d, 11), spread_vector(d, 12), spread_vector(d, 13)};
+  std::vector<std::vector<float>> buf = in;
+  std::vector<std::span<float>> views(buf.begin(), buf.end());
+  auto stats = run_numerics(sched, *c, views, {1, 0});
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->wire_bytes, 2u * (parts - 1) * total);
+  std::vector<std::span<const float>> ins(in.begin(), in.end()), outs(buf.begin(), buf.end());
+  EXPECT_LT(vnmse(operation_errors(sched, ins, outs)), 0.05);
 }
 
 TEST(Dynamiq, EveryRoundingIsUnbiased) {

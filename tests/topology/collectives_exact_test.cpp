@@ -427,6 +427,33 @@ TEST(CollectiveExactRegistry, UnsupportedShapesAreInputErrors) {
   EXPECT_EQ(check("broadcast", "ring", 5, 100, o).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(CollectiveExactRegistry, ShardCutsSetTheShardsOrAreRejected) {
+  CollectiveOptions o;
+  o.align = 4;
+  o.cuts = {0, 8, 40, 100};
+  // Every shard-splitting algorithm uses the cuts as its shards (reduce-scatter defines them).
+  for (const char* algorithm : {"ring", "semi_loop", "direct"}) {
+    const auto found = find_collective("reduce_scatter", algorithm);
+    ASSERT_TRUE(found.ok()) << algorithm;
+    ASSERT_TRUE(found.value()->check(3, 100, o).ok()) << algorithm;
+    const Schedule s = found.value()->build(3, 100, o);
+    EXPECT_EQ(s.shards(), (std::vector<Chunk>{{0, 8}, {8, 32}, {40, 60}})) << algorithm;
+  }
+  const auto ring = find_collective("allreduce", "ring");
+  ASSERT_TRUE(ring.ok());
+  auto rejected = [&](std::vector<uint64_t> cuts, const char* says) {
+    CollectiveOptions bad = o;
+    bad.cuts = std::move(cuts);
+    const Status st = ring.value()->check(3, 100, bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+  };
+  rejected({0, 8, 100}, "expected 4 shard boundaries");
+  rejected({0, 8, 40, 96}, "from 0 to 100");
+  rejected({0, 40, 8, 100}, "below boundary");
+  rejected({0, 8, 42, 100}, "multiple of align 4");
+}
+
 // Closed forms of the new schedules: transfer counts and step counts.
 TEST(CollectiveExactShape, TransferAndStepCounts) {
   CollectiveOptions o;

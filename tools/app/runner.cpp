@@ -237,8 +237,8 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
         return invalid_argument(fmt::format("/compression/{}: {} cannot reduce the {} factor elements of '{}' on {} "
                                             "ranks: {}", i, s.collective.algorithm, reduced, cc.scheme, g, st.message()));
     }
-    for (const auto& c : topo::split_even(reduced, g, options.align))
-      r.tensor_wire_bytes += comp.wire_bytes({c.offset, c.count}, {1, g});
+    algo::set_shard_options(comp, collective->operation, reduced, g, options);
+    r.tensor_wire_bytes = algo::tensor_wire_bytes(comp, reduced, g, options);
     r.bits_per_element = 8.0 * static_cast<double>(r.tensor_wire_bytes) / static_cast<double>(report.elements);
 
     // Timing: every group's schedule at once on one network, generated step by step: first the

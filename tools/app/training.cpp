@@ -235,15 +235,14 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
             CCSIM_RETURN_IF_ERROR(plan_on_synthetic(s, *codec.comp, params, m, static_cast<uint32_t>(b)));
             codec.plan_bytes = codec.comp->plan_format(params, m).wire_bytes();
           }
-          codec.options.align = codec.comp->alignment();
           codec.options.segments = static_cast<uint32_t>(s.collective.segments);
           codec.reduced = codec.comp->reduced_elements(params);
+          algo::set_shard_options(*codec.comp, topo::CollectiveOp::kAllReduce, codec.reduced, m, codec.options);
           if (Status st = collective->check(m, codec.reduced, codec.options); !st.ok())
             return invalid_argument(fmt::format("/sync/bucket: {} cannot all-reduce a bucket of {} entries ({} reduced) "
                                                 "on {} ranks with '{}': {}", s.collective.algorithm, params, codec.reduced,
                                                 m, cc.scheme, st.message()));
-          for (const auto& c : topo::split_even(codec.reduced, m, codec.options.align))
-            codec.tensor_wire_bytes += codec.comp->wire_bytes({c.offset, c.count}, {1, m});
+          codec.tensor_wire_bytes = algo::tensor_wire_bytes(*codec.comp, codec.reduced, m, codec.options);
           codecs.emplace(params, std::move(codec));
         }
         model_wire += codecs.at(params).tensor_wire_bytes;

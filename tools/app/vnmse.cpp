@@ -291,10 +291,10 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
         const algo::NumericsOptions nopt{seed, static_cast<uint32_t>(si), true};
         CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, nopt));
         topo::CollectiveOptions copt;
-        copt.align = comp.alignment();
         copt.segments = o.segments;
         copt.gpus_per_node = o.gpus_per_node;
         const uint64_t reduced = comp.reduced_elements(elements);
+        algo::set_shard_options(comp, collective->operation, reduced, ranks, copt);
         if (reduced != elements && collective->operation != topo::CollectiveOp::kAllReduce)
           return invalid_argument(fmt::format("--algo {}: reduces low-rank factors, which only an allreduce can do",
                                               scheme.label));
@@ -325,9 +325,7 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
           row.unbiased = comp.unbiased();
           row.plan_bytes_per_rank = plan.wire_bytes_per_rank;
           row.wire_bytes = stats.wire_bytes;
-          uint64_t tensor_bytes = 0;
-          for (const auto& c : topo::split_even(reduced, ranks, copt.align))
-            tensor_bytes += comp.wire_bytes({c.offset, c.count}, {1, ranks});
+          const uint64_t tensor_bytes = algo::tensor_wire_bytes(comp, reduced, ranks, copt);
           row.bits_per_entry =
               8.0 * static_cast<double>(tensor_bytes + plan.wire_bytes_per_rank) / static_cast<double>(elements);
         }

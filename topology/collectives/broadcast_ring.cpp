@@ -79,8 +79,8 @@ void register_broadcast_ring(std::vector<CollectiveInfo>& out) {
       CollectiveOp::kBroadcast, "ring",
       "pipelined chain root -> root+1 -> ...: encoded once at the root, forwarded unchanged, decoded everywhere; "
       "n-1 hops, segments pipeline along the chain",
-      [](uint32_t ranks, uint64_t, const CollectiveOptions& o) -> Status {
-        CCSIM_RETURN_IF_ERROR(check_common(ranks, o));
+      [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) -> Status {
+        CCSIM_RETURN_IF_ERROR(check_common(ranks, elements, o));
         if (o.root >= ranks)
           return invalid_argument(fmt::format("broadcast root {} is not one of the {} ranks", o.root, ranks));
         return Status();

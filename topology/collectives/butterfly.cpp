@@ -60,7 +60,7 @@ class ButterflyGenerator final : public ScheduleGenerator {
 
   Schedule begin() override {
     Schedule s(fmt::format("{}.butterfly(n={})", collective_op_name(op_), n_), op_, n_, elements_);
-    const std::vector<Chunk> shards = split_even(elements_, n_, options_.align);
+    const std::vector<Chunk> shards = shard_split(elements_, n_, options_);
     for (uint32_t level = 1; level <= levels_; ++level) {
       const uint32_t per = n_ >> level;
       for (uint32_t i = 0; i < (1u << level); ++i) {
@@ -240,10 +240,10 @@ void register_butterfly(std::vector<CollectiveInfo>& out) {
                                              : "recursive doubling, each shard encoded once and forwarded unchanged";
     out.push_back(CollectiveInfo{
         op, "butterfly", "butterfly (power-of-two ranks); " + what,
-        [](uint32_t ranks, uint64_t, const CollectiveOptions& o) -> Status {
+        [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) -> Status {
           if (ranks < 2 || !std::has_single_bit(ranks))
             return invalid_argument(fmt::format("butterfly needs a power-of-two number of ranks >= 2, got {}", ranks));
-          return check_common(ranks, o);
+          return check_common(ranks, elements, o);
         },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_butterfly(op, ranks, elements, o);

@@ -15,11 +15,11 @@ Status need_ranks(uint32_t ranks, uint32_t at_least) {
   return Status();
 }
 
-Status check_common(uint32_t ranks, const CollectiveOptions& o) {
+Status check_common(uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
   CCSIM_RETURN_IF_ERROR(need_ranks(ranks, 2));
   if (o.segments < 1) return invalid_argument("segments must be at least 1");
   if (o.align < 1) return invalid_argument("align must be at least 1");
-  return Status();
+  return check_cuts(ranks, elements, o);
 }
 
 Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements) {
@@ -31,6 +31,32 @@ Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements)
 }
 
 }  // namespace detail
+
+Status check_cuts(uint32_t parts, uint64_t elements, const CollectiveOptions& o) {
+  const auto& c = o.cuts;
+  if (c.empty()) return Status();
+  if (c.size() != static_cast<size_t>(parts) + 1)
+    return invalid_argument(fmt::format("cuts: expected {} shard boundaries, got {}", parts + 1, c.size()));
+  if (c.front() != 0 || c.back() != elements)
+    return invalid_argument(fmt::format("cuts: expected boundaries from 0 to {}, got {} to {}", elements, c.front(), c.back()));
+  for (size_t i = 1; i < c.size(); ++i) {
+    if (c[i] < c[i - 1])
+      return invalid_argument(fmt::format("cuts: boundary {} ({}) below boundary {} ({})", i, c[i], i - 1, c[i - 1]));
+    if (i + 1 < c.size() && c[i] % std::max<uint64_t>(o.align, 1) != 0)
+      return invalid_argument(fmt::format("cuts: boundary {} ({}) is not a multiple of align {}", i, c[i], o.align));
+  }
+  return Status();
+}
+
+std::vector<Chunk> shard_split(uint64_t elements, uint32_t parts, const CollectiveOptions& options) {
+  if (options.cuts.empty()) return split_even(elements, parts, options.align);
+  const Status st = check_cuts(parts, elements, options);
+  CCSIM_CHECK(st.ok(), "{}", st.message());
+  std::vector<Chunk> out;
+  out.reserve(parts);
+  for (uint32_t i = 0; i < parts; ++i) out.push_back({options.cuts[i], options.cuts[i + 1] - options.cuts[i]});
+  return out;
+}
 
 Schedule CollectiveInfo::build(uint32_t ranks, uint64_t elements, const CollectiveOptions& options) const {
   const Status st = check(ranks, elements, options);

@@ -24,7 +24,18 @@ struct CollectiveOptions {
                                ///< so one segment's (de)compression overlaps the next one's transfer
   uint32_t root = 0;           ///< broadcast: the source rank
   uint32_t gpus_per_node = 1;  ///< hierarchical algorithms: ranks r, r' share a node iff r / G == r' / G
+  /// Shard boundaries of the n-way split (n + 1 entries: 0, ..., elements; non-decreasing; inner
+  /// ones multiples of `align`); empty: split_even. A compressor whose wire bytes vary along the
+  /// tensor sets them so that every shard carries the same bytes (Compressor::shard_cuts).
+  /// All-to-all (fixed blocks) and broadcast (no shards) ignore them.
+  std::vector<uint64_t> cuts{};
 };
+
+/// The n-way shard split an algorithm uses: options.cuts when set, else split_even(elements, parts,
+/// options.align). REQUIRES: cuts empty or valid for (parts, elements) (check_cuts).
+std::vector<Chunk> shard_split(uint64_t elements, uint32_t parts, const CollectiveOptions& options);
+/// Why options.cuts is not a valid split of `elements` into `parts` shards; OK when valid or empty.
+Status check_cuts(uint32_t parts, uint64_t elements, const CollectiveOptions& options);
 
 /// A registered (operation, algorithm) pair.
 struct CollectiveInfo {

@@ -40,7 +40,7 @@ class DirectGenerator final : public ScheduleGenerator {
         const uint64_t block = elements_ / n_;
         for (uint32_t b = 0; b < n_; ++b) regions.push_back(Chunk{b * block, block});
       } else {
-        regions = split_even(elements_, n_, options_.align);
+        regions = shard_split(elements_, n_, options_);
       }
       for (const Chunk& r : regions)
         for (const Chunk& seg : split_chunk(r, s_, options_.align)) s.add_chunk(seg.offset, seg.count);
@@ -158,7 +158,7 @@ class DirectGenerator final : public ScheduleGenerator {
 };
 
 Status check_direct(CollectiveOp op, uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
-  CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, o));
+  CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, elements, o));
   if (op == CollectiveOp::kBroadcast && o.root >= ranks)
     return invalid_argument(fmt::format("broadcast root {} is not one of the {} ranks", o.root, ranks));
   return detail::check_alltoall_blocks(op, ranks, elements);

@@ -45,7 +45,7 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
 
   Schedule begin() override {
     Schedule s(fmt::format("{}.hierarchical_ring(n={},G={})", collective_op_name(op_), n_, g_), op_, n_, elements_);
-    const std::vector<Chunk> pieces = split_even(elements_, n_, options_.align);
+    const std::vector<Chunk> pieces = shard_split(elements_, n_, options_);
     for (const Chunk& piece : pieces)
       for (const Chunk& seg : split_chunk(piece, segs_, options_.align)) s.add_chunk(seg.offset, seg.count);
     if (op_ != CollectiveOp::kAllReduce) {
@@ -305,12 +305,12 @@ void register_hierarchical_ring(std::vector<CollectiveInfo>& out) {
                                              : "inter-node ring then intra-node ring, messages forwarded unchanged";
     out.push_back(CollectiveInfo{
         op, "hierarchical_ring", "two-level ring over nodes of gpus_per_node ranks; " + what,
-        [](uint32_t ranks, uint64_t, const CollectiveOptions& o) -> Status {
+        [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) -> Status {
           if (o.gpus_per_node < 1) return invalid_argument("hierarchical_ring needs gpus_per_node >= 1, got 0");
           if (ranks % o.gpus_per_node != 0)
             return invalid_argument(fmt::format(
                 "hierarchical_ring needs ranks divisible by gpus_per_node={}, got {} ranks", o.gpus_per_node, ranks));
-          return check_common(ranks, o);
+          return check_common(ranks, elements, o);
         },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_hierarchical_ring(op, ranks, elements, o);

@@ -20,7 +20,7 @@ void register_broadcast_ring(std::vector<CollectiveInfo>& out);     // broadcast
 /// Input error unless ranks >= at_least.
 Status need_ranks(uint32_t ranks, uint32_t at_least);
 /// What every algorithm requires: at least two ranks, segments >= 1, align >= 1.
-Status check_common(uint32_t ranks, const CollectiveOptions& o);
+Status check_common(uint32_t ranks, uint64_t elements, const CollectiveOptions& o);
 
 /// For an all-to-all, an input error unless the elements split into equal blocks over the ranks.
 Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements);

@@ -31,7 +31,7 @@ class RingGenerator final : public ScheduleGenerator {
                           : op_ == CollectiveOp::kReduceScatter ? "reduce_scatter"
                                                                 : "allgather";
     Schedule s(fmt::format("{}.{}(n={})", op_name, bidir_ ? "ring_bidir" : "ring", n_), op_, n_, elements_);
-    const std::vector<Chunk> shards = split_even(elements_, n_, options_.align);
+    const std::vector<Chunk> shards = shard_split(elements_, n_, options_);
     for (uint32_t r = 0; r < n_; ++r) {
       const uint32_t halves = bidir_ ? 2 : 1;
       const std::vector<Chunk> parts = split_chunk(shards[r], halves, options_.align);
@@ -134,7 +134,7 @@ void register_ring(std::vector<CollectiveInfo>& out) {
           op, bidir ? "ring_bidir" : "ring",
           bidir ? "ring, every shard halved and sent both ways (EQuARX full loop); " + what
                 : "unidirectional ring; " + what + "; fused decode-accumulate-encode at intermediate hops",
-          [](uint32_t ranks, uint64_t, const CollectiveOptions& o) { return check_common(ranks, o); },
+          [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) { return check_common(ranks, elements, o); },
           [op, bidir](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
             return make_ring(op, ranks, elements, o, bidir);
           }});

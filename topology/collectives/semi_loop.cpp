@@ -50,7 +50,7 @@ class SemiLoopGenerator final : public ScheduleGenerator {
 
   Schedule begin() override {
     Schedule s(fmt::format("{}.semi_loop(n={})", collective_op_name(op_), n_), op_, n_, elements_);
-    const std::vector<Chunk> shards = split_even(elements_, n_, options_.align);
+    const std::vector<Chunk> shards = shard_split(elements_, n_, options_);
     for (uint32_t r = 0; r < n_; ++r) {
       for (uint32_t j = 0; const Chunk& seg : split_chunk(shards[r], options_.segments, options_.align)) {
         Lane lane;
@@ -193,7 +193,7 @@ void register_semi_loop(std::vector<CollectiveInfo>& out) {
                                              : "each shard encoded once and forwarded both ways, floor(n/2) hops";
     out.push_back(CollectiveInfo{
         op, "semi_loop", "EQuARX semi-loop ring using both directions (aggregation depth floor(n/2)); " + what,
-        [](uint32_t ranks, uint64_t, const CollectiveOptions& o) { return check_common(ranks, o); },
+        [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) { return check_common(ranks, elements, o); },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_semi_loop(op, ranks, elements, o);
         }});

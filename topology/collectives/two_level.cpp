@@ -38,7 +38,7 @@ class TwoLevelReduceScatter final : public ScheduleGenerator {
   Schedule begin() override {
     Schedule s(fmt::format("reduce_scatter.two_level(n={},G={})", n_, g_), CollectiveOp::kReduceScatter, n_,
                elements_);
-    const std::vector<Chunk> pieces = split_even(elements_, n_, options_.align);
+    const std::vector<Chunk> pieces = shard_split(elements_, n_, options_);
     // Phase-A chunks: range R_j split into segments, chunk a_first_ + j*S + seg.
     a_first_ = static_cast<uint32_t>(s.chunks().size());
     std::vector<std::vector<Chunk>> a_segs(g_);
@@ -324,7 +324,7 @@ class TwoLevelAllToAll final : public ScheduleGenerator {
 };
 
 Status check_two_level(CollectiveOp op, uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
-  CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, o));
+  CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, elements, o));
   if (o.gpus_per_node < 1 || ranks % o.gpus_per_node != 0)
     return invalid_argument(fmt::format("two_level needs the ranks ({}) to be a multiple of gpus_per_node ({})",
                                         ranks, o.gpus_per_node));
