@@ -17,6 +17,13 @@ std::vector<LinkSpec> link_specs(const topo::Topology& topology) {
   return specs;
 }
 
+void bind_uncompressed(topo::Schedule& schedule, topo::OpId first, topo::OpId end, uint32_t bytes_per_element) {
+  for (OpId id = first; id < end; ++id) {
+    topo::Op& op = schedule.mutable_op(id);
+    op.bytes = op.kind == OpKind::kTransfer ? uint64_t{bytes_per_element} * schedule.op_elements(op) : 0;
+  }
+}
+
 topo::Schedule ScheduleReplay::begin() {
   topo::Schedule s(schedule_.name(), schedule_.operation(), schedule_.num_ranks(), schedule_.elements());
   for (const auto& c : schedule_.chunks()) s.add_chunk(c.offset, c.count);

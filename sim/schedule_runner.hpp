@@ -43,6 +43,11 @@ struct ScheduleTiming {
 /// memory traffic). The numerics side provides it from a compressor.
 using ScheduleBinder = std::function<void(topo::Schedule&, topo::OpId first, topo::OpId end)>;
 
+/// Binds uncompressed traffic: a transfer carries `bytes_per_element` bytes per element of its
+/// messages' chunks; kernels move no bytes (free under any cost model's bytes term). Usable as a
+/// ScheduleBinder through a lambda (raw fp32: bytes_per_element = 4).
+void bind_uncompressed(topo::Schedule& schedule, topo::OpId first, topo::OpId end, uint32_t bytes_per_element);
+
 /// How a schedule is placed and observed.
 struct RunnerOptions {
   /// Group rank → topology rank (empty: identity).

@@ -27,6 +27,20 @@ std::vector<GradientBucket> make_buckets(const std::vector<TrainingLayer>& layer
   return out;
 }
 
+double BucketRecord::time_in(const std::string& name) const {
+  double t = 0;
+  for (size_t i = 0; i < phases.size() && i < phase_end_s.size(); ++i)
+    if (phases[i] == name) t += phase_end_s[i] - (i == 0 ? start_s : phase_end_s[i - 1]);
+  return t;
+}
+
+double BucketRecord::time_except(const std::string& name) const {
+  double t = 0;
+  for (size_t i = 0; i < phases.size() && i < phase_end_s.size(); ++i)
+    if (phases[i] != name) t += phase_end_s[i] - (i == 0 ? start_s : phase_end_s[i - 1]);
+  return t;
+}
+
 BucketCollectiveSync::BucketCollectiveSync(std::vector<GradientBucket> buckets, BucketPhaseFactory factory,
                                            KernelCostModel costs, std::string description, uint64_t ecmp_salt)
     : buckets_(std::move(buckets)),
@@ -71,6 +85,7 @@ void BucketCollectiveSync::try_start() {
   rec.start_s = job_->engine().now().seconds();
   phases_ = factory_(rec.round, rec.bucket, buckets_[rec.bucket].params);
   CCSIM_CHECK(!phases_.empty(), "no phases for bucket {}", rec.bucket);
+  for (const SyncPhase& p : phases_) rec.phases.push_back(p.name);
   phase_ = 0;
   for (uint32_t w = 0; w < job_->num_workers(); ++w) job_->comm_begin(w);
   start_phase();
@@ -90,6 +105,7 @@ void BucketCollectiveSync::start_phase() {
 
 void BucketCollectiveSync::phase_done() {
   records_[active_].wire_bytes += runner_->timing().wire_bytes;
+  records_[active_].phase_end_s.push_back(job_->engine().now().seconds());
   runner_.reset();
   if (++phase_ < phases_.size()) return start_phase();
   phases_.clear();

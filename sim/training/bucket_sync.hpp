@@ -54,6 +54,12 @@ struct BucketRecord {
   double start_s = 0;   ///< its collective started
   double end_s = 0;
   uint64_t wire_bytes = 0;
+  std::vector<std::string> phases;   ///< SyncPhase::name of each phase, in order
+  std::vector<double> phase_end_s;   ///< when each phase ended (the first started at start_s)
+  /// Time spent in the phases not named `name` (e.g. gradient time = all but "weights").
+  double time_except(const std::string& name) const;
+  /// Time spent in the phases named `name`.
+  double time_in(const std::string& name) const;
 };
 
 /// Bucketed collective synchronization.

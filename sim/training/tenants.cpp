@@ -17,21 +17,6 @@ struct TenantTraffic::Loop {
   bool on = true;
 };
 
-namespace {
-
-// Uncompressed fp32: a transfer carries 4 bytes per element of its messages' chunks; kernels are free.
-void bind_fp32(topo::Schedule& s, topo::OpId first, topo::OpId end) {
-  for (topo::OpId id = first; id < end; ++id) {
-    topo::Op& op = s.mutable_op(id);
-    uint64_t bytes = 0;
-    if (op.kind == topo::OpKind::kTransfer)
-      bytes = 4 * s.op_elements(op);
-    op.bytes = bytes;
-  }
-}
-
-}  // namespace
-
 TenantTraffic::TenantTraffic(Engine& engine, FlowNetwork& network, const topo::Topology& topology,
                              std::vector<TenantSpec> specs, uint64_t salt)
     : engine_(engine), network_(network), topology_(topology), specs_(std::move(specs)), salt_(salt) {}
@@ -105,6 +90,10 @@ void TenantTraffic::start_ring(size_t li) {
   RunnerOptions ro;
   ro.rank_map = t.ranks;
   ro.ecmp_salt = salt_ + 0x1000 * (li + 1);
+  // Uncompressed fp32; kernels are free.
+  auto bind_fp32 = [](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
+    bind_uncompressed(sched, first, end, 4);
+  };
   loop.runner = std::make_unique<ScheduleRunner>(engine_, network_, topology_, *loop.generator, bind_fp32,
                                                  KernelCostModel{}, std::move(ro));
   loop.runner->start([this, li](const ScheduleTiming& timing) {

@@ -46,6 +46,9 @@ struct TrainingLayer {
   uint64_t params = 0;
   double forward_s = 0;
   double backward_s = 0;
+  /// Bytes of the layer's output activation per micro-batch (what tensor parallelism all-reduces
+  /// and pipeline parallelism sends to the next stage; ParallelTrainingJob only, 0: none).
+  uint64_t activation_bytes = 0;
 };
 
 /// How long the job runs and how its compute behaves.

@@ -96,11 +96,20 @@ struct ControllerConfig {
   bool second_stage = true;        ///< aqgb: send remaining bits before each block's forward
 };
 
+/// Sharded data parallelism: how the updated weights (or their differences) are all-gathered.
+struct WeightsConfig {
+  std::string scheme = "bf16";                        ///< weight all-gather format (SDP4Bit: sdp4bit_qwd)
+  nlohmann::json params = nlohmann::json::object();
+  std::string algorithm = "ring";                     ///< all-gather algorithm
+};
+
 /// One compression scheme to evaluate.
 struct CompressionConfig {
   std::string scheme;
   nlohmann::json params = nlohmann::json::object();
+  std::string algorithm;      ///< training: the gradient collective's algorithm ("": collective.algorithm)
   ControllerConfig controller;
+  WeightsConfig weights;      ///< sync.mode sharded: the weight all-gather
 };
 
 /// The training workload (absent trace: the scenario runs one collective, not training rounds).
@@ -119,6 +128,7 @@ struct SyncConfig {
   uint64_t bucket_bytes = 25ull << 20;  ///< allreduce: DDP bucket_cap
   uint64_t first_bucket_bytes = 0;     ///< allreduce: DDP first bucket (0: same as bucket)
   int64_t segment = 1 << 20;           ///< broadcast: gradient entries per segment
+  int64_t replan_every = 0;            ///< allreduce/sharded: rounds between plans (0: once per bucket size)
 };
 
 /// Per-round, per-worker compute scaling.
@@ -261,7 +271,20 @@ template <class V>
 void visit(V& v, CompressionConfig& c) {
   v.required_choice("scheme", c.scheme, V::compressor_names(), "compression scheme (see `ccsim list`)");
   v.compressor_params("params", c.params, c.scheme, "scheme parameters (see `ccsim list`)");
+  v.choice("algorithm", c.algorithm, V::algorithm_names_or_default(),
+           "training runs: the algorithm of this scheme's gradient collective (empty: collective.algorithm), e.g. "
+           "two_level for a reduce-scatter whose format changes between node levels");
   v.object("controller", c.controller, "training runs: an adaptive controller driving the scheme per round");
+  v.object("weights", c.weights, "sync.mode sharded: the weight all-gather after each bucket's reduce-scatter");
+}
+
+template <class V>
+void visit(V& v, WeightsConfig& c) {
+  v.choice("scheme", c.scheme, V::compressor_names(),
+           "weight all-gather format: bf16 (Megatron's distributed optimizer), sdp4bit_qw (ZeRO++ qW), sdp4bit_qwd "
+           "(SDP4Bit qWD, weight differences)");
+  v.compressor_params("params", c.params, c.scheme, "scheme parameters (see `ccsim list`)");
+  v.choice("algorithm", c.algorithm, V::algorithm_names(), "all-gather algorithm");
 }
 
 template <class V>
@@ -280,9 +303,13 @@ void visit(V& v, WorkloadConfig& c) {
 
 template <class V>
 void visit(V& v, SyncConfig& c) {
-  v.choice("mode", c.mode, {"allreduce", "broadcast"},
+  v.choice("mode", c.mode, {"allreduce", "broadcast", "sharded"},
            "allreduce: DDP buckets, each through collective.algorithm once all workers produced it; broadcast: every "
-           "worker sends each gradient block to every other worker (AQGB)");
+           "worker sends each gradient block to every other worker (AQGB); sharded: sharded data parallelism (ZeRO / "
+           "SDP4Bit Alg. 2), each bucket's gradients reduce-scattered, then its weights all-gathered");
+  v.integer("replan_every", c.replan_every, 0, 1 << 30,
+            "allreduce/sharded: rounds between the metadata plans of schemes that have one (adaptive controllers "
+            "decide then; each plan runs on fresh synthetic gradients of the bucket); 0: plan once per bucket");
   v.bytes("bucket", c.bucket_bytes, "allreduce: DDP bucket size (bucket_cap)");
   v.bytes("first_bucket", c.first_bucket_bytes, "allreduce: size of the first bucket (0: same as bucket)");
   v.integer("segment", c.segment, 1, INT64_C(1) << 40, "broadcast: gradient entries per segment (control granularity)");

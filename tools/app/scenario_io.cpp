@@ -49,6 +49,11 @@ struct Names {
   static std::vector<std::string> operation_names() {
     return unique_sorted(topo::collective_op_names());
   }
+  static std::vector<std::string> algorithm_names_or_default() {
+    std::vector<std::string> v{""};
+    for (auto& a : algorithm_names()) v.push_back(std::move(a));
+    return v;
+  }
   static std::vector<std::string> algorithm_names() {
     return unique_sorted(topo::collective_algorithm_names());
   }

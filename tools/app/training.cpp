@@ -187,13 +187,13 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
   uint64_t total_params = trace.params();
   if (total_params == 0) return invalid_argument("/workload/trace: the trace has no parameters to synchronize");
 
-  const topo::CollectiveInfo* collective = nullptr;
-  if (s.sync.mode == "allreduce") {
-    if (s.collective.operation != "allreduce")
-      return invalid_argument(fmt::format("/collective/operation: sync.mode allreduce synchronizes gradients with an "
-                                          "allreduce, got {}", s.collective.operation));
-    CCSIM_ASSIGN_OR_RETURN(collective, topo::find_collective("allreduce", s.collective.algorithm));
-  }
+  const bool bucketed = s.sync.mode == "allreduce" || s.sync.mode == "sharded";
+  if (s.sync.mode == "allreduce" && s.collective.operation != "allreduce")
+    return invalid_argument(fmt::format("/collective/operation: sync.mode allreduce synchronizes gradients with an "
+                                        "allreduce, got {}", s.collective.operation));
+  if (s.sync.mode == "sharded" && s.collective.operation != "reduce_scatter")
+    return invalid_argument(fmt::format("/collective/operation: sync.mode sharded reduce-scatters gradients, so "
+                                        "expected reduce_scatter, got {}", s.collective.operation));
 
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
     const CompressionConfig& cc = s.compression[ci];
@@ -212,44 +212,107 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     report.tenants_desc = (*traffic)->describe();
 
     std::unique_ptr<sim::GradientSync> sync;
-    std::map<uint64_t, BucketCodec> codecs;  // by bucket size
+    std::vector<BucketCodec> codecs;        // gradient codecs (see codec_of)
+    std::map<uint64_t, BucketCodec> weight_codecs;  // sharded: weight all-gather codecs by bucket size
     sim::BucketCollectiveSync* bucket_sync = nullptr;
     sim::BroadcastSync* broadcast = nullptr;
-    if (s.sync.mode == "allreduce") {
+    sim::TrainingJob* job_ptr = nullptr;  // set once the job exists (the factory logs decisions into it)
+    if (bucketed) {
       if (cc.controller.kind != "none")
         return invalid_argument(fmt::format("{}/controller/kind: {} drives a broadcast (sync.mode broadcast); with "
-                                            "sync.mode allreduce expected none", at, cc.controller.kind));
+                                            "sync.mode {} expected none", at, cc.controller.kind, s.sync.mode));
+      const bool sharded = s.sync.mode == "sharded";
+      const topo::CollectiveOp op = sharded ? topo::CollectiveOp::kReduceScatter : topo::CollectiveOp::kAllReduce;
+      const std::string algorithm = cc.algorithm.empty() ? s.collective.algorithm : cc.algorithm;
+      const topo::CollectiveInfo* collective = nullptr;
+      {
+        auto found = topo::find_collective(std::string(topo::collective_op_name(op)), algorithm);
+        if (!found.ok()) return found.status().with_context(cc.algorithm.empty() ? "/collective/algorithm" : at + "/algorithm");
+        collective = *found;
+      }
       const auto buckets = sim::make_buckets(layers, s.sync.bucket_bytes, s.sync.first_bucket_bytes,
                                              trace.gradient_bytes_per_param());
-      // One codec per distinct bucket size (the plan, if any, depends on the size only).
+      // Codecs: one per bucket when the scheme re-plans every few rounds (its controller's state is
+      // the bucket's), else one per distinct bucket size (the plan depends on the size only).
+      const bool planned = !(*probe)->plan_format(buckets.front().params, m).empty();
+      const bool per_bucket = planned && s.sync.replan_every > 0;
+      std::vector<size_t> codec_of(buckets.size());
+      std::map<uint64_t, size_t> by_size;
+      auto make_codec = [&](const std::string& scheme, const nlohmann::json& params, topo::CollectiveOp cop,
+                            const topo::CollectiveInfo& info, uint64_t elements, uint32_t salt,
+                            const std::string& where) -> Result<BucketCodec> {
+        BucketCodec codec;
+        auto created = algo::CompressorRegistry::global().create(scheme, params);
+        if (!created.ok()) return created.status().with_context(where);
+        codec.comp = std::move(*created);
+        codec.comp->set_layout(std::vector<algo::LayerShape>{{0, elements, elements, 1}});
+        if (!codec.comp->plan_format(elements, m).empty()) {
+          if (cop != op)
+            return invalid_argument(fmt::format("{}/scheme: '{}' needs a metadata phase, which the weight all-gather "
+                                                "does not run; use bf16, sdp4bit_qw or sdp4bit_qwd", where, scheme));
+          CCSIM_RETURN_IF_ERROR(plan_on_synthetic(s, *codec.comp, elements, m, salt));
+          codec.plan_bytes = codec.comp->plan_format(elements, m).wire_bytes();
+        }
+        codec.options.segments = static_cast<uint32_t>(s.collective.segments);
+        codec.options.gpus_per_node = topology.gpus_per_node();
+        codec.reduced = codec.comp->reduced_elements(elements);
+        if (codec.reduced != elements && cop != topo::CollectiveOp::kAllReduce)
+          return invalid_argument(fmt::format("{}/scheme: '{}' reduces low-rank factors, which only an allreduce can "
+                                              "do (sync.mode allreduce)", where, scheme));
+        algo::set_shard_options(*codec.comp, cop, codec.reduced, m, codec.options);
+        if (Status st = info.check(m, codec.reduced, codec.options); !st.ok())
+          return invalid_argument(fmt::format("/sync/bucket: {} cannot run {} on a bucket of {} entries ({} reduced) "
+                                              "on {} ranks with '{}': {}", info.algorithm,
+                                              topo::collective_op_name(cop), elements, codec.reduced, m, scheme,
+                                              st.message()));
+        codec.tensor_wire_bytes = algo::tensor_wire_bytes(*codec.comp, codec.reduced, m, codec.options);
+        return codec;
+      };
+      const topo::CollectiveInfo* weight_ag = nullptr;
+      if (sharded) {
+        auto found = topo::find_collective("allgather", cc.weights.algorithm);
+        if (!found.ok()) return found.status().with_context(at + "/weights/algorithm");
+        weight_ag = *found;
+      }
       uint64_t model_wire = 0;
       for (size_t b = 0; b < buckets.size(); ++b) {
         const uint64_t params = buckets[b].params;
-        if (codecs.count(params) == 0) {
-          BucketCodec codec;
-          auto created = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
-          if (!created.ok()) return created.status().with_context(at);
-          codec.comp = std::move(*created);
-          codec.comp->set_layout(std::vector<algo::LayerShape>{{0, params, params, 1}});
-          if (!codec.comp->plan_format(params, m).empty()) {
-            CCSIM_RETURN_IF_ERROR(plan_on_synthetic(s, *codec.comp, params, m, static_cast<uint32_t>(b)));
-            codec.plan_bytes = codec.comp->plan_format(params, m).wire_bytes();
-          }
-          codec.options.segments = static_cast<uint32_t>(s.collective.segments);
-          codec.reduced = codec.comp->reduced_elements(params);
-          algo::set_shard_options(*codec.comp, topo::CollectiveOp::kAllReduce, codec.reduced, m, codec.options);
-          if (Status st = collective->check(m, codec.reduced, codec.options); !st.ok())
-            return invalid_argument(fmt::format("/sync/bucket: {} cannot all-reduce a bucket of {} entries ({} reduced) "
-                                                "on {} ranks with '{}': {}", s.collective.algorithm, params, codec.reduced,
-                                                m, cc.scheme, st.message()));
-          codec.tensor_wire_bytes = algo::tensor_wire_bytes(*codec.comp, codec.reduced, m, codec.options);
-          codecs.emplace(params, std::move(codec));
+        if (!per_bucket && by_size.count(params)) {
+          codec_of[b] = by_size.at(params);
+        } else {
+          CCSIM_ASSIGN_OR_RETURN(BucketCodec codec, make_codec(cc.scheme, cc.params, op, *collective, params,
+                                                               static_cast<uint32_t>(b), at));
+          codec_of[b] = codecs.size();
+          by_size.emplace(params, codecs.size());
+          codecs.push_back(std::move(codec));
         }
-        model_wire += codecs.at(params).tensor_wire_bytes;
+        model_wire += codecs[codec_of[b]].tensor_wire_bytes;
+        if (sharded && weight_codecs.count(params) == 0) {
+          CCSIM_ASSIGN_OR_RETURN(BucketCodec wc, make_codec(cc.weights.scheme, cc.weights.params,
+                                                            topo::CollectiveOp::kAllGather, *weight_ag, params,
+                                                            static_cast<uint32_t>(b), at + "/weights"));
+          weight_codecs.emplace(params, std::move(wc));
+        }
       }
       res.bits_per_element = 8.0 * static_cast<double>(model_wire) / static_cast<double>(total_params);
-      auto factory = [&codecs, collective, m](uint32_t, uint32_t, uint64_t params) {
-        BucketCodec& codec = codecs.at(params);
+      const uint32_t replan = static_cast<uint32_t>(s.sync.replan_every);
+      auto log_plan = [&job_ptr, scheme = cc.scheme](uint32_t round, uint32_t bucket, const algo::Compressor& comp) {
+        if (job_ptr == nullptr) return;
+        for (const algo::PlanDecision& d : comp.plan_decisions())
+          job_ptr->log({round, 0, -1, job_ptr->engine().now().seconds(), scheme, d.quantity, d.value,
+                        fmt::format("bucket={} {}", bucket, d.detail)});
+      };
+      auto factory = [&, collective, weight_ag, per_bucket, replan, log_plan](uint32_t round, uint32_t bucket,
+                                                                             uint64_t params) {
+        BucketCodec& codec = codecs[codec_of[bucket]];
+        if (per_bucket && round > 0 && round % replan == 0) {
+          // The controller's next decision, from fresh synthetic gradients of this round and bucket.
+          const Status st = plan_on_synthetic(s, *codec.comp, params, m, bucket + 0x10000u * round);
+          CCSIM_CHECK(st.ok(), "re-plan of bucket {} in round {}: {}", bucket, round, st.message());
+          codec.reduced = codec.comp->reduced_elements(params);
+          algo::set_shard_options(*codec.comp, op, codec.reduced, m, codec.options);
+        }
+        if (codec.plan_bytes > 0 && (round == 0 || (per_bucket && round % replan == 0))) log_plan(round, bucket, *codec.comp);
         std::vector<sim::SyncPhase> phases;
         if (codec.plan_bytes > 0) {
           static const algo::Fp32Compressor fp32;
@@ -260,19 +323,27 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
           p.binder = [](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, fp32, first, end); };
           phases.push_back(std::move(p));
         }
-        sim::SyncPhase p;
-        p.name = "collective";
-        p.generator = collective->make(m, codec.reduced, codec.options);
-        algo::Compressor* comp = codec.comp.get();
-        p.binder = [comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, *comp, first, end); };
-        phases.push_back(std::move(p));
+        auto phase = [](const char* name, const topo::CollectiveInfo& info, BucketCodec& c, uint32_t ranks) {
+          sim::SyncPhase p;
+          p.name = name;
+          p.generator = info.make(ranks, c.reduced, c.options);
+          algo::Compressor* comp = c.comp.get();
+          p.binder = [comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, *comp, first, end); };
+          return p;
+        };
+        phases.push_back(phase(weight_ag ? "gradients" : "collective", *collective, codec, m));
+        if (weight_ag) phases.push_back(phase("weights", *weight_ag, weight_codecs.at(params), m));
         return phases;
       };
-      auto bs = std::make_unique<sim::BucketCollectiveSync>(
-          buckets, factory, costs,
-          fmt::format("DDP buckets of {} ({} buckets), {} all-reduce, {}",
-                      format_quantity(static_cast<double>(s.sync.bucket_bytes), UnitKind::kBytes), buckets.size(),
-                      s.collective.algorithm, cc.scheme));
+      std::string desc = fmt::format("DDP buckets of {} ({} buckets), {} {}, {}",
+                                     format_quantity(static_cast<double>(s.sync.bucket_bytes), UnitKind::kBytes),
+                                     buckets.size(), algorithm, topo::collective_op_name(op), cc.scheme);
+      if (sharded)
+        desc += fmt::format("; weights all-gathered by {} in {}", cc.weights.algorithm, cc.weights.scheme);
+      if (planned)
+        desc += per_bucket ? fmt::format("; metadata plan every {} round(s) per bucket", replan)
+                           : "; metadata plan once per bucket size";
+      auto bs = std::make_unique<sim::BucketCollectiveSync>(buckets, factory, costs, std::move(desc));
       bucket_sync = bs.get();
       sync = std::move(bs);
     } else {
@@ -306,6 +377,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     topt.optimizer_s = trace.optimizer_s();
     topt.interference = wl.interference;
     sim::TrainingJob job(engine, network, topology, worker_ranks, layers, stragglers, topt, *sync);
+    job_ptr = &job;
     sim::TenantTraffic& tt = **traffic;
     job.on_finished([&tt] { tt.stop(); });
     tt.start();
