@@ -374,7 +374,8 @@ TEST_F(Training, BadInputIsRejectedNamingFileAndPathWritingNothing) {
        "/network/tenants/0/dst", "99"},
       {"empirical_without_file", [](json& d) { d["stragglers"] = {{"model", "empirical"}}; }, "/stragglers/file", ""},
       {"blocks_not_at_0", [](json& d) { d["workload"]["blocks"] = json::array({1}); }, "/workload/blocks/0", ""},
-      {"tensor_parallel", [](json& d) { d["parallelism"] = {{"tp", 2}}; }, "/parallelism", "tp = 2"},
+      {"tensor_parallel_layout", [](json& d) { d["parallelism"] = {{"tp", 3}}; }, "/parallelism", "4"},
+      {"pipeline_deeper_than_layers", [](json& d) { d["parallelism"] = {{"pp", 4}}; }, "/parallelism/pp", "layers"},
       {"workload_typo",
        [](json& d) {
          d["workload"]["roundz"] = d["workload"]["rounds"];
@@ -422,6 +423,149 @@ TEST_F(Training, MissingTraceIsTheOnlyError) {
     EXPECT_TRUE(contains(o.err, file.string() + ": /workload/trace")) << show(o);
     EXPECT_FALSE(contains(o.err, "/gradients/size")) << show(o);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sharded data parallelism: each bucket's gradients reduce-scattered, then its weights all-gathered.
+
+TEST_F(Training, ShardedRoundsTimeGradientAndWeightCollectivesSeparately) {
+  json doc = small_scenario();
+  doc["sync"] = {{"mode", "sharded"}, {"bucket", "1MB"}};
+  doc["collective"] = {{"operation", "reduce_scatter"}, {"algorithm", "ring"}};
+  doc["compression"] = json::parse(R"([{"scheme": "fp32"},
+                                       {"scheme": "int8", "weights": {"scheme": "sdp4bit_qwd"}}])");
+  const fs::path file = write_scenario("sharded", doc);
+  const fs::path out = tmp_ / "sharded";
+  const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  // fp32: a ring reduce-scatter of one 2 MB bucket on 4 ranks sends 3 chunks of 0.5 MB per rank
+  // in turn, 3 x 0.4 ms at 10 Gbps; the bf16 weight all-gather moves half the bytes: 0.6 ms.
+  const Csv buckets = parse_csv(read_file(out / "buckets.csv"));
+  const auto fp32 = rows_of(buckets, "fp32");
+  ASSERT_EQ(fp32.size(), 2u * kRounds);
+  for (const auto& b : fp32) {
+    EXPECT_NEAR(num(b, "gradient_s"), 1.2e-3, 1e-9) << b.at("round") << "/" << b.at("bucket");
+    EXPECT_NEAR(num(b, "weights_s"), 0.6e-3, 1e-9);
+    EXPECT_NEAR(num(b, "end_s") - num(b, "start_s"), 1.8e-3, 1e-9);
+  }
+  const json summary = json::parse(read_file(out / "summary.json"));
+  const json& base = summary["results"][0];
+  EXPECT_NEAR(base["grad_comm_s"].get<double>(), 2.4e-3, 1e-9);
+  EXPECT_NEAR(base["weight_comm_s"].get<double>(), 1.2e-3, 1e-9);
+  // int8 gradients and 4-bit weight differences: about a quarter and an eighth of the time.
+  const json& q = summary["results"][1];
+  EXPECT_EQ(q["scheme"], "int8+sdp4bit_qwd");
+  EXPECT_LT(q["grad_comm_s"].get<double>(), 0.3 * base["grad_comm_s"].get<double>());
+  EXPECT_LT(q["weight_comm_s"].get<double>(), 0.3 * base["weight_comm_s"].get<double>());
+  EXPECT_LT(q["round_s"].get<double>(), base["round_s"].get<double>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adaptive controllers: every metadata plan's decisions are logged per round and bucket.
+
+TEST_F(Training, ControllerDecisionsAreLoggedEachPlannedRound) {
+  json doc = small_scenario();
+  doc["compression"] = json::parse(R"([{"scheme": "omnireduce", "params": {"chunk": 256, "bits": 4}}])");
+  for (const int every : {1, 0}) {
+    SCOPED_TRACE(every);
+    doc["sync"]["replan_every"] = every;
+    const fs::path file = write_scenario(fmt::format("omni{}", every), doc);
+    const fs::path out = tmp_ / fmt::format("omni{}", every);
+    const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+    ASSERT_EQ(o.code, 0) << show(o);
+    const Csv log = parse_csv(read_file(out / "controller.csv"));
+    std::map<uint32_t, uint32_t> per_round;
+    for (const auto& r : log.rows) {
+      if (r.at("quantity") != "k") continue;
+      ++per_round[static_cast<uint32_t>(num(r, "round"))];
+      // 500k entries in chunks of 256: 1954 chunks, target K = 1954 * 4 / 16 = 489 (rounded).
+      EXPECT_GT(num(r, "value"), 0);
+      EXPECT_LE(num(r, "value"), 1954);
+      EXPECT_TRUE(contains(r.at("detail"), "bucket=")) << r.at("detail");
+    }
+    if (every == 1) {
+      ASSERT_EQ(per_round.size(), kRounds);
+      for (const auto& [round, n] : per_round) EXPECT_EQ(n, 2u) << "round " << round;  // both buckets
+    } else {
+      ASSERT_EQ(per_round.size(), 1u);  // planned once per bucket size, before round 0
+      EXPECT_EQ(per_round.begin()->first, 0u);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3D parallelism: pipeline stages' staggered DP syncs and EDGC's stage-aligned ranks.
+
+json pipeline_trace() {
+  return json::parse(R"({
+    "format": "ccsim-compute-trace", "version": 1, "model": "four test layers",
+    "provenance": {"kind": "estimated", "device": "none", "source": "training_cli_test"},
+    "layers": [
+      {"name": "l0", "params": 1000000, "forward": "1ms", "backward": "2ms", "activation_bytes": "1MB"},
+      {"name": "l1", "params": 1000000, "forward": "1ms", "backward": "2ms", "activation_bytes": "1MB"},
+      {"name": "l2", "params": 1000000, "forward": "1ms", "backward": "2ms", "activation_bytes": "1MB"},
+      {"name": "l3", "params": 1000000, "forward": "1ms", "backward": "2ms", "activation_bytes": "1MB"}
+    ]
+  })");
+}
+
+TEST_F(Training, PipelineStagesSyncStaggeredAndStageAlignedRanksCutExposedComm) {
+  tmp_.write("pipe.json", pipeline_trace().dump(2));
+  json doc = json::parse(R"({
+    "name": "pipeline",
+    "cluster": {"topology": "star", "nodes": 8, "nic_bandwidth": "1Gbps", "link_latency": 0},
+    "parallelism": {"tp": 1, "pp": 4, "dp": 2},
+    "workload": {"trace": "pipe.json", "rounds": 4, "warmup_rounds": 1, "micro_batches": 4, "pipeline": "1f1b"},
+    "compression": [
+      {"scheme": "fp32"},
+      {"scheme": "powersgd", "params": {"rank": 32}},
+      {"scheme": "powersgd", "params": {"rank": 32}, "controller": {"kind": "edgc", "anchor": "mean", "r_min": 4, "r_max": 128}}
+    ]
+  })");
+  const fs::path file = tmp_.write("pipeline.json", doc.dump(2));
+  const fs::path out = tmp_ / "pipeline";
+  const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  for (const char* f : {"results.csv", "stages.csv", "rounds.csv", "controller.csv", "links.csv", "summary.json"})
+    EXPECT_TRUE(fs::exists(out / f)) << f;
+  const Csv stages = parse_csv(read_file(out / "stages.csv"));
+  ASSERT_EQ(stages.rows.size(), 3u * 4 * 4);
+  // Every round: the last stage's sync starts first, the first stage's last (EDGC Fig. 8), each
+  // one micro-batch backward (2 ms of compute plus the 1 MB gradient transfer, 8 ms) apart.
+  std::map<std::pair<std::string, std::string>, std::vector<double>> starts;
+  for (const auto& r : stages.rows) starts[{r.at("scheme"), r.at("round")}].push_back(num(r, "sync_start_s"));
+  for (const auto& [key, v] : starts) {
+    ASSERT_EQ(v.size(), 4u);
+    for (size_t st = 1; st < 4; ++st) EXPECT_GT(v[st - 1], v[st]) << key.first << " round " << key.second;
+  }
+  const json results = json::parse(read_file(out / "summary.json"))["results"];
+  ASSERT_EQ(results.size(), 3u);
+  const double fp32 = results[0]["exposed_comm_s"], shared = results[1]["exposed_comm_s"],
+               aligned = results[2]["exposed_comm_s"];
+  EXPECT_LT(shared, fp32);
+  EXPECT_LT(aligned, 0.8 * shared) << "stage-aligned ranks at the same mean rank should expose less";
+  // The aligned ranks: increasing with the stage, mean 32 (equal volume), every decision logged.
+  const json ranks = results[2]["stage_rank"];
+  double mean = 0;
+  for (size_t st = 0; st < 4; ++st) {
+    mean += ranks[st].get<double>() / 4;
+    if (st > 0) {
+      EXPECT_GE(ranks[st].get<double>(), ranks[st - 1].get<double>());
+    }
+  }
+  EXPECT_LE(mean, 32.0 + 1e-9);
+  EXPECT_GT(mean, 28.0);
+  const Csv log = parse_csv(read_file(out / "controller.csv"));
+  EXPECT_EQ(log.rows.size(), 4u * 4);  // one rank per round and stage
+  for (const auto& r : log.rows) EXPECT_EQ(r.at("quantity"), "rank");
+
+  // The edgc controller drives powersgd only.
+  doc["compression"] = json::parse(R"([{"scheme": "fp32", "controller": {"kind": "edgc"}}])");
+  const fs::path bad = tmp_.write("bad.json", doc.dump(2));
+  const Outcome b = run(fmt::format("run {} --out {}", quote(bad.string()), quote((tmp_ / "bad").string())));
+  EXPECT_EQ(b.code, 2) << show(b);
+  EXPECT_TRUE(contains(b.err, bad.string() + ": /compression/0/scheme")) << show(b);
+  EXPECT_FALSE(fs::exists(tmp_ / "bad"));
 }
 
 }  // namespace

@@ -94,6 +94,9 @@ struct ControllerConfig {
   std::string kind = "none";       ///< none, or aqgb (broadcast with TFP)
   double q_floor = 0.125;          ///< aqgb: the lowest quantization ratio
   bool second_stage = true;        ///< aqgb: send remaining bits before each block's forward
+  int64_t r_min = 16;              ///< edgc: rank bounds
+  int64_t r_max = 256;
+  std::string anchor = "first_stage";  ///< edgc: first_stage (Alg. 2) or mean (stage mean = the rank)
 };
 
 /// Sharded data parallelism: how the updated weights (or their differences) are all-gathered.
@@ -120,6 +123,10 @@ struct WorkloadConfig {
   int64_t warmup_rounds = 1;         ///< excluded from the per-round averages
   std::vector<int64_t> blocks;       ///< merge the trace's layers into blocks starting at these indices
   double interference = 0;           ///< compute slowdown while compression kernels run
+  int64_t micro_batches = 1;         ///< tp/pp > 1: micro-batches per round and pipeline replica
+  std::string pipeline = "1f1b";     ///< tp/pp > 1: gpipe or 1f1b
+  int64_t tp_allreduces = 2;         ///< tp > 1: all-reduces per layer in forward and in backward
+  int64_t matrix_rows = 0;           ///< low-rank schemes: rows of each layer's gradient matrix (0: square)
 };
 
 /// How gradients are synchronized each round.
@@ -299,6 +306,13 @@ void visit(V& v, WorkloadConfig& c) {
                  "merge the trace's layers into gradient blocks starting at these layer indices (first 0; empty: as is)");
   v.number("interference", c.interference, 0.0, 100.0,
            "compute runs at 1/(1+interference) speed while the worker's compression kernels run");
+  v.integer("micro_batches", c.micro_batches, 1, 1 << 20, "tp/pp > 1: micro-batches per round and pipeline replica");
+  v.choice("pipeline", c.pipeline, {"gpipe", "1f1b"}, "tp/pp > 1: micro-batch schedule");
+  v.integer("tp_allreduces", c.tp_allreduces, 0, 64,
+            "tp > 1: activation all-reduces per layer in forward and in backward (Megatron-LM: 2)");
+  v.integer("matrix_rows", c.matrix_rows, 0, INT64_C(1) << 32,
+            "low-rank schemes in 3D-parallel runs: each layer's gradient (per TP rank) is a matrix of this many rows "
+            "(the model width; 0: as square as possible)");
 }
 
 template <class V>
@@ -317,11 +331,17 @@ void visit(V& v, SyncConfig& c) {
 
 template <class V>
 void visit(V& v, ControllerConfig& c) {
-  v.choice("kind", c.kind, {"none", "aqgb"},
-           "none (the scheme's fixed wire size) or aqgb (AQGB's two-stage adaptive ratio; scheme tfp, sync.mode "
-           "broadcast)");
+  v.choice("kind", c.kind, {"none", "aqgb", "edgc"},
+           "none (the scheme's fixed wire size), aqgb (AQGB's two-stage adaptive ratio; scheme tfp, sync.mode "
+           "broadcast) or edgc (EDGC's stage-aligned ranks, Alg. 2; scheme powersgd, pipeline parallelism)");
   v.number("q_floor", c.q_floor, 1.0 / 32, 1.0, "aqgb: the lowest quantization ratio q̄ (0.125 = 4 of 32 bits)");
   v.boolean("second_stage", c.second_stage, "aqgb: send the remaining bits of each block before its next forward");
+  v.integer("r_min", c.r_min, 1, 1 << 20, "edgc: smallest rank");
+  v.integer("r_max", c.r_max, 1, 1 << 20, "edgc: largest rank");
+  v.choice("anchor", c.anchor, {"first_stage", "mean"},
+           "edgc: first_stage: the first pipeline stage (which starts its DP sync last) runs the scheme's rank and "
+           "later stages get T_com(r) + offset x T_microBack more (Alg. 2); mean: the same offsets, shifted so the "
+           "stages' mean rank is the scheme's rank (equal volume to one shared rank)");
 }
 
 template <class V>

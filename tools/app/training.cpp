@@ -1,6 +1,7 @@
 #include "tools/app/training.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "algorithms/fp32/fp32.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
+#include "sim/base/diagnostics.hpp"
 #include "sim/base/units.hpp"
 #include "sim/schedule_runner.hpp"
 #include "sim/training/broadcast_sync.hpp"
@@ -38,6 +40,10 @@ struct BucketCodec {
   topo::CollectiveOptions options;
   uint64_t tensor_wire_bytes = 0;  // one rank's bucket, encoded once
 };
+
+}  // namespace
+
+namespace detail {
 
 Result<traces::ComputeTrace> load_trace(const WorkloadConfig& wl) {
   auto trace = traces::ComputeTrace::load(wl.trace);
@@ -109,7 +115,18 @@ std::vector<sim::TenantSpec> tenant_specs(const Scenario& s, const std::vector<t
   return out;
 }
 
-// Synthetic per-rank gradients of `elements` for a metadata-phase plan.
+std::string scheme_label(const std::string& scheme, const json& params) {
+  const auto* info = algo::CompressorRegistry::global().find(scheme);
+  if (info == nullptr || !params.is_object()) return scheme;
+  Diagnostics diag;
+  const json defaults = info->params.resolve(json::object(), "", diag);
+  std::vector<std::string> kv;
+  for (const auto& [k, v] : params.items())
+    if (!defaults.contains(k) || defaults.at(k) != v)
+      kv.push_back(fmt::format("{}={}", k, v.is_string() ? v.get<std::string>() : v.dump()));
+  return kv.empty() ? scheme : fmt::format("{}({})", scheme, fmt::join(kv, ","));
+}
+
 Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks, uint32_t salt) {
   const double need = 4.0 * static_cast<double>(elements) * ranks;
   if (need > static_cast<double>(s.gradients.numerics_memory_bytes))
@@ -134,7 +151,23 @@ Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t ele
   return ok_status();
 }
 
-}  // namespace
+std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
+                          const std::string& who) {
+  std::string out = fmt::format("scheme,round,{},layer,time_s,controller,quantity,value,detail\n", who);
+  for (const auto& [scheme, decisions] : runs)
+    for (const auto& d : *decisions)
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(scheme), d.round, d.worker, d.layer, d.time_s,
+                         d.controller, d.quantity, d.value, csv_field(d.detail));
+  return out;
+}
+
+}  // namespace detail
+
+using detail::load_trace;
+using detail::make_stragglers;
+using detail::plan_on_synthetic;
+using detail::scheme_label;
+using detail::tenant_specs;
 
 Result<TrainingReport> run_training(const LoadedScenario& loaded) {
   const Scenario& s = loaded.scenario;
@@ -145,8 +178,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     return invalid_argument("/workload: expected rounds > 0 or a duration > 0, got neither (the run would never end)");
   CCSIM_ASSIGN_OR_RETURN(const traces::ComputeTrace trace, load_trace(wl));
   if (s.parallelism.tp != 1 || s.parallelism.pp != 1)
-    return invalid_argument(fmt::format("/parallelism: training rounds run data parallelism only (tp = pp = 1) in this "
-                                        "version, got tp = {}, pp = {}", s.parallelism.tp, s.parallelism.pp));
+    return invalid_argument(fmt::format("/parallelism: this run is data-parallel (tp = pp = 1); tensor/pipeline "
+                                        "parallelism runs through run_parallel_training, got tp = {}, pp = {}",
+                                        s.parallelism.tp, s.parallelism.pp));
   CCSIM_ASSIGN_OR_RETURN(const topo::Topology topology, topo::build_topology(cluster_spec(s.cluster)));
   const uint32_t m = topology.num_ranks();
   if (s.parallelism.dp != 0 && s.parallelism.dp != m)
@@ -202,6 +236,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     if (!probe.ok()) return probe.status().with_context(at);
     TrainingResult res;
     res.scheme = cc.controller.kind == "none" ? cc.scheme : cc.controller.kind;
+    if (cc.controller.kind == "none") res.scheme = scheme_label(cc.scheme, cc.params);
+    if (s.sync.mode == "sharded" && cc.weights.scheme != "bf16")
+      res.scheme += "+" + scheme_label(cc.weights.scheme, cc.weights.params);
     res.params = cc.params;
 
     sim::Engine engine;
@@ -302,7 +339,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
           job_ptr->log({round, 0, -1, job_ptr->engine().now().seconds(), scheme, d.quantity, d.value,
                         fmt::format("bucket={} {}", bucket, d.detail)});
       };
-      auto factory = [&, collective, weight_ag, per_bucket, replan, log_plan](uint32_t round, uint32_t bucket,
+      // Captures by reference only what outlives this block (codecs, weight_codecs, s, m).
+      auto factory = [&codecs, &weight_codecs, &s, m, codec_of, op, collective, weight_ag, per_bucket, replan,
+                      log_plan](uint32_t round, uint32_t bucket,
                                                                              uint64_t params) {
         BucketCodec& codec = codecs[codec_of[bucket]];
         if (per_bucket && round > 0 && round % replan == 0) {
@@ -449,7 +488,8 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       const auto& link = topology.links()[l];
       if (link.from >= m) continue;
       ++uplinks;
-      util += res.links[l].bytes / (link.capacity_Bps * res.end_s);
+      // Tenants may still finish flows after the job's end: their bytes count over the whole run.
+      util += res.links[l].bytes / (link.capacity_Bps * std::max(res.end_s, engine.now().seconds()));
     }
     res.uplink_utilization = uplinks > 0 ? util / uplinks : 0;
     if (broadcast) {
@@ -465,6 +505,16 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       double bytes = 0;
       for (const auto& b : bucket_sync->records()) bytes += static_cast<double>(b.wire_bytes);
       res.wire_bytes_per_round = res.rounds_completed > 0 ? bytes / res.rounds_completed : 0;
+      const uint32_t first = static_cast<uint32_t>(wl.warmup_rounds);
+      if (res.rounds_completed > first) {
+        for (const auto& b : bucket_sync->records()) {
+          if (b.round < first || b.round >= res.rounds_completed) continue;
+          res.grad_comm_s += b.time_except("weights");
+          res.weight_comm_s += b.time_in("weights");
+        }
+        res.grad_comm_s /= res.rounds_completed - first;
+        res.weight_comm_s /= res.rounds_completed - first;
+      }
     }
     report.results.push_back(std::move(res));
   }
@@ -508,7 +558,9 @@ json training_summary_json(const TrainingReport& report) {
                        {"row_cluster_mean", num(r.row_cluster)},
                        {"rounds_without_wait", r.rounds_without_wait},
                        {"uplink_utilization", r.uplink_utilization},
-                       {"wire_bytes_per_round", r.wire_bytes_per_round}});
+                       {"wire_bytes_per_round", r.wire_bytes_per_round},
+                       {"grad_comm_s", r.grad_comm_s},
+                       {"weight_comm_s", r.weight_comm_s}});
   }
   out["results"] = std::move(results);
   return out;
@@ -522,13 +574,13 @@ std::string training_results_csv(const TrainingReport& report) {
   std::string out =
       "scheme,bits_per_element,rounds_completed,simulated_s,round_s,throughput_rounds_per_s,compute_s,exposed_comm_s,"
       "compression_overhead_s,t_wait_s,t_wait_normalized,t_overlap_s,row_cluster_mean,uplink_utilization,"
-      "wire_bytes_per_round\n";
+      "wire_bytes_per_round,grad_comm_s,weight_comm_s\n";
   for (const auto& r : report.results)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.scheme), r.bits_per_element,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.scheme), r.bits_per_element,
                        r.rounds_completed, r.end_s, r.round_s, r.round_s > 0 ? fmt_num(1.0 / r.round_s) : "nan",
                        r.compute_s, r.exposed_comm_s, r.compression_overhead_s, r.wait_s,
                        r.compute_s > 0 ? fmt_num(r.wait_s / r.compute_s) : "nan", r.overlap_s, fmt_num(r.row_cluster),
-                       r.uplink_utilization, r.wire_bytes_per_round);
+                       r.uplink_utilization, r.wire_bytes_per_round, r.grad_comm_s, r.weight_comm_s);
   return out;
 }
 
@@ -554,20 +606,17 @@ std::string cluster_rounds_csv(const TrainingReport& report) {
 }
 
 std::string controller_csv(const TrainingReport& report) {
-  std::string out = "scheme,round,worker,layer,time_s,controller,quantity,value,detail\n";
-  for (const auto& res : report.results)
-    for (const auto& d : res.decisions)
-      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), d.round, d.worker, d.layer, d.time_s,
-                         d.controller, d.quantity, d.value, csv_field(d.detail));
-  return out;
+  std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>> runs;
+  for (const auto& res : report.results) runs.emplace_back(res.scheme, &res.decisions);
+  return detail::decisions_csv(runs, "worker");
 }
 
 std::string buckets_csv(const TrainingReport& report) {
-  std::string out = "scheme,round,bucket,ready_s,start_s,end_s,wire_bytes\n";
+  std::string out = "scheme,round,bucket,ready_s,start_s,end_s,gradient_s,weights_s,wire_bytes\n";
   for (const auto& res : report.results)
     for (const auto& b : res.buckets)
-      out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(res.scheme), b.round, b.bucket, b.ready_s, b.start_s,
-                         b.end_s, b.wire_bytes);
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), b.round, b.bucket, b.ready_s, b.start_s,
+                         b.end_s, b.time_except("weights"), b.time_in("weights"), b.wire_bytes);
   return out;
 }
 
@@ -614,10 +663,12 @@ std::string format_training_summary(const TrainingReport& report, const std::str
   out += fmt::format("  stragglers  {}\n", report.stragglers_desc);
   out += fmt::format("  tenants     {}\n", report.tenants_desc);
   out += fmt::format("  kernels     {}\n\n", report.kernel_cost_desc);
-  out += fmt::format("  {:<8} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>6}\n", "scheme", "bits/elem",
+  size_t w = 8;
+  for (const auto& r : report.results) w = std::max(w, r.scheme.size());
+  out += fmt::format("  {:<{}} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>6}\n", "scheme", w, "bits/elem",
                      "rounds", "round", "compute", "exposed", "compress", "T_wait", "T_wait/c", "ROW", "util");
   for (const auto& r : report.results) {
-    out += fmt::format("  {:<8} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.scheme,
+    out += fmt::format("  {:<{}} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.scheme, w,
                        r.bits_per_element, r.rounds_completed, format_quantity(r.round_s, UnitKind::kTime),
                        format_quantity(r.compute_s, UnitKind::kTime), format_quantity(r.exposed_comm_s, UnitKind::kTime),
                        format_quantity(r.compression_overhead_s, UnitKind::kTime),
@@ -625,7 +676,15 @@ std::string format_training_summary(const TrainingReport& report, const std::str
                        std::isfinite(r.row_cluster) ? fmt::format("{:.3f}", r.row_cluster) : std::string("inf"),
                        100.0 * r.uplink_utilization);
   }
-  for (const auto& r : report.results) out += fmt::format("  {:<8} sync: {}\n", r.scheme, r.sync_desc);
+  for (const auto& r : report.results) {
+    out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+    if (s.sync.mode != "broadcast")
+      out += fmt::format("  {:<{}}       per round: gradient collective {}{}\n", "", w,
+                         format_quantity(r.grad_comm_s, UnitKind::kTime),
+                         s.sync.mode == "sharded"
+                             ? fmt::format(", weight all-gather {}", format_quantity(r.weight_comm_s, UnitKind::kTime))
+                             : std::string());
+  }
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,rounds.csv,rounds_cluster.csv,"
                      "controller.csv,buckets.csv,tenants.csv,links.csv{}}}\n",
                      out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");

@@ -14,7 +14,10 @@
 #include "sim/network/flow_network.hpp"
 #include "sim/training/bucket_sync.hpp"
 #include "sim/training/tenants.hpp"
+#include "sim/training/stragglers.hpp"
 #include "sim/training/training_job.hpp"
+#include "traces/compute_trace.hpp"
+#include "algorithms/compressor.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
 
@@ -32,7 +35,7 @@ struct ClusterRound {
 
 /// What one compression scheme produced over the run.
 struct TrainingResult {
-  std::string scheme;
+  std::string scheme;                ///< label: the scheme, with its explicit parameters if any
   nlohmann::json params;
   std::string sync_desc;
   double bits_per_element = 0;       ///< wire bits per gradient entry (mean over the run for adaptive schemes)
@@ -46,6 +49,9 @@ struct TrainingResult {
   uint32_t rounds_without_wait = 0;  ///< measured rounds where no worker waited (ROW infinite)
   double uplink_utilization = 0;     ///< workers' NIC uplinks: bytes / (capacity · end_s), mean
   double wire_bytes_per_round = 0;   ///< sent by all workers, mean per completed round
+  /// Bucketed syncs, mean per measured round (summed over buckets; not the exposed part): the
+  /// gradient collective with its metadata phase, and (sync.mode sharded) the weight all-gather.
+  double grad_comm_s = 0, weight_comm_s = 0;
   std::vector<sim::RoundMetrics> rounds;
   std::vector<ClusterRound> cluster_rounds;
   std::vector<sim::ControlDecision> decisions;
@@ -68,6 +74,24 @@ struct TrainingReport {
   std::vector<LinkRow> link_rows;
   std::vector<TrainingResult> results;
 };
+
+namespace detail {
+// Inputs shared by the data-parallel and the 3D-parallel training runs (errors name the JSON path).
+/// The workload's trace, merged into workload.blocks when given.
+Result<traces::ComputeTrace> load_trace(const WorkloadConfig& wl);
+/// The scenario's straggler model for `workers` workers.
+Result<sim::StragglerModel> make_stragglers(const Scenario& s, uint32_t workers);
+/// The scenario's tenants; a ring tenant without ranks runs over `workers`.
+std::vector<sim::TenantSpec> tenant_specs(const Scenario& s, const std::vector<topo::Rank>& workers);
+/// "scheme(k=v,...)" with the parameters that differ from the scheme's defaults.
+std::string scheme_label(const std::string& scheme, const nlohmann::json& params);
+/// Plans `comp` (its metadata phase) on synthetic per-rank gradients of `elements`, within
+/// gradients.numerics_memory.
+Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks, uint32_t salt);
+/// controller.csv: per run, its decisions; `who` names the column of ControlDecision::worker.
+std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
+                          const std::string& who);
+}  // namespace detail
 
 /// Runs the scenario's training rounds (REQUIRES: scenario.workload.trace set). Input problems
 /// (trace file, inconsistent settings) are input errors (exit code 2).
