@@ -35,10 +35,7 @@ double BucketRecord::time_in(const std::string& name) const {
 }
 
 double BucketRecord::time_except(const std::string& name) const {
-  double t = 0;
-  for (size_t i = 0; i < phases.size() && i < phase_end_s.size(); ++i)
-    if (phases[i] != name) t += phase_end_s[i] - (i == 0 ? start_s : phase_end_s[i - 1]);
-  return t;
+  return (phase_end_s.empty() ? 0.0 : phase_end_s.back() - start_s) - time_in(name);
 }
 
 BucketCollectiveSync::BucketCollectiveSync(std::vector<GradientBucket> buckets, BucketPhaseFactory factory,

@@ -530,8 +530,7 @@ TEST_F(Training, PipelineStagesSyncStaggeredAndStageAlignedRanksCutExposedComm) 
     EXPECT_TRUE(fs::exists(out / f)) << f;
   const Csv stages = parse_csv(read_file(out / "stages.csv"));
   ASSERT_EQ(stages.rows.size(), 3u * 4 * 4);
-  // Every round: the last stage's sync starts first, the first stage's last (EDGC Fig. 8), each
-  // one micro-batch backward (2 ms of compute plus the 1 MB gradient transfer, 8 ms) apart.
+  // Every round: the last stage's sync starts first, the first stage's last (EDGC Fig. 8).
   std::map<std::pair<std::string, std::string>, std::vector<double>> starts;
   for (const auto& r : stages.rows) starts[{r.at("scheme"), r.at("round")}].push_back(num(r, "sync_start_s"));
   for (const auto& [key, v] : starts) {

@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 
-#include "algorithms/fp32/fp32.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/units.hpp"
@@ -135,8 +134,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
                                      format_quantity(s.cluster.nic_bandwidth_Bps, UnitKind::kBandwidth));
   report.layout_desc = fmt::format("TP {} x PP {} x DP {} ({}), {} micro-batches per round, {}", layout.tp, layout.pp,
                                    layout.dp, layout.order, wl.micro_batches, wl.pipeline);
-  for (const auto& l : topology.links())
-    report.link_rows.push_back(LinkRow{topology.vertex_name(l.from), topology.vertex_name(l.to), l.capacity_Bps});
+  report.link_rows = link_rows_of(topology);
   report.trace_desc = fmt::format("{}: {} layers, {} params, per micro-batch forward {} + backward {} ({})",
                                   trace.model(), trace.layers().size(), trace.params(),
                                   format_quantity(trace.forward_s(), UnitKind::kTime),
@@ -146,12 +144,17 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     layers.push_back({l.name, l.params, l.forward_s, l.backward_s, l.activation_bytes});
   auto starts = sim::split_stages(layers, layout.pp);
   if (!starts.ok()) return starts.status().with_context("/parallelism/pp");
+  // Per stage: its layers [first, end), params, one TP rank's share and that share's matrix layout.
+  std::vector<uint64_t> shares(layout.pp);
+  std::vector<std::vector<algo::LayerShape>> layouts(layout.pp);
   {
     std::vector<std::string> parts;
     for (uint32_t st = 0; st < layout.pp; ++st) {
       const uint32_t end = st + 1 < layout.pp ? (*starts)[st + 1] : static_cast<uint32_t>(layers.size());
       uint64_t p = 0;
       for (uint32_t l = (*starts)[st]; l < end; ++l) p += layers[l].params;
+      shares[st] = (p + layout.tp - 1) / layout.tp;
+      layouts[st] = stage_layout(layers, (*starts)[st], end, layout.tp, static_cast<uint64_t>(wl.matrix_rows), shares[st]);
       parts.push_back(fmt::format("{}: layers {}-{} ({} params)", st, (*starts)[st], end - 1, p));
     }
     report.stages_desc = fmt::format("{}", fmt::join(parts, "; "));
@@ -161,11 +164,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
   std::vector<topo::Rank> all(world);
   for (uint32_t r = 0; r < world; ++r) all[r] = r;
   const std::vector<sim::TenantSpec> tenants = detail::tenant_specs(s, all);
-  sim::KernelCostModel costs;
-  if (s.cluster.gpu.kernel_cost == "roofline") {
-    costs.memory_Bps = s.cluster.gpu.memory_bandwidth_Bps;
-    costs.launch = Duration::from_seconds(s.cluster.gpu.kernel_launch_s);
-  }
+  const sim::KernelCostModel costs = kernel_cost_model(s);
   CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective,
                          topo::find_collective("allreduce", s.collective.algorithm));
   const uint32_t dp = layout.dp;
@@ -207,14 +206,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     edgc.r_max = static_cast<uint32_t>(cc.controller.r_max);
     edgc.mean_anchor = cc.controller.anchor == "mean";
     sim::ParallelTrainingJob* job_ptr = nullptr;
-    std::vector<std::vector<algo::LayerShape>> layouts(layout.pp);
-    std::vector<uint64_t> shares(layout.pp);
     for (uint32_t st = 0; st < layout.pp; ++st) {
-      const uint32_t end = st + 1 < layout.pp ? (*starts)[st + 1] : static_cast<uint32_t>(layers.size());
-      uint64_t p = 0;
-      for (uint32_t l = (*starts)[st]; l < end; ++l) p += layers[l].params;
-      shares[st] = (p + layout.tp - 1) / layout.tp;
-      layouts[st] = stage_layout(layers, (*starts)[st], end, layout.tp, static_cast<uint64_t>(wl.matrix_rows), shares[st]);
       if (!low_rank && shares[st] > 0 && dp > 1 && !(*probe)->plan_format(shares[st], dp).empty()) {
         auto made = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
         if (!made.ok()) return made.status().with_context(at);
@@ -248,17 +240,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
         comps[{round, stage}] = std::move(*made);
       }
       const algo::PlanFormat pf = comp->plan_format(params, dp);
-      if (!pf.empty()) {
-        static const algo::Fp32Compressor fp32;
-        sim::SyncPhase p;
-        p.name = "metadata";
-        const uint64_t words = std::max<uint64_t>((pf.wire_bytes() + 3) / 4, dp);
-        p.generator = topo::make_ring(topo::CollectiveOp::kAllReduce, dp, words, {}, false);
-        p.binder = [](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, fp32, first, end); };
-        phases.push_back(std::move(p));
-      }
-      sim::SyncPhase p;
-      p.name = "collective";
+      if (!pf.empty()) phases.push_back(detail::metadata_phase(pf.wire_bytes(), dp));
       topo::CollectiveOptions opt;
       opt.segments = static_cast<uint32_t>(s.collective.segments);
       const uint64_t reduced = comp->reduced_elements(params);
@@ -268,9 +250,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
                                   s.collective.algorithm, reduced, dp, st.message());
         return std::vector<sim::SyncPhase>{};
       }
-      p.generator = collective->make(dp, reduced, opt);
-      p.binder = [comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, *comp, first, end); };
-      phases.push_back(std::move(p));
+      phases.push_back(detail::compressor_phase("collective", collective->make(dp, reduced, opt), *comp));
       return phases;
     };
     sim::ParallelJobOptions po;

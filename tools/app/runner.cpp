@@ -140,8 +140,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
                                      report.ranks, topology.num_nodes(), topology.gpus_per_node(),
                                      topology.links().size(), format_quantity(s.cluster.nic_bandwidth_Bps, UnitKind::kBandwidth),
                                      format_quantity(s.cluster.link_latency_s, UnitKind::kTime));
-  for (const auto& l : topology.links())
-    report.link_rows.push_back(LinkRow{topology.vertex_name(l.from), topology.vertex_name(l.to), l.capacity_Bps});
+  report.link_rows = link_rows_of(topology);
 
   CCSIM_ASSIGN_OR_RETURN(const std::vector<std::vector<uint32_t>> groups, collective_groups(s));
   report.groups = static_cast<uint32_t>(groups.size());
@@ -152,11 +151,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
                                         s.collective.group, report.group_size, s.parallelism.tp, s.parallelism.pp,
                                         report.ranks / (s.parallelism.tp * s.parallelism.pp), s.parallelism.order);
 
-  sim::KernelCostModel costs;
-  if (s.cluster.gpu.kernel_cost == "roofline") {
-    costs.memory_Bps = s.cluster.gpu.memory_bandwidth_Bps;
-    costs.launch = Duration::from_seconds(s.cluster.gpu.kernel_launch_s);
-  }
+  const sim::KernelCostModel costs = kernel_cost_model(s);
   report.kernel_cost_desc = costs.describe();
 
   // Numerics run on group 0's ranks with real data, when they fit in memory.
@@ -391,6 +386,22 @@ std::string results_csv(const RunReport& report) {
                        num(r.vnmse_max_rank), r.unbiased ? "true" : "false");
   }
   return out;
+}
+
+std::vector<LinkRow> link_rows_of(const topo::Topology& topology) {
+  std::vector<LinkRow> rows;
+  for (const auto& l : topology.links())
+    rows.push_back(LinkRow{topology.vertex_name(l.from), topology.vertex_name(l.to), l.capacity_Bps});
+  return rows;
+}
+
+sim::KernelCostModel kernel_cost_model(const Scenario& s) {
+  sim::KernelCostModel costs;
+  if (s.cluster.gpu.kernel_cost == "roofline") {
+    costs.memory_Bps = s.cluster.gpu.memory_bandwidth_Bps;
+    costs.launch = Duration::from_seconds(s.cluster.gpu.kernel_launch_s);
+  }
+  return costs;
 }
 
 std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs) {

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "sim/base/status.hpp"
+#include "sim/kernel_cost.hpp"
 #include "sim/network/flow_network.hpp"
+#include "topology/topology.hpp"
 #include "tools/app/scenario_io.hpp"
 
 namespace ccsim::app {
@@ -93,6 +95,11 @@ struct LinkCsvRun {
   const std::vector<std::vector<double>>* timeline = nullptr;  ///< per link, bytes per bin (may be empty)
   double duration_s = 0;                               ///< utilization = bytes / (capacity · duration)
 };
+/// The topology's links as links.csv names them.
+std::vector<LinkRow> link_rows_of(const topo::Topology& topology);
+/// The kernel cost model cluster.gpu asks for (ideal, or roofline at its memory bandwidth).
+sim::KernelCostModel kernel_cost_model(const Scenario& s);
+
 /// links.csv: per run and link, bytes, busy time, utilization, peak sharing.
 std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs);
 /// links_timeline.csv: per run, link and non-empty bin of width `bin_s`, bytes and utilization.

@@ -161,6 +161,21 @@ std::string decisions_csv(const std::vector<std::pair<std::string, const std::ve
   return out;
 }
 
+sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks) {
+  static const algo::Fp32Compressor fp32;
+  const uint64_t words = std::max<uint64_t>((plan_bytes + 3) / 4, ranks);
+  return compressor_phase("metadata", topo::make_ring(topo::CollectiveOp::kAllReduce, ranks, words, {}, false), fp32);
+}
+
+sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::ScheduleGenerator> generator,
+                                const algo::Compressor& comp) {
+  sim::SyncPhase p;
+  p.name = std::move(name);
+  p.generator = std::move(generator);
+  p.binder = [&comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, comp, first, end); };
+  return p;
+}
+
 }  // namespace detail
 
 using detail::load_trace;
@@ -192,8 +207,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
                                      topology.num_nodes(), topology.gpus_per_node(),
                                      format_quantity(s.cluster.nic_bandwidth_Bps, UnitKind::kBandwidth),
                                      format_quantity(s.cluster.link_latency_s, UnitKind::kTime));
-  for (const auto& l : topology.links())
-    report.link_rows.push_back(LinkRow{topology.vertex_name(l.from), topology.vertex_name(l.to), l.capacity_Bps});
+  report.link_rows = link_rows_of(topology);
   report.trace_desc = fmt::format("{}: {} layers/blocks, {} params, forward {} + backward {} per round ({}, {})",
                                   trace.model(), trace.layers().size(), trace.params(),
                                   format_quantity(trace.forward_s(), UnitKind::kTime),
@@ -205,11 +219,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
   for (uint32_t r = 0; r < m; ++r) worker_ranks[r] = r;
   const std::vector<sim::TenantSpec> tenants = tenant_specs(s, worker_ranks);
 
-  sim::KernelCostModel costs;
-  if (s.cluster.gpu.kernel_cost == "roofline") {
-    costs.memory_Bps = s.cluster.gpu.memory_bandwidth_Bps;
-    costs.launch = Duration::from_seconds(s.cluster.gpu.kernel_launch_s);
-  }
+  const sim::KernelCostModel costs = kernel_cost_model(s);
   report.kernel_cost_desc = costs.describe();
   report.horizon_desc = wl.duration_s > 0
                             ? fmt::format("{} of simulated time{}", format_quantity(wl.duration_s, UnitKind::kTime),
@@ -235,10 +245,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     auto probe = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
     if (!probe.ok()) return probe.status().with_context(at);
     TrainingResult res;
-    res.scheme = cc.controller.kind == "none" ? cc.scheme : cc.controller.kind;
-    if (cc.controller.kind == "none") res.scheme = scheme_label(cc.scheme, cc.params);
+    res.scheme = cc.controller.kind == "none" ? scheme_label(cc.scheme, cc.params) : cc.controller.kind;
     if (s.sync.mode == "sharded" && cc.weights.scheme != "bf16")
-      res.scheme += "+" + scheme_label(cc.weights.scheme, cc.weights.params);
+      res.scheme += fmt::format("+{}", scheme_label(cc.weights.scheme, cc.weights.params));
     res.params = cc.params;
 
     sim::Engine engine;
@@ -353,25 +362,13 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         }
         if (codec.plan_bytes > 0 && (round == 0 || (per_bucket && round % replan == 0))) log_plan(round, bucket, *codec.comp);
         std::vector<sim::SyncPhase> phases;
-        if (codec.plan_bytes > 0) {
-          static const algo::Fp32Compressor fp32;
-          sim::SyncPhase p;
-          p.name = "metadata";
-          const uint64_t words = std::max<uint64_t>((codec.plan_bytes + 3) / 4, m);
-          p.generator = topo::make_ring(topo::CollectiveOp::kAllReduce, m, words, {}, false);
-          p.binder = [](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, fp32, first, end); };
-          phases.push_back(std::move(p));
+        if (codec.plan_bytes > 0) phases.push_back(detail::metadata_phase(codec.plan_bytes, m));
+        phases.push_back(detail::compressor_phase(weight_ag ? "gradients" : "collective",
+                                                  collective->make(m, codec.reduced, codec.options), *codec.comp));
+        if (weight_ag) {
+          BucketCodec& wc = weight_codecs.at(params);
+          phases.push_back(detail::compressor_phase("weights", weight_ag->make(m, wc.reduced, wc.options), *wc.comp));
         }
-        auto phase = [](const char* name, const topo::CollectiveInfo& info, BucketCodec& c, uint32_t ranks) {
-          sim::SyncPhase p;
-          p.name = name;
-          p.generator = info.make(ranks, c.reduced, c.options);
-          algo::Compressor* comp = c.comp.get();
-          p.binder = [comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, *comp, first, end); };
-          return p;
-        };
-        phases.push_back(phase(weight_ag ? "gradients" : "collective", *collective, codec, m));
-        if (weight_ag) phases.push_back(phase("weights", *weight_ag, weight_codecs.at(params), m));
         return phases;
       };
       std::string desc = fmt::format("DDP buckets of {} ({} buckets), {} {}, {}",

@@ -7,19 +7,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "algorithms/compressor.hpp"
 #include "sim/base/status.hpp"
 #include "sim/network/flow_network.hpp"
 #include "sim/training/bucket_sync.hpp"
-#include "sim/training/tenants.hpp"
 #include "sim/training/stragglers.hpp"
+#include "sim/training/tenants.hpp"
 #include "sim/training/training_job.hpp"
-#include "traces/compute_trace.hpp"
-#include "algorithms/compressor.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "traces/compute_trace.hpp"
 
 namespace ccsim::app {
 
@@ -88,6 +89,11 @@ std::string scheme_label(const std::string& scheme, const nlohmann::json& params
 /// Plans `comp` (its metadata phase) on synthetic per-rank gradients of `elements`, within
 /// gradients.numerics_memory.
 Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks, uint32_t salt);
+/// The phase running `generator`'s schedule bound to `comp`'s wire sizes (`comp` must outlive it).
+sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::ScheduleGenerator> generator,
+                                const algo::Compressor& comp);
+/// A compressor's metadata phase: a ring all-reduce of its plan_bytes per rank as fp32 words.
+sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks);
 /// controller.csv: per run, its decisions; `who` names the column of ControlDecision::worker.
 std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
                           const std::string& who);
