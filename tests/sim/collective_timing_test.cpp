@@ -151,6 +151,37 @@ TEST(CollectiveTiming, StreamingEqualsMaterializedReplayForEveryAlgorithm) {
   EXPECT_GE(compared, 20);
 }
 
+// Two-level reduce-scatter on N nodes x G GPUs (no latency): phase A sends (G-1)/G of the tensor
+// D over each GPU's fabric link (D(G-1)/(G Bi)), phase B (N-1)/N of the GPU's piece range R_j = D/G
+// over its NIC (D(N-1)/(N G Bn)). Unsegmented the phases add; with S = N segments each node sends
+// its phase-A segments starting with the piece its first phase-B destination needs, so the NICs are
+// busy from the end of the first segment on and only A/S is left exposed.
+TEST(CollectiveTiming, TwoLevelReduceScatterOverlapsItsPhasesWithSegments) {
+  const double Bn = 25e9, Bi = 300e9;
+  for (uint32_t nodes : {2u, 4u, 8u}) {
+    const uint32_t G = 4, n = nodes * G;
+    topo::ClusterSpec spec;
+    spec.nodes = nodes;
+    spec.gpus_per_node = G;
+    spec.nic_Bps = Bn;
+    spec.link_latency_s = 0;
+    spec.intra_Bps = Bi;
+    const auto t = topo::build_topology(spec);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    const uint64_t elements = 1024ull * n * nodes;  // pieces and segments split evenly
+    const double D = 4.0 * static_cast<double>(elements);
+    const double A = D * (G - 1) / (G * Bi), B = D * (nodes - 1) / (nodes * G * Bn);
+    SCOPED_TRACE(fmt::format("N={} G={}", nodes, G));
+    topo::CollectiveOptions o;
+    o.gpus_per_node = G;
+    EXPECT_NEAR(stream(*t, "reduce_scatter", "two_level", elements, o).timing.duration().seconds(), A + B, 1e-12);
+    o.segments = nodes;
+    // Exact up to the picosecond rounding of the event times.
+    EXPECT_NEAR(stream(*t, "reduce_scatter", "two_level", elements, o).timing.duration().seconds(), A / nodes + B,
+                1e-10);
+  }
+}
+
 TEST(CollectiveTiming, RepeatedRunsAreIdentical) {
   topo::ClusterSpec spec;
   spec.topology = "fat_tree";

@@ -24,8 +24,11 @@ namespace {
 ///    decode-accumulate-encode could produce them) and sends it to (i', j), which decode-accumulates
 ///    the N-1 messages into its own piece: summed = N*G.
 /// Segments split R_j (phase A) and every piece (phase B); a phase-B segment waits for the phase-A
-/// segments it overlaps. Steps: A sends | A accumulates + B sends | B accumulates (phases that do
-/// not exist are dropped).
+/// segments it overlaps. Node i sends its phase-A segments in rotated order, starting with the one
+/// that holds piece j*N + (i+1) mod N: phase-B sends then start after the first segment and every
+/// node feeds a different destination node first, instead of all nodes converging on one (an incast
+/// that would idle the other NICs while phase A runs).
+/// Steps: A sends | A accumulates + B sends | B accumulates (phases that do not exist are dropped).
 class TwoLevelReduceScatter final : public ScheduleGenerator {
  public:
   TwoLevelReduceScatter(uint32_t n, uint64_t elements, const CollectiveOptions& o)
@@ -65,6 +68,14 @@ class TwoLevelReduceScatter final : public ScheduleGenerator {
         }
         if (lo > hi) lo = hi = s_ - 1;
         overlap_[static_cast<size_t>(k) * s_ + seg++] = {lo, hi};
+      }
+    }
+    // Phase-A send order: rank (i, j) first receives the segment of R_j holding piece j*N + (i+1) mod N.
+    a_start_.assign(n_, 0);
+    if (nodes_ > 1) {
+      for (uint32_t r = 0; r < n_; ++r) {
+        const uint32_t first_piece = local(r) * nodes_ + (node(r) + 1) % nodes_;
+        a_start_[r] = overlap_[static_cast<size_t>(first_piece) * s_].lo;
       }
     }
     std::vector<Chunk> shards(n_);
@@ -108,8 +119,10 @@ class TwoLevelReduceScatter final : public ScheduleGenerator {
   uint32_t piece_of(uint32_t r) const { return local(r) * nodes_ + node(r); }
   uint32_t a_chunk(uint32_t j, uint32_t seg) const { return a_first_ + j * s_ + seg; }
   uint32_t b_chunk(uint32_t k, uint32_t seg) const { return b_first_ + k * s_ + seg; }
-  // Phase-A layout of sender r: [E, T] for local distance u = 1..G-1, segment seg.
-  OpId a_transfer(uint32_t r, uint32_t u, uint32_t seg) const { return a_base_[r] + 2 * ((u - 1) * s_ + seg) + 1; }
+  // Phase-A layout of sender r: [E, T] for local distance u = 1..G-1, send position t, which carries
+  // segment a_segment(receiver, t).
+  OpId a_transfer(uint32_t r, uint32_t u, uint32_t t) const { return a_base_[r] + 2 * ((u - 1) * s_ + t) + 1; }
+  uint32_t a_segment(uint32_t receiver, uint32_t t) const { return (a_start_[receiver] + t) % s_; }
   // Phase-B layout of sender r: [E, T] for node distance v = 1..N-1, segment seg.
   OpId b_transfer(uint32_t r, uint32_t v, uint32_t seg) const { return b_base_[r] + 2 * ((v - 1) * s_ + seg) + 1; }
   /// Appends rank r's final phase-A accumulations that overlap segment seg of piece k.
@@ -124,11 +137,11 @@ class TwoLevelReduceScatter final : public ScheduleGenerator {
       a_base_[r] = s.id_end();
       for (uint32_t u = 1; u < g_; ++u) {
         const uint32_t j = (local(r) + u) % g_, dst = rank(node(r), j);
-        for (uint32_t seg = 0; seg < s_; ++seg) {
-          const OpId enc = s.add_kernel(KernelKind::kEncode, r, a_chunk(j, seg), MessageRef{}, 1, {});
-          const OpId tr = seg == 0 ? s.add_transfer(r, dst, s.message(enc), {enc})
-                                   : s.add_transfer(r, dst, s.message(enc), {enc, a_transfer(r, u, seg - 1)});
-          CCSIM_CHECK(tr == a_transfer(r, u, seg), "two-level layout");
+        for (uint32_t t = 0; t < s_; ++t) {
+          const OpId enc = s.add_kernel(KernelKind::kEncode, r, a_chunk(j, a_segment(dst, t)), MessageRef{}, 1, {});
+          const OpId tr = t == 0 ? s.add_transfer(r, dst, s.message(enc), {enc})
+                                 : s.add_transfer(r, dst, s.message(enc), {enc, a_transfer(r, u, t - 1)});
+          CCSIM_CHECK(tr == a_transfer(r, u, t), "two-level layout");
         }
       }
     }
@@ -137,11 +150,12 @@ class TwoLevelReduceScatter final : public ScheduleGenerator {
   void emit_a_receive(Schedule& s) {
     for (uint32_t r = 0; r < n_; ++r) {
       const uint32_t j = local(r);
-      for (uint32_t seg = 0; seg < s_; ++seg) {
+      for (uint32_t t = 0; t < s_; ++t) {
+        const uint32_t seg = a_segment(r, t);
         OpId prev = kNoOp;
         for (uint32_t u = 1; u < g_; ++u) {
           const uint32_t src = rank(node(r), (j + g_ - u) % g_);
-          const OpId tr = a_transfer(src, u, seg);
+          const OpId tr = a_transfer(src, u, t);
           const MessageRef msg{tr - 1, a_chunk(j, seg), 1};
           prev = prev == kNoOp ? s.add_kernel(KernelKind::kDecodeAccumulate, r, msg.chunk, msg, 1 + u, {tr})
                                : s.add_kernel(KernelKind::kDecodeAccumulate, r, msg.chunk, msg, 1 + u, {tr, prev});
@@ -193,6 +207,7 @@ class TwoLevelReduceScatter final : public ScheduleGenerator {
   CollectiveOptions options_;
   uint32_t a_first_ = 0, b_first_ = 0;
   std::vector<Range> overlap_;   ///< per (piece, segment): the phase-A segments it overlaps
+  std::vector<uint32_t> a_start_;  ///< per rank (i, j): the first segment of R_j sent to it in phase A
   std::vector<OpId> a_base_;     ///< per rank: first op of its phase-A sends
   std::vector<OpId> b_base_;     ///< per rank: first op of its phase-B sends
   std::vector<OpId> last_a_;     ///< per (rank, phase-A segment): its last phase-A accumulation
