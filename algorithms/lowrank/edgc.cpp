@@ -129,6 +129,11 @@ std::vector<PlanDecision> EdgcCompressor::plan_decisions() const {
   return {{"rank", static_cast<double>(rank()), std::move(detail)}};
 }
 
+void EdgcCompressor::observe_round(std::optional<double> entropy_bits) {
+  if (has_matrices_ && controller_->samples_round() && entropy_bits) controller_->add_entropy(*entropy_bits);
+  on_round_end();
+}
+
 void EdgcCompressor::on_round_end() {
   controller_->end_round();
   set_rank(controller_->rank());

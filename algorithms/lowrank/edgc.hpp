@@ -33,8 +33,9 @@
 /// s = 8 per window (the value of s is missing from the paper's text; 8 crosses [16, 64] in
 /// six windows); warm-up floor 10 % of total_rounds (230,000, the paper's runs).
 ///
-/// Not covered: Algorithm 2's stage alignment (pipeline-parallel stages get different ranks)
-/// belongs to a pipeline-parallel training model; one rank serves every layer here.
+/// Algorithm 2's stage alignment (pipeline-parallel stages get different ranks) belongs to the
+/// pipeline-parallel training run (tools/app/parallel_training), which drives this compressor's
+/// Algorithm 1 for the first stage through observe_round(); one rank serves every layer here.
 
 #include <memory>
 
@@ -80,6 +81,11 @@ class EdgcCompressor final : public LowRankCompressor {
   /// Rank `rank`'s entropy estimate of `x` in bits (see the file comment), or nothing when no
   /// matrix layer has two distinct sampled values.
   std::optional<double> entropy_estimate(std::span<const float> x, const kern::RngKey& key) const;
+  /// Runs Algorithm 1 on a round this compressor does not compress (a pipeline run whose stages'
+  /// ranks derive from this one, Algorithm 2): `entropy_bits` is the ranks' mean entropy_estimate()
+  /// when controller().samples_round(), ignored otherwise; then the round ends as after the last
+  /// rank's finish(), and rank() is the next round's.
+  void observe_round(std::optional<double> entropy_bits);
 
  protected:
   uint64_t extra_plan_entries() const override;

@@ -493,6 +493,53 @@ TEST_F(Training, ControllerDecisionsAreLoggedEachPlannedRound) {
   }
 }
 
+// Re-planned rounds also run on their synthetic gradients, so controllers that adapt from a whole
+// round's encodes move: MX's mu from the overflows counted at every hop (ring all-reduce on 4
+// ranks: each rank encodes its bucket's entries 2(n-1)/n times, 1.5 x 4 = 6 per entry over the
+// group), EDGC's rank at each window's end.
+TEST_F(Training, ReplannedRoundsRunSoMuAndEntropyControllersMove) {
+  json doc = small_scenario();
+  doc["sync"]["replan_every"] = 1;
+  doc["compression"] = json::parse(R"([{"scheme": "mxfp8"},
+      {"scheme": "edgc", "params": {"window": 1, "alpha": 1, "warmup": false}}])");
+  const fs::path file = write_scenario("controllers", doc);
+  const fs::path out = tmp_ / "controllers";
+  const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  const Csv log = parse_csv(read_file(out / "controller.csv"));
+  std::map<uint32_t, std::string> mu_moves;
+  std::map<uint32_t, double> edgc_rounds;
+  for (const auto& r : log.rows) {
+    const uint32_t round = static_cast<uint32_t>(num(r, "round"));
+    if (r.at("quantity") == "mu" && contains(r.at("detail"), "bucket=0")) {
+      const std::string& d = r.at("detail");
+      const size_t at = d.find("move=");
+      mu_moves[round] = d.substr(at + 5, d.find(' ', at) - at - 5);
+      if (round > 0) {
+        // The previous round's encodes: 250k entries x 4 ranks x 2 = 2,000,000 values.
+        EXPECT_TRUE(contains(d, "encoded=2000000")) << d;
+      }
+    }
+    if (r.at("quantity") == "rank" && contains(r.at("detail"), "bucket=0")) {
+      const std::string& d = r.at("detail");
+      const size_t at = d.find("rounds=");
+      edgc_rounds[round] = std::stod(d.substr(at + 7));
+      EXPECT_GT(num(r, "value"), 0);  // compressing from round 0 (no warm-up)
+    }
+  }
+  ASSERT_EQ(mu_moves.size(), kRounds);
+  EXPECT_EQ(mu_moves[0], "init");
+  for (uint32_t round = 1; round < kRounds; ++round)
+    EXPECT_TRUE(mu_moves[round] == "decay" || mu_moves[round] == "double") << round << ": " << mu_moves[round];
+  // EDGC completes a round per re-plan: its controller's round count follows the training's.
+  ASSERT_EQ(edgc_rounds.size(), kRounds);
+  for (const auto& [round, done] : edgc_rounds) EXPECT_EQ(done, round);
+  // Low-rank schemes factor the bucket's layers as matrices: far fewer bits than fp32.
+  const Csv results = parse_csv(read_file(out / "results.csv"));
+  ASSERT_EQ(results.rows.size(), 2u);
+  EXPECT_LT(num(results.rows[1], "bits_per_element"), 8.0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3D parallelism: pipeline stages' staggered DP syncs and EDGC's stage-aligned ranks.
 
@@ -558,7 +605,40 @@ TEST_F(Training, PipelineStagesSyncStaggeredAndStageAlignedRanksCutExposedComm) 
   EXPECT_EQ(log.rows.size(), 4u * 4);  // one rank per round and stage
   for (const auto& r : log.rows) EXPECT_EQ(r.at("quantity"), "rank");
 
-  // The edgc controller drives powersgd only.
+  // EDGC's Algorithm 1 sets the first stage's rank each round from the entropy of its gradients;
+  // Algorithm 2 anchored at the first stage relaxes the later stages from it.
+  doc["compression"] = json::parse(R"([
+      {"scheme": "edgc", "params": {"window": 1, "alpha": 1, "warmup": false},
+       "controller": {"kind": "edgc", "anchor": "first_stage", "r_min": 4, "r_max": 128}},
+      {"scheme": "edgc", "params": {"window": 1, "alpha": 1, "total_rounds": 1000}}])");
+  const fs::path alg1 = tmp_.write("alg1.json", doc.dump(2));
+  const fs::path alg1_out = tmp_ / "alg1";
+  const Outcome a = run(fmt::format("run {} --out {}", quote(alg1.string()), quote(alg1_out.string())));
+  ASSERT_EQ(a.code, 0) << show(a);
+  const Csv alog = parse_csv(read_file(alg1_out / "controller.csv"));
+  std::map<std::pair<std::string, uint32_t>, double> alg1_rank, stage0_rank;
+  for (const auto& r : alog.rows) {
+    const auto key = std::make_pair(r.at("scheme"), static_cast<uint32_t>(num(r, "round")));
+    if (r.at("quantity") == "alg1_rank") alg1_rank[key] = num(r, "value");
+    if (r.at("quantity") == "rank" && r.at("stage") == "0") stage0_rank[key] = num(r, "value");
+  }
+  ASSERT_EQ(alg1_rank.size(), 2u * 4);  // per scheme and round
+  ASSERT_EQ(stage0_rank.size(), 2u * 4);
+  for (const auto& [key, r1] : alg1_rank) {
+    SCOPED_TRACE(fmt::format("{} round {}", key.first, key.second));
+    EXPECT_EQ(stage0_rank.at(key), r1);  // the first stage runs Algorithm 1's rank
+    if (key.first == "edgc(entropy,first_stage)") EXPECT_GT(r1, 0);
+    else EXPECT_EQ(r1, 0);  // warming up: 10 % of 1000 rounds, nothing compressed
+  }
+  const json ares = json::parse(read_file(alg1_out / "summary.json"))["results"];
+  ASSERT_EQ(ares.size(), 2u);
+  EXPECT_EQ(ares[0]["scheme"], "edgc(entropy,first_stage)");
+  for (size_t st = 1; st < 4; ++st)
+    EXPECT_GE(ares[0]["stage_rank"][st].get<double>(), ares[0]["stage_rank"][st - 1].get<double>());
+  // Warming up, the stages send their gradients uncompressed (fp32): as much as the fp32 run above.
+  EXPECT_NEAR(ares[1]["exposed_comm_s"].get<double>(), fp32, 1e-9 * fp32);
+
+  // The edgc controller drives powersgd or edgc only.
   doc["compression"] = json::parse(R"([{"scheme": "fp32", "controller": {"kind": "edgc"}}])");
   const fs::path bad = tmp_.write("bad.json", doc.dump(2));
   const Outcome b = run(fmt::format("run {} --out {}", quote(bad.string()), quote((tmp_ / "bad").string())));

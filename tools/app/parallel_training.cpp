@@ -8,7 +8,10 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 
+#include "algorithms/lowrank/edgc.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/units.hpp"
@@ -24,33 +27,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Each layer's share as matrices of `rows` rows (a remainder as a 1-D layer) for low-rank schemes.
-std::vector<algo::LayerShape> stage_layout(const std::vector<sim::TrainingLayer>& layers, uint32_t first,
-                                           uint32_t end, uint32_t tp, uint64_t rows_wanted, uint64_t total) {
-  std::vector<algo::LayerShape> out;
-  uint64_t offset = 0;
-  for (uint32_t l = first; l < end; ++l) {
-    const uint64_t share = (layers[l].params + tp - 1) / tp;
-    if (share == 0) continue;
-    uint64_t rows = rows_wanted > 0 ? std::min(rows_wanted, share)
-                                    : std::max<uint64_t>(1, static_cast<uint64_t>(std::sqrt(static_cast<double>(share))));
-    const uint64_t cols = share / rows;
-    out.push_back({offset, rows * cols, rows, cols});
-    offset += rows * cols;
-    if (share > rows * cols) {
-      out.push_back({offset, share - rows * cols, share - rows * cols, 1});
-      offset += share - rows * cols;
-    }
-  }
-  if (offset < total) out.push_back({offset, total - offset, total - offset, 1});  // rounding of ceil(params / tp)
-  return out;
-}
-
 // The edgc controller's state for one run.
 struct EdgcStageController {
   uint32_t base = 0, r_min = 1, r_max = 256;
   bool mean_anchor = false;
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> used;  // (round, stage) -> rank
+  std::set<uint32_t> alg1_logged;                          // rounds whose Algorithm 1 rank is logged
 
   uint32_t decide(const sim::ParallelTrainingJob& job, uint32_t round, uint32_t stage, std::string& detail) const {
     const uint32_t pp = job.num_stages();
@@ -59,9 +41,10 @@ struct EdgcStageController {
     };
     const auto& recs = job.stage_records();
     const size_t prev = static_cast<size_t>(round == 0 ? 0 : round - 1) * pp;  // first stage, previous round
-    if (round == 0 || prev >= recs.size() || !recs[prev].complete || used.count({round - 1, 0}) == 0) {
+    if (round == 0 || prev >= recs.size() || !recs[prev].complete || used.count({round - 1, 0}) == 0 ||
+        used.at({round - 1, 0}) == 0) {
       const uint32_t r = clamp(base);
-      detail = "no observation yet: the scheme's rank";
+      detail = "no observation yet: every stage at the base rank";
       return r;
     }
     const double t_com = recs[prev].sync_end_s - recs[prev].sync_start_s;
@@ -154,7 +137,9 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
       uint64_t p = 0;
       for (uint32_t l = (*starts)[st]; l < end; ++l) p += layers[l].params;
       shares[st] = (p + layout.tp - 1) / layout.tp;
-      layouts[st] = stage_layout(layers, (*starts)[st], end, layout.tp, static_cast<uint64_t>(wl.matrix_rows), shares[st]);
+      std::vector<uint32_t> ids;
+      for (uint32_t l = (*starts)[st]; l < end; ++l) ids.push_back(l);
+      layouts[st] = detail::layer_matrices(layers, ids, layout.tp, static_cast<uint64_t>(wl.matrix_rows), shares[st]);
       parts.push_back(fmt::format("{}: layers {}-{} ({} params)", st, (*starts)[st], end - 1, p));
     }
     report.stages_desc = fmt::format("{}", fmt::join(parts, "; "));
@@ -175,19 +160,22 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     const std::string at = fmt::format("/compression/{}", ci);
     auto probe = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
     if (!probe.ok()) return probe.status().with_context(at);
-    const bool low_rank = cc.scheme == "powersgd";
+    const bool low_rank = detail::factors_matrices(**probe);
+    // edgc: Algorithm 1 sets the first stage's rank from its gradients' entropy every round.
+    const bool entropy = cc.scheme == "edgc";
     if (cc.controller.kind == "aqgb")
       return invalid_argument(fmt::format("{}/controller/kind: aqgb drives a broadcast of data-parallel workers, not "
                                           "a pipeline's stages", at));
     if (cc.controller.kind == "edgc" && !low_rank)
-      return invalid_argument(fmt::format("{}/scheme: the edgc controller sets the rank of powersgd, got {}", at,
-                                          cc.scheme));
+      return invalid_argument(fmt::format("{}/scheme: the edgc controller sets the ranks of powersgd or edgc, got {}",
+                                          at, cc.scheme));
     if (cc.controller.r_min > cc.controller.r_max)
       return invalid_argument(fmt::format("{}/controller/r_max: expected at least r_min ({}), got {}", at,
                                           cc.controller.r_min, cc.controller.r_max));
     ParallelResult res;
     res.scheme = cc.controller.kind == "edgc"
-                     ? fmt::format("edgc({},{})", cc.params.value("rank", 4), cc.controller.anchor)
+                     ? fmt::format("edgc({},{})", entropy ? std::string("entropy") : fmt::format("{}", cc.params.value("rank", 4)),
+                                   cc.controller.anchor)
                      : detail::scheme_label(cc.scheme, cc.params);
 
     sim::Engine engine;
@@ -206,12 +194,46 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     edgc.r_max = static_cast<uint32_t>(cc.controller.r_max);
     edgc.mean_anchor = cc.controller.anchor == "mean";
     sim::ParallelTrainingJob* job_ptr = nullptr;
-    for (uint32_t st = 0; st < layout.pp; ++st) {
+    // EDGC's Algorithm 1 for the first stage: the entropy of stage 0's gradients (synthetic, one
+    // draw kept for the whole run: stationary statistics) sampled in the rounds its GDS samples.
+    std::unique_ptr<algo::Compressor> alg1_owner;
+    algo::EdgcCompressor* alg1 = nullptr;
+    std::vector<std::vector<float>> alg1_grads;
+    std::map<uint32_t, std::pair<uint32_t, std::string>> alg1_rank;  // round -> (rank, the controller's state)
+    if (entropy) {
+      alg1_owner = std::move(*probe);
+      alg1 = dynamic_cast<algo::EdgcCompressor*>(alg1_owner.get());
+      CCSIM_CHECK(alg1 != nullptr, "edgc is an EdgcCompressor");
+      alg1->set_layout(layouts[0]);
+      CCSIM_ASSIGN_OR_RETURN(alg1_grads,
+                             detail::synthetic_gradients(s, shares[0], dp, 0x3D0000u, 1.0,
+                                                         "edgc's Algorithm 1 samples the first stage's entropy:"));
+    }
+    auto alg1_round = [&](uint32_t round) -> std::pair<uint32_t, std::string> {
+      if (auto it = alg1_rank.find(round); it != alg1_rank.end()) return it->second;
+      CCSIM_CHECK(alg1_rank.size() == round, "rounds in order");
+      const uint32_t r = alg1->rank();
+      std::string state = alg1->plan_decisions().front().detail;
+      std::optional<double> h;
+      if (alg1->controller().samples_round()) {
+        double sum = 0;
+        uint32_t n = 0;
+        for (uint32_t k = 0; k < dp; ++k) {
+          const kern::RngKey key{static_cast<uint64_t>(s.seed), round, k, algo::kPlanStream};
+          if (auto e = alg1->entropy_estimate(alg1_grads[k], key)) sum += *e, ++n;
+        }
+        if (n > 0) h = sum / n;
+        if (h) state += fmt::format(" H_round={}", *h);
+      }
+      alg1->observe_round(h);
+      return alg1_rank[round] = {r, std::move(state)};
+    };
+    for (uint32_t st = 0; st < layout.pp && !entropy; ++st) {
       if (!low_rank && shares[st] > 0 && dp > 1 && !(*probe)->plan_format(shares[st], dp).empty()) {
         auto made = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
         if (!made.ok()) return made.status().with_context(at);
         (*made)->set_layout(std::vector<algo::LayerShape>{{0, shares[st], shares[st], 1}});
-        CCSIM_RETURN_IF_ERROR(detail::plan_on_synthetic(s, **made, shares[st], dp, st));
+        CCSIM_RETURN_IF_ERROR(detail::plan_on_synthetic(s, **made, shares[st], dp, st).status());
         planned[st] = std::move(*made);
       }
     }
@@ -225,15 +247,38 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
         comp = found->second.get();
       } else {
         nlohmann::json params_json = cc.params;
-        if (cc.controller.kind == "edgc") {
+        std::string scheme = cc.scheme;
+        if (cc.controller.kind == "edgc" || entropy) {
           std::string why;
-          const uint32_t r = edgc.decide(*job_ptr, round, stage, why);
+          uint32_t r = 0;
+          if (entropy) {
+            // Algorithm 1's rank for this round; 0 while warming up (every stage uncompressed).
+            const auto [r1, state] = alg1_round(round);
+            if (!edgc.alg1_logged.count(round)) {
+              edgc.alg1_logged.insert(round);
+              job_ptr->log({round, 0, -1, engine.now().seconds(), "edgc", "alg1_rank", static_cast<double>(r1),
+                            state});
+            }
+            edgc.base = r1;
+            if (r1 == 0) why = "Algorithm 1 warming up: uncompressed";
+            else if (cc.controller.kind != "edgc") why = "Algorithm 1's rank";
+            r = r1 == 0 || cc.controller.kind != "edgc" ? r1 : edgc.decide(*job_ptr, round, stage, why);
+            // EDGC's engine is PowerSGD's: the stages run it at the decided rank (fp32 when warming up).
+            nlohmann::json engine_params = nlohmann::json::object();
+            for (const char* key : {"error_feedback", "warm_start"})
+              if (cc.params.contains(key)) engine_params[key] = cc.params[key];
+            if (r > 0) engine_params["rank"] = r;
+            scheme = r > 0 ? "powersgd" : "fp32";
+            params_json = r > 0 ? engine_params : nlohmann::json::object();
+          } else {
+            r = edgc.decide(*job_ptr, round, stage, why);
+            params_json["rank"] = r;
+          }
           edgc.used[{round, stage}] = r;
-          params_json["rank"] = r;
           job_ptr->log({round, stage, -1, engine.now().seconds(), "edgc", "rank", static_cast<double>(r),
                         fmt::format("stage={} {}", stage, why)});
         }
-        auto made = algo::CompressorRegistry::global().create(cc.scheme, params_json);
+        auto made = algo::CompressorRegistry::global().create(scheme, params_json);
         CCSIM_CHECK(made.ok(), "{}", made.status().message());
         (*made)->set_layout(layouts[stage]);
         comp = made->get();

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "algorithms/fp32/fp32.hpp"
+#include "algorithms/lowrank/low_rank.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/diagnostics.hpp"
@@ -39,6 +40,7 @@ struct BucketCodec {
   uint64_t plan_bytes = 0;
   topo::CollectiveOptions options;
   uint64_t tensor_wire_bytes = 0;  // one rank's bucket, encoded once
+  std::vector<algo::PlanDecision> decisions;  // of the last plan
 };
 
 }  // namespace
@@ -127,13 +129,14 @@ std::string scheme_label(const std::string& scheme, const json& params) {
   return kv.empty() ? scheme : fmt::format("{}({})", scheme, fmt::join(kv, ","));
 }
 
-Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks, uint32_t salt) {
-  const double need = 4.0 * static_cast<double>(elements) * ranks;
+Result<std::vector<std::vector<float>>> synthetic_gradients(const Scenario& s, uint64_t elements, uint32_t ranks,
+                                                            uint32_t salt, double copies, std::string_view purpose) {
+  const double need = copies * 4.0 * static_cast<double>(elements) * ranks;
   if (need > static_cast<double>(s.gradients.numerics_memory_bytes))
     return invalid_argument(fmt::format(
-        "/compression: '{}' agrees on metadata from the gradients each round; planning a {}-entry bucket on {} ranks "
-        "needs {} of synthetic gradients (> gradients.numerics_memory {}); use smaller buckets or raise the limit",
-        comp.name(), elements, ranks, format_quantity(need, UnitKind::kBytes),
+        "/compression: {} a {}-entry gradient on {} ranks needs {} of synthetic gradients (> gradients.numerics_memory "
+        "{}); use smaller buckets or raise the limit",
+        purpose, elements, ranks, format_quantity(need, UnitKind::kBytes),
         format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes)));
   traces::SyntheticGradientSpec spec;
   spec.elements = elements;
@@ -145,10 +148,63 @@ Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t ele
   std::vector<std::vector<float>> grads(ranks, std::vector<float>(elements));
   std::vector<std::span<float>> views(grads.begin(), grads.end());
   traces::generate_synthetic_gradients(spec, static_cast<uint64_t>(s.seed) + salt, views);
-  std::vector<std::span<const float>> ins(grads.begin(), grads.end());
-  CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), 0}));
-  (void)plan;
-  return ok_status();
+  return grads;
+}
+
+Result<SyntheticPlan> plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks,
+                                        uint32_t salt, const SyntheticRound* run) {
+  // A round run keeps the inputs, the buffers reduced in place and the messages in flight.
+  CCSIM_ASSIGN_OR_RETURN(
+      std::vector<std::vector<float>> grads,
+      synthetic_gradients(s, elements, ranks, salt, run ? 3.0 : 1.0,
+                          fmt::format("'{}' agrees on metadata from the gradients each round; {}", comp.name(),
+                                      run ? "planning and running" : "planning")));
+  std::vector<std::span<float>> views(grads.begin(), grads.end());
+  const uint32_t round = run ? run->round : 0;
+  {
+    std::vector<std::span<const float>> ins(grads.begin(), grads.end());
+    CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan,
+                           algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), round}));
+    (void)plan;
+  }
+  SyntheticPlan planned{comp.reduced_elements(elements), comp.plan_decisions()};
+  if (run == nullptr) return planned;
+  topo::CollectiveOptions options = run->options;
+  algo::set_shard_options(comp, run->collective->operation, planned.reduced, ranks, options);
+  CCSIM_RETURN_IF_ERROR(run->collective->check(ranks, planned.reduced, options));
+  topo::Schedule schedule = run->collective->build(ranks, planned.reduced, options);
+  algo::bind_schedule(schedule, comp);
+  CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats,
+                         algo::run_numerics(schedule, comp, views, {static_cast<uint64_t>(s.seed), round}));
+  (void)stats;
+  return planned;
+}
+
+std::vector<algo::LayerShape> layer_matrices(const std::vector<sim::TrainingLayer>& layers,
+                                             const std::vector<uint32_t>& ids, uint32_t tp, uint64_t rows_wanted,
+                                             uint64_t total) {
+  std::vector<algo::LayerShape> out;
+  uint64_t offset = 0;
+  for (uint32_t l : ids) {
+    const uint64_t share = (layers[l].params + tp - 1) / tp;
+    if (share == 0) continue;
+    const uint64_t rows =
+        rows_wanted > 0 ? std::min(rows_wanted, share)
+                        : std::max<uint64_t>(1, static_cast<uint64_t>(std::sqrt(static_cast<double>(share))));
+    const uint64_t cols = share / rows;
+    out.push_back({offset, rows * cols, rows, cols});
+    offset += rows * cols;
+    if (share > rows * cols) {
+      out.push_back({offset, share - rows * cols, share - rows * cols, 1});
+      offset += share - rows * cols;
+    }
+  }
+  if (offset < total) out.push_back({offset, total - offset, total - offset, 1});  // rounding of ceil(params / tp)
+  return out;
+}
+
+bool factors_matrices(const algo::Compressor& comp) {
+  return dynamic_cast<const algo::LowRankCompressor*>(&comp) != nullptr;
 }
 
 std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
@@ -181,6 +237,7 @@ sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::Schedule
 using detail::load_trace;
 using detail::make_stragglers;
 using detail::plan_on_synthetic;
+using detail::SyntheticRound;
 using detail::scheme_label;
 using detail::tenant_specs;
 
@@ -278,30 +335,49 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       }
       const auto buckets = sim::make_buckets(layers, s.sync.bucket_bytes, s.sync.first_bucket_bytes,
                                              trace.gradient_bytes_per_param());
+      // Low-rank schemes factor each bucket's layers as matrices (workload.matrix_rows rows); the
+      // others see a bucket as one flat tensor.
+      const bool matrices = detail::factors_matrices(**probe);
+      auto bucket_layout = [&](size_t b) {
+        const uint64_t n = buckets[b].params;
+        return matrices ? detail::layer_matrices(layers, buckets[b].layers, 1, static_cast<uint64_t>(wl.matrix_rows), n)
+                        : std::vector<algo::LayerShape>{{0, n, n, 1}};
+      };
+      (*probe)->set_layout(bucket_layout(0));
       // Codecs: one per bucket when the scheme re-plans every few rounds (its controller's state is
-      // the bucket's), else one per distinct bucket size (the plan depends on the size only).
+      // the bucket's) or factors the bucket's own layer shapes, else one per distinct bucket size
+      // (the plan depends on the size only).
       const bool planned = !(*probe)->plan_format(buckets.front().params, m).empty();
-      const bool per_bucket = planned && s.sync.replan_every > 0;
+      const bool replanned = planned && s.sync.replan_every > 0;
+      const bool per_bucket = replanned || matrices;
       std::vector<size_t> codec_of(buckets.size());
       std::map<uint64_t, size_t> by_size;
       auto make_codec = [&](const std::string& scheme, const nlohmann::json& params, topo::CollectiveOp cop,
                             const topo::CollectiveInfo& info, uint64_t elements, uint32_t salt,
-                            const std::string& where) -> Result<BucketCodec> {
+                            std::vector<algo::LayerShape> layout, const std::string& where) -> Result<BucketCodec> {
         BucketCodec codec;
         auto created = algo::CompressorRegistry::global().create(scheme, params);
         if (!created.ok()) return created.status().with_context(where);
         codec.comp = std::move(*created);
-        codec.comp->set_layout(std::vector<algo::LayerShape>{{0, elements, elements, 1}});
+        codec.comp->set_layout(std::move(layout));
         if (!codec.comp->plan_format(elements, m).empty()) {
           if (cop != op)
             return invalid_argument(fmt::format("{}/scheme: '{}' needs a metadata phase, which the weight all-gather "
                                                 "does not run; use bf16, sdp4bit_qw or sdp4bit_qwd", where, scheme));
-          CCSIM_RETURN_IF_ERROR(plan_on_synthetic(s, *codec.comp, elements, m, salt));
+          codec.options.segments = static_cast<uint32_t>(s.collective.segments);
+          codec.options.gpus_per_node = topology.gpus_per_node();
+          // Re-planned buckets run each planned round on the synthetic gradients too (controllers).
+          const SyntheticRound run{&info, codec.options, 0};
+          CCSIM_ASSIGN_OR_RETURN(detail::SyntheticPlan plan,
+                                 plan_on_synthetic(s, *codec.comp, elements, m, salt, replanned ? &run : nullptr));
+          codec.reduced = plan.reduced;
+          codec.decisions = std::move(plan.decisions);
           codec.plan_bytes = codec.comp->plan_format(elements, m).wire_bytes();
+        } else {
+          codec.reduced = codec.comp->reduced_elements(elements);
         }
         codec.options.segments = static_cast<uint32_t>(s.collective.segments);
         codec.options.gpus_per_node = topology.gpus_per_node();
-        codec.reduced = codec.comp->reduced_elements(elements);
         if (codec.reduced != elements && cop != topo::CollectiveOp::kAllReduce)
           return invalid_argument(fmt::format("{}/scheme: '{}' reduces low-rank factors, which only an allreduce can "
                                               "do (sync.mode allreduce)", where, scheme));
@@ -327,7 +403,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
           codec_of[b] = by_size.at(params);
         } else {
           CCSIM_ASSIGN_OR_RETURN(BucketCodec codec, make_codec(cc.scheme, cc.params, op, *collective, params,
-                                                               static_cast<uint32_t>(b), at));
+                                                               static_cast<uint32_t>(b), bucket_layout(b), at));
           codec_of[b] = codecs.size();
           by_size.emplace(params, codecs.size());
           codecs.push_back(std::move(codec));
@@ -336,31 +412,36 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         if (sharded && weight_codecs.count(params) == 0) {
           CCSIM_ASSIGN_OR_RETURN(BucketCodec wc, make_codec(cc.weights.scheme, cc.weights.params,
                                                             topo::CollectiveOp::kAllGather, *weight_ag, params,
-                                                            static_cast<uint32_t>(b), at + "/weights"));
+                                                            static_cast<uint32_t>(b),
+                                                            std::vector<algo::LayerShape>{{0, params, params, 1}},
+                                                            at + "/weights"));
           weight_codecs.emplace(params, std::move(wc));
         }
       }
       res.bits_per_element = 8.0 * static_cast<double>(model_wire) / static_cast<double>(total_params);
       const uint32_t replan = static_cast<uint32_t>(s.sync.replan_every);
-      auto log_plan = [&job_ptr, scheme = cc.scheme](uint32_t round, uint32_t bucket, const algo::Compressor& comp) {
+      auto log_plan = [&job_ptr, scheme = cc.scheme](uint32_t round, uint32_t bucket, const BucketCodec& codec) {
         if (job_ptr == nullptr) return;
-        for (const algo::PlanDecision& d : comp.plan_decisions())
+        for (const algo::PlanDecision& d : codec.decisions)
           job_ptr->log({round, 0, -1, job_ptr->engine().now().seconds(), scheme, d.quantity, d.value,
                         fmt::format("bucket={} {}", bucket, d.detail)});
       };
       // Captures by reference only what outlives this block (codecs, weight_codecs, s, m).
-      auto factory = [&codecs, &weight_codecs, &s, m, codec_of, op, collective, weight_ag, per_bucket, replan,
-                      log_plan](uint32_t round, uint32_t bucket,
-                                                                             uint64_t params) {
+      auto factory = [&codecs, &weight_codecs, &s, m, codec_of, op, collective, weight_ag, replanned, replan,
+                      log_plan](uint32_t round, uint32_t bucket, uint64_t params) {
         BucketCodec& codec = codecs[codec_of[bucket]];
-        if (per_bucket && round > 0 && round % replan == 0) {
-          // The controller's next decision, from fresh synthetic gradients of this round and bucket.
-          const Status st = plan_on_synthetic(s, *codec.comp, params, m, bucket + 0x10000u * round);
-          CCSIM_CHECK(st.ok(), "re-plan of bucket {} in round {}: {}", bucket, round, st.message());
-          codec.reduced = codec.comp->reduced_elements(params);
+        if (replanned && round > 0 && round % replan == 0) {
+          // The controller's next decision, from fresh synthetic gradients of this round and bucket,
+          // and the round itself run on them.
+          const SyntheticRound run{collective, codec.options, round};
+          Result<detail::SyntheticPlan> plan =
+              plan_on_synthetic(s, *codec.comp, params, m, bucket + 0x10000u * round, &run);
+          CCSIM_CHECK(plan.ok(), "re-plan of bucket {} in round {}: {}", bucket, round, plan.status().message());
+          codec.reduced = plan->reduced;
+          codec.decisions = std::move(plan->decisions);
           algo::set_shard_options(*codec.comp, op, codec.reduced, m, codec.options);
         }
-        if (codec.plan_bytes > 0 && (round == 0 || (per_bucket && round % replan == 0))) log_plan(round, bucket, *codec.comp);
+        if (codec.plan_bytes > 0 && (round == 0 || (replanned && round % replan == 0))) log_plan(round, bucket, codec);
         std::vector<sim::SyncPhase> phases;
         if (codec.plan_bytes > 0) phases.push_back(detail::metadata_phase(codec.plan_bytes, m));
         phases.push_back(detail::compressor_phase(weight_ag ? "gradients" : "collective",
@@ -377,7 +458,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       if (sharded)
         desc += fmt::format("; weights all-gathered by {} in {}", cc.weights.algorithm, cc.weights.scheme);
       if (planned)
-        desc += per_bucket ? fmt::format("; metadata plan every {} round(s) per bucket", replan)
+        desc += replanned ? fmt::format("; metadata plan every {} round(s) per bucket", replan)
                            : "; metadata plan once per bucket size";
       auto bs = std::make_unique<sim::BucketCollectiveSync>(buckets, factory, costs, std::move(desc));
       bucket_sync = bs.get();

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/compressor.hpp"
@@ -20,6 +21,7 @@
 #include "sim/training/training_job.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "topology/collectives/collectives.hpp"
 #include "traces/compute_trace.hpp"
 
 namespace ccsim::app {
@@ -86,9 +88,39 @@ Result<sim::StragglerModel> make_stragglers(const Scenario& s, uint32_t workers)
 std::vector<sim::TenantSpec> tenant_specs(const Scenario& s, const std::vector<topo::Rank>& workers);
 /// "scheme(k=v,...)" with the parameters that differ from the scheme's defaults.
 std::string scheme_label(const std::string& scheme, const nlohmann::json& params);
-/// Plans `comp` (its metadata phase) on synthetic per-rank gradients of `elements`, within
-/// gradients.numerics_memory.
-Status plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks, uint32_t salt);
+/// The gradient layout of `layers` (in that order), each layer's 1/tp share as a matrix of
+/// `rows` rows (0: about square) plus a 1-D remainder, padded with a 1-D layer up to `total`
+/// entries: what low-rank schemes factor.
+std::vector<algo::LayerShape> layer_matrices(const std::vector<sim::TrainingLayer>& layers,
+                                             const std::vector<uint32_t>& ids, uint32_t tp, uint64_t rows,
+                                             uint64_t total);
+/// Whether `comp` factors matrices (its wire size depends on the layer shapes).
+bool factors_matrices(const algo::Compressor& comp);
+/// After a plan, the round to run on the same synthetic gradients: `collective` (with `options`:
+/// segments, gpus_per_node; the shard cuts are set from the plan) through the numerics interpreter,
+/// so the controllers that adapt from a whole round's encodes advance as in a numerics run (MX's
+/// mu from the overflows counted at every hop, EDGC's window and rank at the round's end).
+struct SyntheticRound {
+  const topo::CollectiveInfo* collective = nullptr;
+  topo::CollectiveOptions options;
+  uint32_t round = 0;
+};
+/// Per-rank synthetic gradients of `elements` entries (gradients.* settings, `salt` picks the
+/// draw), if `copies` times their size fits gradients.numerics_memory; else an input error that
+/// starts with `purpose`.
+Result<std::vector<std::vector<float>>> synthetic_gradients(const Scenario& s, uint64_t elements, uint32_t ranks,
+                                                            uint32_t salt, double copies, std::string_view purpose);
+/// What a plan on synthetic gradients decided: the entries the planned round reduces and the
+/// controllers' decisions, both taken right after the plan (a round run may already have moved a
+/// low-rank scheme's rank on for the next round).
+struct SyntheticPlan {
+  uint64_t reduced = 0;
+  std::vector<algo::PlanDecision> decisions;
+};
+/// Plans `comp` (its metadata phase) on synthetic per-rank gradients of `elements` (`salt` picks
+/// the draw), then runs `run` on them if given, within gradients.numerics_memory.
+Result<SyntheticPlan> plan_on_synthetic(const Scenario& s, algo::Compressor& comp, uint64_t elements, uint32_t ranks,
+                                        uint32_t salt, const SyntheticRound* run = nullptr);
 /// The phase running `generator`'s schedule bound to `comp`'s wire sizes (`comp` must outlive it).
 sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::ScheduleGenerator> generator,
                                 const algo::Compressor& comp);
