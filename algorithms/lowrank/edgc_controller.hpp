@@ -23,8 +23,9 @@
 /// by more than s is cut to r_prev ± s, then the rank is clamped to [r_min, r_max]. Windows
 /// without a sample leave the rank unchanged.
 ///
-/// Not covered: Algorithm 2 (stage-aligned ranks across pipeline stages) belongs to a pipeline-
-/// parallel training model; one rank serves every layer here, as the paper's Stage 1 rank.
+/// Algorithm 2 (stage-aligned ranks across pipeline stages) is the pipeline-parallel training
+/// run's (tools/app/parallel_training): one rank serves every layer here, as the paper's Stage 1
+/// rank, from which that run derives the other stages' ranks.
 
 #include <cstdint>
 #include <optional>

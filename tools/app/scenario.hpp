@@ -323,7 +323,8 @@ void visit(V& v, SyncConfig& c) {
            "SDP4Bit Alg. 2), each bucket's gradients reduce-scattered, then its weights all-gathered");
   v.integer("replan_every", c.replan_every, 0, 1 << 30,
             "allreduce/sharded: rounds between the metadata plans of schemes that have one (adaptive controllers "
-            "decide then; each plan runs on fresh synthetic gradients of the bucket); 0: plan once per bucket");
+            "decide then; each plan, and its round, run on fresh synthetic gradients of the bucket); 0: plan once "
+            "per bucket");
   v.bytes("bucket", c.bucket_bytes, "allreduce: DDP bucket size (bucket_cap)");
   v.bytes("first_bucket", c.first_bucket_bytes, "allreduce: size of the first bucket (0: same as bucket)");
   v.integer("segment", c.segment, 1, INT64_C(1) << 40, "broadcast: gradient entries per segment (control granularity)");
@@ -333,7 +334,7 @@ template <class V>
 void visit(V& v, ControllerConfig& c) {
   v.choice("kind", c.kind, {"none", "aqgb", "edgc"},
            "none (the scheme's fixed wire size), aqgb (AQGB's two-stage adaptive ratio; scheme tfp, sync.mode "
-           "broadcast) or edgc (EDGC's stage-aligned ranks, Alg. 2; scheme powersgd, pipeline parallelism)");
+           "broadcast) or edgc (EDGC's stage-aligned ranks, Alg. 2; scheme powersgd or edgc, pipeline parallelism)");
   v.number("q_floor", c.q_floor, 1.0 / 32, 1.0, "aqgb: the lowest quantization ratio q̄ (0.125 = 4 of 32 bits)");
   v.boolean("second_stage", c.second_stage, "aqgb: send the remaining bits of each block before its next forward");
   v.integer("r_min", c.r_min, 1, 1 << 20, "edgc: smallest rank");
