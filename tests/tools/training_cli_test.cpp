@@ -494,9 +494,8 @@ TEST_F(Training, ControllerDecisionsAreLoggedEachPlannedRound) {
 }
 
 // Re-planned rounds also run on their synthetic gradients, so controllers that adapt from a whole
-// round's encodes move: MX's mu from the overflows counted at every hop (ring all-reduce on 4
-// ranks: each rank encodes its bucket's entries 2(n-1)/n times, 1.5 x 4 = 6 per entry over the
-// group), EDGC's rank at each window's end.
+// round's encodes move: MX's mu from the overflows counted at every hop, EDGC's rank at each
+// window's end.
 TEST_F(Training, ReplannedRoundsRunSoMuAndEntropyControllersMove) {
   json doc = small_scenario();
   doc["sync"]["replan_every"] = 1;

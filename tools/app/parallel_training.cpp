@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 
 #include "algorithms/lowrank/edgc.hpp"
 #include "algorithms/numerics.hpp"
@@ -32,7 +31,6 @@ struct EdgcStageController {
   uint32_t base = 0, r_min = 1, r_max = 256;
   bool mean_anchor = false;
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> used;  // (round, stage) -> rank
-  std::set<uint32_t> alg1_logged;                          // rounds whose Algorithm 1 rank is logged
 
   uint32_t decide(const sim::ParallelTrainingJob& job, uint32_t round, uint32_t stage, std::string& detail) const {
     const uint32_t pp = job.num_stages();
@@ -199,7 +197,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     std::unique_ptr<algo::Compressor> alg1_owner;
     algo::EdgcCompressor* alg1 = nullptr;
     std::vector<std::vector<float>> alg1_grads;
-    std::map<uint32_t, std::pair<uint32_t, std::string>> alg1_rank;  // round -> (rank, the controller's state)
+    std::map<uint32_t, uint32_t> alg1_rank;  // round -> Algorithm 1's rank
     if (entropy) {
       alg1_owner = std::move(*probe);
       alg1 = dynamic_cast<algo::EdgcCompressor*>(alg1_owner.get());
@@ -209,7 +207,8 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
                              detail::synthetic_gradients(s, shares[0], dp, 0x3D0000u, 1.0,
                                                          "edgc's Algorithm 1 samples the first stage's entropy:"));
     }
-    auto alg1_round = [&](uint32_t round) -> std::pair<uint32_t, std::string> {
+    // Algorithm 1's rank of `round` (rounds in order), logged with the controller's state.
+    auto alg1_round = [&](uint32_t round) -> uint32_t {
       if (auto it = alg1_rank.find(round); it != alg1_rank.end()) return it->second;
       CCSIM_CHECK(alg1_rank.size() == round, "rounds in order");
       const uint32_t r = alg1->rank();
@@ -226,7 +225,8 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
         if (h) state += fmt::format(" H_round={}", *h);
       }
       alg1->observe_round(h);
-      return alg1_rank[round] = {r, std::move(state)};
+      job_ptr->log({round, 0, -1, engine.now().seconds(), "edgc", "alg1_rank", static_cast<double>(r), state});
+      return alg1_rank[round] = r;
     };
     for (uint32_t st = 0; st < layout.pp && !entropy; ++st) {
       if (!low_rank && shares[st] > 0 && dp > 1 && !(*probe)->plan_format(shares[st], dp).empty()) {
@@ -253,16 +253,16 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
           uint32_t r = 0;
           if (entropy) {
             // Algorithm 1's rank for this round; 0 while warming up (every stage uncompressed).
-            const auto [r1, state] = alg1_round(round);
-            if (!edgc.alg1_logged.count(round)) {
-              edgc.alg1_logged.insert(round);
-              job_ptr->log({round, 0, -1, engine.now().seconds(), "edgc", "alg1_rank", static_cast<double>(r1),
-                            state});
-            }
+            const uint32_t r1 = alg1_round(round);
             edgc.base = r1;
-            if (r1 == 0) why = "Algorithm 1 warming up: uncompressed";
-            else if (cc.controller.kind != "edgc") why = "Algorithm 1's rank";
-            r = r1 == 0 || cc.controller.kind != "edgc" ? r1 : edgc.decide(*job_ptr, round, stage, why);
+            if (r1 == 0) {
+              why = "Algorithm 1 warming up: uncompressed";
+            } else if (cc.controller.kind == "edgc") {
+              r = edgc.decide(*job_ptr, round, stage, why);
+            } else {
+              r = r1;
+              why = "Algorithm 1's rank";
+            }
             // EDGC's engine is PowerSGD's: the stages run it at the decided rank (fp32 when warming up).
             nlohmann::json engine_params = nlohmann::json::object();
             for (const char* key : {"error_feedback", "warm_start"})

@@ -163,9 +163,7 @@ Result<SyntheticPlan> plan_on_synthetic(const Scenario& s, algo::Compressor& com
   const uint32_t round = run ? run->round : 0;
   {
     std::vector<std::span<const float>> ins(grads.begin(), grads.end());
-    CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan,
-                           algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), round}));
-    (void)plan;
+    CCSIM_RETURN_IF_ERROR(algo::plan_round(comp, ins, {static_cast<uint64_t>(s.seed), round}).status());
   }
   SyntheticPlan planned{comp.reduced_elements(elements), comp.plan_decisions()};
   if (run == nullptr) return planned;
@@ -174,9 +172,7 @@ Result<SyntheticPlan> plan_on_synthetic(const Scenario& s, algo::Compressor& com
   CCSIM_RETURN_IF_ERROR(run->collective->check(ranks, planned.reduced, options));
   topo::Schedule schedule = run->collective->build(ranks, planned.reduced, options);
   algo::bind_schedule(schedule, comp);
-  CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats,
-                         algo::run_numerics(schedule, comp, views, {static_cast<uint64_t>(s.seed), round}));
-  (void)stats;
+  CCSIM_RETURN_IF_ERROR(algo::run_numerics(schedule, comp, views, {static_cast<uint64_t>(s.seed), round}).status());
   return planned;
 }
 
@@ -360,12 +356,12 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         if (!created.ok()) return created.status().with_context(where);
         codec.comp = std::move(*created);
         codec.comp->set_layout(std::move(layout));
+        codec.options.segments = static_cast<uint32_t>(s.collective.segments);
+        codec.options.gpus_per_node = topology.gpus_per_node();
         if (!codec.comp->plan_format(elements, m).empty()) {
           if (cop != op)
             return invalid_argument(fmt::format("{}/scheme: '{}' needs a metadata phase, which the weight all-gather "
                                                 "does not run; use bf16, sdp4bit_qw or sdp4bit_qwd", where, scheme));
-          codec.options.segments = static_cast<uint32_t>(s.collective.segments);
-          codec.options.gpus_per_node = topology.gpus_per_node();
           // Re-planned buckets run each planned round on the synthetic gradients too (controllers).
           const SyntheticRound run{&info, codec.options, 0};
           CCSIM_ASSIGN_OR_RETURN(detail::SyntheticPlan plan,
@@ -376,8 +372,6 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         } else {
           codec.reduced = codec.comp->reduced_elements(elements);
         }
-        codec.options.segments = static_cast<uint32_t>(s.collective.segments);
-        codec.options.gpus_per_node = topology.gpus_per_node();
         if (codec.reduced != elements && cop != topo::CollectiveOp::kAllReduce)
           return invalid_argument(fmt::format("{}/scheme: '{}' reduces low-rank factors, which only an allreduce can "
                                               "do (sync.mode allreduce)", where, scheme));
