@@ -3,7 +3,7 @@
 /// Real gradient dumps: a directory holding `manifest.json` and one file per data-parallel worker
 /// (all `.safetensors` or all `.npy`), each worker's *local* gradient (before averaging) flattened
 /// into one vector per dumped training step. docs/gradient-dumps.md has the full description and
-/// how the shipped dump (traces/data/gpt-small) was made.
+/// how the shipped dump (traces/data/gpt-bpe) was made.
 ///
 /// Manifest schema (version 1); unknown keys are rejected everywhere except inside "provenance":
 ///

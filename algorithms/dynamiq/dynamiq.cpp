@@ -45,7 +45,7 @@ CompressorInfo DynamiqCompressor::info() {
       .add_int("super_group", "entries per super-group sharing a bit width and mean (S)", 256, 4, 65536, true)
       .add_choice("widths", "allowed bit widths W", "2-4-8", {"2-4-8", "1-2-4-8-16"})
       .add_choice("values", "magnitude grid: nonuniform f(eps, r) or uniform", "nonuniform", {"nonuniform", "uniform"})
-      .add_number("eps4", "epsilon of the 4-bit non-uniform grid", 0.25, 0.0, 4.0)
+      .add_number("eps4", "epsilon of the 4-bit non-uniform grid", 0.2, 0.0, 4.0)
       .add_number("eps8", "epsilon of the 8-bit non-uniform grid", 0.04, 0.0, 4.0)
       .add_number("eps16", "epsilon of the 16-bit non-uniform grid", 0.0, 0.0, 4.0)
       .add_bool("variable", "variable bit width per super-group by its norm (false: one width for all)", true)

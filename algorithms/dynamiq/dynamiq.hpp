@@ -59,7 +59,7 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
     uint32_t super_group = 256;
     std::vector<uint32_t> widths = {2, 4, 8};
     bool nonuniform = true;
-    double eps4 = 0.25, eps8 = 0.04, eps16 = 0.0;
+    double eps4 = 0.2, eps8 = 0.04, eps16 = 0.0;
     bool variable = true;
     bool hierarchical = true;
     bool correlated = true;

@@ -1,6 +1,6 @@
 // Gradient dump directories: manifest validation against the worker files (each error names the
 // manifest and the JSON Pointer), reading whole workers and single layers in every storage type,
-// and the properties of the shipped real dump traces/data/gpt-small.
+// and the properties of the shipped real dump traces/data/gpt-bpe.
 
 #include "traces/gradient_dump.hpp"
 
@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <string>
@@ -336,9 +337,9 @@ TEST_F(GradientDumpTest, RejectsMalformedManifests) {
 
 // ---- the shipped dump ------------------------------------------------------------------------
 
-const fs::path kShippedDump = fs::path(CCSIM_SOURCE_DIR) / "traces" / "data" / "gpt-small";
+const fs::path kShippedDump = fs::path(CCSIM_SOURCE_DIR) / "traces" / "data" / "gpt-bpe";
 
-class GptSmallDump : public ::testing::Test {
+class ShippedDump : public ::testing::Test {
  protected:
   // Opened once, in the first test's SetUp: a failure there fails the test (a failure in
   // SetUpTestSuite would only mark the suite's tests as skipped).
@@ -370,14 +371,14 @@ class GptSmallDump : public ::testing::Test {
   static GradientDump* dump_;
 };
 
-GradientDump* GptSmallDump::dump_ = nullptr;
+GradientDump* ShippedDump::dump_ = nullptr;
 
-TEST_F(GptSmallDump, HasEightWorkersAndSeveralStepsWithFallingLoss) {
+TEST_F(ShippedDump, HasEightWorkersAndSeveralStepsWithFallingLoss) {
   ASSERT_NE(dump_, nullptr);
   EXPECT_EQ(dump_->workers(), 8u);
   EXPECT_EQ(dump_->dtype(), TensorDtype::kBF16);
   ASSERT_GE(dump_->steps(), 2u);
-  EXPECT_EQ(dump_->step_info()[0].step, 0u);
+  EXPECT_EQ(dump_->step_info()[0].step, 50u);
   for (size_t s = 0; s < dump_->steps(); ++s) {
     ASSERT_TRUE(dump_->step_info()[s].loss.has_value()) << s;
     if (s > 0) {
@@ -389,7 +390,7 @@ TEST_F(GptSmallDump, HasEightWorkersAndSeveralStepsWithFallingLoss) {
   EXPECT_CONTAINS(dump_->provenance().dataset, "license");
 }
 
-TEST_F(GptSmallDump, LayersTileTheVector) {
+TEST_F(ShippedDump, LayersTileTheVector) {
   ASSERT_NE(dump_, nullptr);
   uint64_t cursor = 0;
   std::set<std::string> names;
@@ -403,7 +404,7 @@ TEST_F(GptSmallDump, LayersTileTheVector) {
   EXPECT_GE(dump_->layers().size(), 10u);
 }
 
-TEST_F(GptSmallDump, GradientsAreFiniteAndNonZero) {
+TEST_F(ShippedDump, GradientsAreFiniteAndNonZero) {
   ASSERT_NE(dump_, nullptr);
   for (size_t s = 0; s < dump_->steps(); ++s) {
     for (uint32_t w = 0; w < dump_->workers(); ++w) {
@@ -416,27 +417,48 @@ TEST_F(GptSmallDump, GradientsAreFiniteAndNonZero) {
   }
 }
 
-TEST_F(GptSmallDump, WorkersDifferButArePositivelyCorrelated) {
+// One 64-token sequence per worker and step (the DynamiQ paper's batch size of 1): the workers'
+// gradients are mostly micro-batch noise, so they differ and are far from copies of each other,
+// whatever their sign of correlation.
+TEST_F(ShippedDump, WorkersDiffer) {
   ASSERT_NE(dump_, nullptr);
   for (size_t s = 0; s < dump_->steps(); ++s) {
     std::vector<std::vector<float>> g;
     for (uint32_t w = 0; w < dump_->workers(); ++w) g.push_back(grad(w, s));
-    double min_cos = 1.0;
     for (size_t a = 0; a < g.size(); ++a) {
       for (size_t b = a + 1; b < g.size(); ++b) {
         EXPECT_NE(g[a], g[b]) << "workers " << a << " and " << b << " at step index " << s;
-        const double c = cosine(g[a], g[b]);
-        EXPECT_GT(c, 0.0) << fmt::format("cosine(worker {}, worker {}) at step {}", a, b, dump_->step_info()[s].step);
-        EXPECT_LT(c, 0.999) << "workers " << a << " and " << b << " are near copies";
-        min_cos = std::min(min_cos, c);
+        EXPECT_LT(std::abs(cosine(g[a], g[b])), 0.9) << "workers " << a << " and " << b << " are near copies";
       }
     }
-    RecordProperty(fmt::format("min_pairwise_cosine_step{}", dump_->step_info()[s].step),
-                   fmt::format("{:.3f}", min_cos));
   }
 }
 
-TEST_F(GptSmallDump, LayerRmsSpansMoreThanAnOrderOfMagnitude) {
+// The structure that decides DynamiQ's bit allocation (docs/compression.md): a sequence holds at most
+// 65 distinct tokens (64 inputs and the last target), so at most 65 rows of the 4096-row tied token
+// embedding get an input or target gradient; every other row gets only the softmax's small share.
+TEST_F(ShippedDump, TokenEmbeddingGradientLivesInTheRowsOfTheBatchTokens) {
+  ASSERT_NE(dump_, nullptr);
+  const auto& emb = dump_->layers().front();
+  ASSERT_EQ(emb.name, "tok_emb.weight");
+  ASSERT_EQ(emb.shape, (std::vector<uint64_t>{4096, 64}));
+  for (size_t s = 0; s < dump_->steps(); ++s) {
+    for (uint32_t w = 0; w < dump_->workers(); ++w) {
+      auto v = dump_->layer(w, s, 0);
+      ASSERT_TRUE(v.ok());
+      std::vector<double> rows(4096, 0.0);
+      for (size_t i = 0; i < v->size(); ++i) rows[i / 64] += static_cast<double>((*v)[i]) * (*v)[i];
+      std::sort(rows.begin(), rows.end(), std::greater<>());
+      const double total = std::accumulate(rows.begin(), rows.end(), 0.0);
+      const double top = std::accumulate(rows.begin(), rows.begin() + 65, 0.0);
+      SCOPED_TRACE(fmt::format("worker {} step {}", w, dump_->step_info()[s].step));
+      EXPECT_GT(top / total, 0.95);
+      EXPECT_LT(rows[2048] / rows[0], 1e-5);  // the median row
+    }
+  }
+}
+
+TEST_F(ShippedDump, LayerRmsSpansMoreThanAnOrderOfMagnitude) {
   ASSERT_NE(dump_, nullptr);
   for (size_t s = 0; s < dump_->steps(); ++s) {
     double lo = INFINITY, hi = 0;
@@ -452,7 +474,7 @@ TEST_F(GptSmallDump, LayerRmsSpansMoreThanAnOrderOfMagnitude) {
   }
 }
 
-TEST_F(GptSmallDump, ReadingOneLayerMatchesTheWholeVector) {
+TEST_F(ShippedDump, ReadingOneLayerMatchesTheWholeVector) {
   ASSERT_NE(dump_, nullptr);
   const size_t s = dump_->steps() - 1;
   const auto g = grad(7, s);

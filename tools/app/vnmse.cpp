@@ -214,6 +214,7 @@ SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<flo
 Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
   if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
+  if (o.warmup > 10000) return invalid_argument(fmt::format("--warmup: expected at most 10000 rounds, got {}", o.warmup));
   if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
   // Schemes (validated before any work).
   struct Scheme {
@@ -269,8 +270,10 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   report.ranks = ranks;
   for (size_t si = 0; si < step_numbers.size(); ++si)
     report.skew.push_back(super_group_skew(step_numbers[si], inputs[si], ranks));
-  report.collective_desc = fmt::format("{}/{} on {} ranks{}", o.operation, o.algorithm, ranks,
-                                       ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "");
+  report.collective_desc = fmt::format(
+      "{}/{} on {} ranks{}{}", o.operation, o.algorithm, ranks,
+      ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "",
+      o.warmup > 0 ? fmt::format(", round {} measured after {} warm-up rounds on each step", o.warmup, o.warmup) : "");
 
   for (const Scheme& scheme : schemes) {
     std::vector<VnmseRow> rows(step_numbers.size());
@@ -280,67 +283,73 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
     std::vector<std::vector<algo::ErrorStats>> hop_sum(step_numbers.size(), std::vector<algo::ErrorStats>(ranks + 1));
     for (uint32_t k = 0; k < o.seeds; ++k) {
       const uint64_t seed = o.seed + k;
-      auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
-      if (!made.ok()) return made.status();
-      algo::Compressor& comp = **made;
-      comp.set_layout(layout);
       for (size_t si = 0; si < step_numbers.size(); ++si) {
+        // A fresh instance per (seed, step): rounds 0 .. warmup - 1 on this step's gradients let the
+        // schemes that adapt across rounds settle; round `warmup` is measured.
+        auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
+        if (!made.ok()) return made.status();
+        algo::Compressor& comp = **made;
+        comp.set_layout(layout);
         VnmseRow& row = rows[si];
         std::vector<std::span<const float>> ins;
         for (uint32_t r = 0; r < ranks; ++r) ins.emplace_back(inputs[si][r % readers]);
-        const algo::NumericsOptions nopt{seed, static_cast<uint32_t>(si), true};
-        CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, nopt));
-        topo::CollectiveOptions copt;
-        copt.segments = o.segments;
-        copt.gpus_per_node = o.gpus_per_node;
-        const uint64_t reduced = comp.reduced_elements(elements);
-        algo::set_shard_options(comp, collective->operation, reduced, ranks, copt);
-        if (reduced != elements && collective->operation != topo::CollectiveOp::kAllReduce)
-          return invalid_argument(fmt::format("--algo {}: reduces low-rank factors, which only an allreduce can do",
-                                              scheme.label));
-        if (Status st = collective->check(ranks, reduced, copt); !st.ok())
-          return invalid_argument(fmt::format("--collective {}: cannot run {} entries on {} ranks: {}", o.algorithm,
-                                              reduced, ranks, st.message()));
-        topo::Schedule schedule = collective->build(ranks, reduced, copt);
-        algo::bind_schedule(schedule, comp);
-        std::vector<std::vector<float>> bufs(ranks);
-        std::vector<std::span<float>> views;
-        for (uint32_t r = 0; r < ranks; ++r) {
-          bufs[r].assign(ins[r].begin(), ins[r].end());
-          views.emplace_back(bufs[r]);
-        }
-        CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats, algo::run_numerics(schedule, comp, views, nopt));
-        std::vector<std::span<const float>> outs(bufs.begin(), bufs.end());
-        const std::vector<algo::ErrorStats> errs = algo::operation_errors(schedule, ins, outs);
-        const double v = algo::vnmse(errs);
-        per_seed[si].push_back(v);
-        for (const auto& e : errs)
-          row.mse += e.sq_error / static_cast<double>(elements) / (static_cast<double>(ranks) * o.seeds);
-        for (const auto& e : errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
-        if (k == 0) {
-          row.label = scheme.label;
-          row.scheme = scheme.name;
-          row.params = scheme.resolved;
-          row.step = step_numbers[si];
-          row.unbiased = comp.unbiased();
-          row.plan_bytes_per_rank = plan.wire_bytes_per_rank;
-          row.wire_bytes = stats.wire_bytes;
-          const uint64_t tensor_bytes = algo::tensor_wire_bytes(comp, reduced, ranks, copt);
-          row.bits_per_entry =
-              8.0 * static_cast<double>(tensor_bytes + plan.wire_bytes_per_rank) / static_cast<double>(elements);
-        }
-        if (collective->operation == topo::CollectiveOp::kAllReduce) {
-          for (uint32_t r = 0; r < ranks; ++r)
-            for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += bufs[r][i];
-          const auto le = algo::allreduce_layer_errors(ins, outs, layout);
-          for (size_t l = 0; l < le.size(); ++l) {
-            layer_sum[si][l].sq_error += le[l].sq_error;
-            layer_sum[si][l].sq_norm += le[l].sq_norm;
+        for (uint32_t round = 0; round <= o.warmup; ++round) {
+          const bool measured = round == o.warmup;
+          const algo::NumericsOptions nopt{seed, round, measured};
+          CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, nopt));
+          topo::CollectiveOptions copt;
+          copt.segments = o.segments;
+          copt.gpus_per_node = o.gpus_per_node;
+          const uint64_t reduced = comp.reduced_elements(elements);
+          algo::set_shard_options(comp, collective->operation, reduced, ranks, copt);
+          if (reduced != elements && collective->operation != topo::CollectiveOp::kAllReduce)
+            return invalid_argument(fmt::format("--algo {}: reduces low-rank factors, which only an allreduce can do",
+                                                scheme.label));
+          if (Status st = collective->check(ranks, reduced, copt); !st.ok())
+            return invalid_argument(fmt::format("--collective {}: cannot run {} entries on {} ranks: {}", o.algorithm,
+                                                reduced, ranks, st.message()));
+          topo::Schedule schedule = collective->build(ranks, reduced, copt);
+          algo::bind_schedule(schedule, comp);
+          std::vector<std::vector<float>> bufs(ranks);
+          std::vector<std::span<float>> views;
+          for (uint32_t r = 0; r < ranks; ++r) {
+            bufs[r].assign(ins[r].begin(), ins[r].end());
+            views.emplace_back(bufs[r]);
           }
-        }
-        for (size_t h = 0; h < stats.hop_errors.size(); ++h) {
-          hop_sum[si][h].sq_error += stats.hop_errors[h].sq_error;
-          hop_sum[si][h].sq_norm += stats.hop_errors[h].sq_norm;
+          CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats, algo::run_numerics(schedule, comp, views, nopt));
+          if (!measured) continue;
+          std::vector<std::span<const float>> outs(bufs.begin(), bufs.end());
+          const std::vector<algo::ErrorStats> errs = algo::operation_errors(schedule, ins, outs);
+          const double v = algo::vnmse(errs);
+          per_seed[si].push_back(v);
+          for (const auto& e : errs)
+            row.mse += e.sq_error / static_cast<double>(elements) / (static_cast<double>(ranks) * o.seeds);
+          for (const auto& e : errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
+          if (k == 0) {
+            row.label = scheme.label;
+            row.scheme = scheme.name;
+            row.params = scheme.resolved;
+            row.step = step_numbers[si];
+            row.unbiased = comp.unbiased();
+            row.plan_bytes_per_rank = plan.wire_bytes_per_rank;
+            row.wire_bytes = stats.wire_bytes;
+            const uint64_t tensor_bytes = algo::tensor_wire_bytes(comp, reduced, ranks, copt);
+            row.bits_per_entry =
+                8.0 * static_cast<double>(tensor_bytes + plan.wire_bytes_per_rank) / static_cast<double>(elements);
+          }
+          if (collective->operation == topo::CollectiveOp::kAllReduce) {
+            for (uint32_t r = 0; r < ranks; ++r)
+              for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += bufs[r][i];
+            const auto le = algo::allreduce_layer_errors(ins, outs, layout);
+            for (size_t l = 0; l < le.size(); ++l) {
+              layer_sum[si][l].sq_error += le[l].sq_error;
+              layer_sum[si][l].sq_norm += le[l].sq_norm;
+            }
+          }
+          for (size_t h = 0; h < stats.hop_errors.size(); ++h) {
+            hop_sum[si][h].sq_error += stats.hop_errors[h].sq_error;
+            hop_sum[si][h].sq_norm += stats.hop_errors[h].sq_norm;
+          }
         }
       }
     }

@@ -37,6 +37,10 @@ struct VnmseOptions {
   uint32_t ranks = 0;                   ///< 0: the dump's worker count
   std::vector<uint64_t> steps;          ///< training steps to use (empty: all dumped steps)
   uint32_t seeds = 1;                   ///< repetitions (for the bias and the spread)
+  /// Rounds run on each step's gradients before the measured one, on the same scheme instance (a
+  /// fresh one per seed and step), so that schemes adapting across rounds (OmniReduce's k, MX's
+  /// mu) are measured settled. 0: the first round, from the scheme's initial state.
+  uint32_t warmup = 0;
   uint64_t seed = 0;                    ///< first seed; repetitions use seed, seed + 1, ...
   uint32_t gpus_per_node = 1;           ///< for hierarchical collectives
   uint32_t segments = 1;

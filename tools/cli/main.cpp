@@ -301,6 +301,9 @@ int cmd_vnmse(const std::vector<std::string>& args) {
       ("steps", po::value<std::string>(), "dumped training steps to use, comma-separated (default: all, in order)")
       ("seeds", po::value<uint32_t>()->default_value(1), "repetitions with seeds seed, seed+1, ... (spread and bias)")
       ("seed", po::value<uint64_t>()->default_value(0), "first seed")
+      ("warmup", po::value<uint32_t>()->default_value(0),
+       "rounds run on each step's gradients before the measured one, so that schemes adapting across rounds "
+       "(OmniReduce's k, MX's mu) are measured settled")
       ("gpus-per-node", po::value<uint32_t>()->default_value(1), "ranks per node for hierarchical collectives")
       ("segments", po::value<uint32_t>()->default_value(1), "pipelined segments per chunk")
       ("max-elements", po::value<uint64_t>()->default_value(uint64_t{1} << 26),
@@ -313,7 +316,7 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse(args, desc, pos, vm,
              "usage: ccsim vnmse (--gradients DIR | --synthetic RxC) --algo NAME[:K=V,..] [--param K=V ...] [--collective ring] "
-             "[--ranks N] [--steps 0,50] [--seeds K]"))
+             "[--ranks N] [--steps 0,50] [--seeds K] [--warmup R]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
   app::VnmseOptions o;
@@ -327,6 +330,7 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   if (vm.count("steps")) o.steps = parse_steps(vm["steps"].as<std::string>());
   o.seeds = vm["seeds"].as<uint32_t>();
   o.seed = vm["seed"].as<uint64_t>();
+  o.warmup = vm["warmup"].as<uint32_t>();
   o.gpus_per_node = vm["gpus-per-node"].as<uint32_t>();
   o.segments = vm["segments"].as<uint32_t>();
   o.max_elements = vm["max-elements"].as<uint64_t>();

@@ -2,7 +2,8 @@
 """Train a small GPT-style model on real English text and dump per-worker gradients for ccsim.
 
 The model is a decoder-only transformer (pre-LayerNorm, learned positions, causal multi-head
-attention, GELU MLP, untied output head) over the characters of the corpus or a byte-pair encoding learned on it. Training is
+attention, GELU MLP, output head untied or --tied) over the characters of the corpus or a byte-pair
+encoding learned on it. Training is
 data-parallel over W simulated workers: the training text is cut into chunks dealt round-robin to
 the workers (disjoint shards, each spread over the whole corpus, as when a sampler deals out a
 shuffled dataset); each worker draws its own micro-batch from its own shard, computes its *local*
@@ -16,9 +17,10 @@ Default corpus: the license texts Debian ships in /usr/share/common-licenses (ev
 symlinks skipped, in name order) -- plain English prose present on every Debian machine.
 
 Needs Debian's python3-torch (apt-get install -y python3-torch) and NumPy; run it with the system
-interpreter:
+interpreter. The shipped dump (docs/gradient-dumps.md) is
 
-    /usr/bin/python3 tools/gradients/train_gpt.py --out traces/data/gpt-small
+    /usr/bin/python3 tools/gradients/train_gpt.py --tokenizer bpe --shard-chunk 256 --vocab 4096 \
+        --d-model 64 --tied --micro-batch 1 --dump-steps 50 200 --out traces/data/gpt-bpe
 
 Deterministic for a given --seed, machine and torch build (single-threaded by default).
 """
