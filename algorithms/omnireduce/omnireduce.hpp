@@ -34,12 +34,12 @@
 /// sets of real gradients nearly nest. On the shipped dump traces/data/gpt-bpe (steps 50 and 200;
 /// chunk 256, b = 8, so K = 716 of 1431 chunks) the union of the local top-K sets is 1.15-1.25 K
 /// on 4 ranks and 1.18-1.27 K on 8, and eq. 1 brings it to 1.01-1.02 K by round 16. On an
-/// earlier character-level dump (115 k parameters, steps 0, 50 and 200; K = 225 of 450): 1.05-1.20
-/// K on 2 ranks, 1.11-1.32 K on 8, within 12% of K by round 7; there, starting from K / ranks (which guarantees K'_0 <= K) gives unions
-/// of 0.15-0.32 K on 4 and 8 ranks, and the k for which independent uniformly random k-sets
-/// would have a union of K, n_chunks (1 - (1 - K / n_chunks)^(1 / ranks)), 0.20-0.38 K, still
-/// 7-16% short of K at round 7: a simulated first round would charge a third of the budget or
-/// less. The state belongs to the instance and restarts at k_0 when the tensor's chunk count
+/// earlier character-level dump (115 k parameters, steps 0, 50 and 200; K = 225 of 450) it was
+/// 1.05-1.20 K on 2 ranks and 1.11-1.32 K on 8, within 12% of K by round 7; there, starting from
+/// K / ranks (which guarantees K'_0 <= K) gives unions of 0.15-0.32 K on 4 and 8 ranks, and the
+/// k for which independent uniformly random k-sets would have a union of K, n_chunks (1 - (1 -
+/// K / n_chunks)^(1 / ranks)), 0.20-0.38 K, still 7-16% short of K at round 7: a simulated first
+/// round would charge a third of the budget or less. The state belongs to the instance and restarts at k_0 when the tensor's chunk count
 /// changes.
 ///
 /// BF16 encoding: round to nearest even (kernels/quant/bf16.hpp), saturating: a finite value that

@@ -214,7 +214,8 @@ SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<flo
 Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
   if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
-  if (o.warmup > 10000) return invalid_argument(fmt::format("--warmup: expected at most 10000 rounds, got {}", o.warmup));
+  if (o.warmup > 10000)
+    return invalid_argument(fmt::format("--warmup: expected at most 10000 rounds, got {}", o.warmup));
   if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
   // Schemes (validated before any work).
   struct Scheme {
@@ -293,8 +294,16 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
         VnmseRow& row = rows[si];
         std::vector<std::span<const float>> ins;
         for (uint32_t r = 0; r < ranks; ++r) ins.emplace_back(inputs[si][r % readers]);
-        for (uint32_t round = 0; round <= o.warmup; ++round) {
-          const bool measured = round == o.warmup;
+        // One round: its metadata phase, then the collective on copies of the inputs.
+        struct Round {
+          algo::PlanReport plan;
+          topo::CollectiveOptions copt;
+          uint64_t reduced;
+          topo::Schedule schedule;
+          std::vector<std::vector<float>> bufs;
+          algo::NumericsStats stats;
+        };
+        auto run_round = [&](uint32_t round, bool measured) -> Result<Round> {
           const algo::NumericsOptions nopt{seed, round, measured};
           CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, nopt));
           topo::CollectiveOptions copt;
@@ -317,39 +326,41 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
             views.emplace_back(bufs[r]);
           }
           CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats, algo::run_numerics(schedule, comp, views, nopt));
-          if (!measured) continue;
-          std::vector<std::span<const float>> outs(bufs.begin(), bufs.end());
-          const std::vector<algo::ErrorStats> errs = algo::operation_errors(schedule, ins, outs);
-          const double v = algo::vnmse(errs);
-          per_seed[si].push_back(v);
-          for (const auto& e : errs)
-            row.mse += e.sq_error / static_cast<double>(elements) / (static_cast<double>(ranks) * o.seeds);
-          for (const auto& e : errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
-          if (k == 0) {
-            row.label = scheme.label;
-            row.scheme = scheme.name;
-            row.params = scheme.resolved;
-            row.step = step_numbers[si];
-            row.unbiased = comp.unbiased();
-            row.plan_bytes_per_rank = plan.wire_bytes_per_rank;
-            row.wire_bytes = stats.wire_bytes;
-            const uint64_t tensor_bytes = algo::tensor_wire_bytes(comp, reduced, ranks, copt);
-            row.bits_per_entry =
-                8.0 * static_cast<double>(tensor_bytes + plan.wire_bytes_per_rank) / static_cast<double>(elements);
+          return Round{plan, copt, reduced, std::move(schedule), std::move(bufs), stats};
+        };
+        for (uint32_t round = 0; round < o.warmup; ++round) CCSIM_RETURN_IF_ERROR(run_round(round, false).status());
+        CCSIM_ASSIGN_OR_RETURN(const Round rd, run_round(o.warmup, true));
+        std::vector<std::span<const float>> outs(rd.bufs.begin(), rd.bufs.end());
+        const std::vector<algo::ErrorStats> errs = algo::operation_errors(rd.schedule, ins, outs);
+        const double v = algo::vnmse(errs);
+        per_seed[si].push_back(v);
+        for (const auto& e : errs)
+          row.mse += e.sq_error / static_cast<double>(elements) / (static_cast<double>(ranks) * o.seeds);
+        for (const auto& e : errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
+        if (k == 0) {
+          row.label = scheme.label;
+          row.scheme = scheme.name;
+          row.params = scheme.resolved;
+          row.step = step_numbers[si];
+          row.unbiased = comp.unbiased();
+          row.plan_bytes_per_rank = rd.plan.wire_bytes_per_rank;
+          row.wire_bytes = rd.stats.wire_bytes;
+          const uint64_t tensor_bytes = algo::tensor_wire_bytes(comp, rd.reduced, ranks, rd.copt);
+          row.bits_per_entry =
+              8.0 * static_cast<double>(tensor_bytes + rd.plan.wire_bytes_per_rank) / static_cast<double>(elements);
+        }
+        if (collective->operation == topo::CollectiveOp::kAllReduce) {
+          for (uint32_t r = 0; r < ranks; ++r)
+            for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += rd.bufs[r][i];
+          const auto le = algo::allreduce_layer_errors(ins, outs, layout);
+          for (size_t l = 0; l < le.size(); ++l) {
+            layer_sum[si][l].sq_error += le[l].sq_error;
+            layer_sum[si][l].sq_norm += le[l].sq_norm;
           }
-          if (collective->operation == topo::CollectiveOp::kAllReduce) {
-            for (uint32_t r = 0; r < ranks; ++r)
-              for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += bufs[r][i];
-            const auto le = algo::allreduce_layer_errors(ins, outs, layout);
-            for (size_t l = 0; l < le.size(); ++l) {
-              layer_sum[si][l].sq_error += le[l].sq_error;
-              layer_sum[si][l].sq_norm += le[l].sq_norm;
-            }
-          }
-          for (size_t h = 0; h < stats.hop_errors.size(); ++h) {
-            hop_sum[si][h].sq_error += stats.hop_errors[h].sq_error;
-            hop_sum[si][h].sq_norm += stats.hop_errors[h].sq_norm;
-          }
+        }
+        for (size_t h = 0; h < rd.stats.hop_errors.size(); ++h) {
+          hop_sum[si][h].sq_error += rd.stats.hop_errors[h].sq_error;
+          hop_sum[si][h].sq_norm += rd.stats.hop_errors[h].sq_norm;
         }
       }
     }
