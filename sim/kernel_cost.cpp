@@ -6,10 +6,49 @@
 
 namespace ccsim::sim {
 
+KernelCostModel KernelCostModel::from_profile(std::shared_ptr<const kern::DeviceCostProfile> profile,
+                                              std::string profile_name, const std::string& scheme,
+                                              const KernelCostModel& roofline) {
+  KernelCostModel m = roofline;
+  m.scheme = scheme;
+  m.profile_name = std::move(profile_name);
+  for (size_t k = 0; k < m.measured.size(); ++k)
+    m.measured[k] = profile->find(scheme, topo::kernel_kind_name(static_cast<topo::KernelKind>(k)));
+  m.profile = std::move(profile);
+  return m;
+}
+
+bool KernelCostModel::any_measured() const {
+  for (const auto* c : measured)
+    if (c != nullptr) return true;
+  return false;
+}
+
+bool KernelCostModel::ideal() const { return memory_Bps <= 0 && !any_measured(); }
+
+Duration KernelCostModel::cost(topo::KernelKind kind, uint64_t elements, uint64_t memory_bytes) const {
+  if (const kern::KernelCostCurve* c = measured[static_cast<size_t>(kind)])
+    return Duration::from_seconds_ceil(c->seconds(elements, memory_bytes));
+  if (memory_Bps <= 0) return Duration::zero();
+  return launch + Duration::from_seconds_ceil(static_cast<double>(memory_bytes) / memory_Bps);
+}
+
 std::string KernelCostModel::describe() const {
-  if (ideal()) return "ideal (compression kernels not timed)";
-  return fmt::format("roofline ({}, {} launch)", format_quantity(memory_Bps, UnitKind::kBandwidth),
-                     format_quantity(launch.seconds(), UnitKind::kTime));
+  const std::string roofline = memory_Bps > 0 ? fmt::format("roofline ({}, {} launch)",
+                                                            format_quantity(memory_Bps, UnitKind::kBandwidth),
+                                                            format_quantity(launch.seconds(), UnitKind::kTime))
+                                              : std::string("ideal (compression kernels not timed)");
+  if (profile == nullptr) return roofline;
+  std::string ops, missing;
+  for (size_t k = 0; k < measured.size(); ++k) {
+    std::string& list = measured[k] != nullptr ? ops : missing;
+    list += fmt::format("{}{}", list.empty() ? "" : ", ", topo::kernel_kind_name(static_cast<topo::KernelKind>(k)));
+  }
+  const std::string where = fmt::format("{} ({} {}, measured {})", profile_name, profile->kind, profile->name,
+                                        profile->measured);
+  if (ops.empty()) return fmt::format("{}: no kernels of '{}' in the profile {}", roofline, scheme, where);
+  if (missing.empty()) return fmt::format("measured {} kernels: {}", scheme, where);
+  return fmt::format("measured {} kernels: {} ({}); {} for {}", scheme, where, ops, roofline, missing);
 }
 
 }  // namespace ccsim::sim

@@ -1,27 +1,44 @@
 #pragma once
 /// \file
-/// How long a compression kernel op occupies its rank's GPU stream. The roofline model charges a
-/// launch overhead plus the op's declared memory traffic at the device's memory bandwidth; the
-/// ideal model charges nothing (communication-only studies, analytic cross-checks).
+/// How long a compression kernel op occupies its rank's GPU stream, for one scheme. Three models:
+///  * ideal: kernels are free (communication-only studies, analytic cross-checks);
+///  * roofline: a launch overhead plus the op's declared memory traffic at the device's nominal
+///    memory bandwidth;
+///  * measured: the scheme's kernels from a device profile (kernels/cost_profile.hpp), each op
+///    kind the profile lacks charged by the roofline.
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "kernels/cost_profile.hpp"
 #include "sim/base/sim_time.hpp"
+#include "topology/schedule.hpp"
 
 namespace ccsim::sim {
 
-/// Kernel cost model (declared bytes moved / memory bandwidth + launch overhead).
+/// Kernel cost model of one scheme (copyable; a measured model shares its profile).
 struct KernelCostModel {
-  double memory_Bps = 0;      ///< 0 = kernels are free (ideal)
-  Duration launch = Duration::zero();
+  double memory_Bps = 0;      ///< roofline bandwidth; 0 (and no measured kernels) = ideal
+  Duration launch = Duration::zero();  ///< roofline launch overhead
 
-  bool ideal() const { return memory_Bps <= 0; }
-  Duration cost(uint64_t memory_bytes) const {
-    if (ideal()) return Duration::zero();
-    return launch + Duration::from_seconds_ceil(static_cast<double>(memory_bytes) / memory_Bps);
-  }
-  /// "ideal (kernels not timed)" or "roofline (2 TB/s, 5 us launch)".
+  /// Measured curves by topo::KernelKind (nullptr: roofline), pointing into `profile`.
+  std::array<const kern::KernelCostCurve*, 4> measured{};
+  std::shared_ptr<const kern::DeviceCostProfile> profile;
+  std::string profile_name;  ///< the profile's file, for describe()
+  std::string scheme;        ///< the scheme whose kernels `measured` holds
+
+  /// `scheme`'s kernels from `profile` (op kinds it lacks fall back to `roofline`).
+  static KernelCostModel from_profile(std::shared_ptr<const kern::DeviceCostProfile> profile, std::string profile_name,
+                                      const std::string& scheme, const KernelCostModel& roofline);
+
+  bool ideal() const;
+  /// Whether at least one op kind is charged from measurements.
+  bool any_measured() const;
+  /// Time of a kernel op of `kind` on `elements` that must move `memory_bytes`.
+  Duration cost(topo::KernelKind kind, uint64_t elements, uint64_t memory_bytes) const;
+  /// "ideal (...)", "roofline (2 TB/s, 5 us launch)", or "measured (FILE: device, date; ops ...)".
   std::string describe() const;
 };
 

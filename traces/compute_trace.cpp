@@ -19,45 +19,11 @@ using nlohmann::json;
 using detail::check_keys;
 using detail::describe_json;
 using detail::json_as_u64;
+using detail::read_quantity;
+using detail::read_string;
 
 constexpr const char* kFormatName = "ccsim-compute-trace";
 constexpr int64_t kVersion = 1;
-
-// A quantity member (number in base units or a string with units), finite and >= 0 (> 0 if
-// `positive`), or an error at its path.
-std::optional<double> read_quantity(const json& obj, const std::string& path, const char* key, UnitKind kind,
-                                    bool positive, Diagnostics& diag) {
-  const json& v = obj.at(key);
-  const std::string where = path + "/" + key;
-  double x = 0;
-  if (v.is_number()) {
-    x = v.get<double>();
-  } else if (v.is_string()) {
-    auto parsed = parse_quantity(v.get<std::string>(), kind);
-    if (!parsed.ok()) {
-      diag.add(where, parsed.status().message());
-      return std::nullopt;
-    }
-    x = *parsed;
-  } else {
-    diag.add(where, fmt::format("expected a number in {} or a string with units ({}), found {}", base_unit_name(kind),
-                                unit_examples(kind), describe_json(v)));
-    return std::nullopt;
-  }
-  if (!std::isfinite(x) || x < 0 || (positive && x == 0)) {
-    diag.add(where, fmt::format("expected a {} value in {}, found {}", positive ? "positive" : "non-negative",
-                                base_unit_name(kind), describe_json(v)));
-    return std::nullopt;
-  }
-  return x;
-}
-
-std::optional<std::string> read_string(const json& obj, const std::string& path, const char* key, Diagnostics& diag) {
-  const json& v = obj.at(key);
-  if (v.is_string() && !v.get<std::string>().empty()) return v.get<std::string>();
-  diag.add(path + "/" + key, fmt::format("expected a non-empty string, found {}", describe_json(v)));
-  return std::nullopt;
-}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/units.hpp"
 
 namespace ccsim::traces::detail {
 
@@ -60,6 +62,44 @@ inline bool check_keys(const nlohmann::json& obj, const std::string& path, const
     good = false;
   }
   return good;
+}
+
+/// Member `key` of `obj` as a quantity (a number in base units or a string with units), finite
+/// and >= 0 (> 0 if `positive`), or nullopt after an error at its path.
+inline std::optional<double> read_quantity(const nlohmann::json& obj, const std::string& path, const char* key,
+                                           UnitKind kind, bool positive, Diagnostics& diag) {
+  const nlohmann::json& v = obj.at(key);
+  const std::string where = path + "/" + key;
+  double x = 0;
+  if (v.is_number()) {
+    x = v.get<double>();
+  } else if (v.is_string()) {
+    auto parsed = parse_quantity(v.get<std::string>(), kind);
+    if (!parsed.ok()) {
+      diag.add(where, parsed.status().message());
+      return std::nullopt;
+    }
+    x = *parsed;
+  } else {
+    diag.add(where, fmt::format("expected a number in {} or a string with units ({}), found {}", base_unit_name(kind),
+                                unit_examples(kind), describe_json(v)));
+    return std::nullopt;
+  }
+  if (!std::isfinite(x) || x < 0 || (positive && x == 0)) {
+    diag.add(where, fmt::format("expected a {} value in {}, found {}", positive ? "positive" : "non-negative",
+                                base_unit_name(kind), describe_json(v)));
+    return std::nullopt;
+  }
+  return x;
+}
+
+/// Member `key` of `obj` as a non-empty string, or nullopt after an error at its path.
+inline std::optional<std::string> read_string(const nlohmann::json& obj, const std::string& path, const char* key,
+                                              Diagnostics& diag) {
+  const nlohmann::json& v = obj.at(key);
+  if (v.is_string() && !v.get<std::string>().empty()) return v.get<std::string>();
+  diag.add(path + "/" + key, fmt::format("expected a non-empty string, found {}", describe_json(v)));
+  return std::nullopt;
 }
 
 }  // namespace ccsim::traces::detail

@@ -71,14 +71,10 @@ CCSIM_HD uint32_t feistel_permute(uint32_t i, uint32_t n, const U32x4& keys) {
   return x;
 }
 
-/// Correlated uniform for entry `index` at rank `rank` of `ranks`: (π(rank) + γ) / ranks with π a
-/// permutation drawn from `shared` (the same on every rank) followed by a random rotation, so π(rank)
-/// is exactly uniform on [0, ranks) for each rank, and exactly one rank falls in each stratum
-/// [k/ranks, (k+1)/ranks) (up to the division's rounding at the lower edge). γ = uniform_at(own,
-/// index), truncated to the bits π + γ can hold exactly; ranks == 1 gives γ.
-CCSIM_HD float correlated_uniform(const RngKey& shared, const RngKey& own, uint64_t index, uint32_t rank,
-                                  uint32_t ranks) {
-  const float gamma = uniform_at(own, index);
+/// correlated_uniform() below, with the rank's own draw γ = uniform_at(own, index) already made (a
+/// CUDA thread that holds the Philox blocks of several entries draws them once for all).
+CCSIM_HD float correlated_uniform_from(const RngKey& shared, float gamma, uint64_t index, uint32_t rank,
+                                       uint32_t ranks) {
   if (ranks <= 1) return gamma;
   const U32x4 w = philox4x32<10>(U32x4{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
                                         shared.stream, shared.round}},
@@ -93,6 +89,16 @@ CCSIM_HD float correlated_uniform(const RngKey& shared, const RngKey& own, uint6
   const float step = exact_pow2(-(24 - static_cast<int>(int_bits)));
   const float g = std::floor(gamma / step) * step;
   return (static_cast<float>(pi) + g) / static_cast<float>(ranks);
+}
+
+/// Correlated uniform for entry `index` at rank `rank` of `ranks`: (π(rank) + γ) / ranks with π a
+/// permutation drawn from `shared` (the same on every rank) followed by a random rotation, so π(rank)
+/// is exactly uniform on [0, ranks) for each rank, and exactly one rank falls in each stratum
+/// [k/ranks, (k+1)/ranks) (up to the division's rounding at the lower edge). γ = uniform_at(own,
+/// index), truncated to the bits π + γ can hold exactly; ranks == 1 gives γ.
+CCSIM_HD float correlated_uniform(const RngKey& shared, const RngKey& own, uint64_t index, uint32_t rank,
+                                  uint32_t ranks) {
+  return correlated_uniform_from(shared, uniform_at(own, index), index, rank, ranks);
 }
 
 /// How one super-group is coded.
@@ -130,6 +136,58 @@ CCSIM_HD uint32_t get_code(const uint8_t* payload, uint64_t i, uint32_t width) {
 }
 }  // namespace detail
 
+/// The per-group and per-entry steps of dynamiq_encode_sg() and dynamiq_decode_sg(), shared with
+/// the CUDA kernels (kernels/cuda/dynamiq_cuda.cu), which run them on a super-group in parallel.
+
+/// r_G of a hierarchical group whose max |x| is `gmax` under super-group scale `sg_scale`: the
+/// stochastic rounding of gmax · 255 / sf_SG (clamped where sf_SG saturated below gmax), drawn at
+/// kDynamiqScaleIndexBase + `group_index` of `key`; 0 when sg_scale is 0.
+CCSIM_HD uint8_t dynamiq_group_code(float gmax, float sg_scale, const RngKey& key, uint64_t group_index) {
+  float r = 0.0f;
+  if (sg_scale > 0.0f) {
+    const float t = std::fmin(gmax / sg_scale * 255.0f, 255.0f);
+    r = std::floor(t);
+    if (r < 255.0f && uniform_at(key, kDynamiqScaleIndexBase + group_index) < t - r) r += 1.0f;
+  }
+  return static_cast<uint8_t>(r);
+}
+
+/// Whether a group whose entries are normalized by `divisor` codes them; if not (an all-zero group,
+/// or an infinite maximum), every code of the group is 0.
+CCSIM_HD bool dynamiq_group_coded(float divisor) { return divisor > 0.0f && std::isfinite(divisor); }
+
+/// The q-bit code of entry v of a coded group normalized by `divisor`, rounded with uniform u
+/// (`levels`: Q, 2^(q-1) magnitudes; unused at q = 1).
+CCSIM_HD uint32_t dynamiq_entry_code(float v, float divisor, uint32_t q, const float* levels, float u) {
+  if (q == 1) {
+    const float p = (std::fmin(std::fmax(v / divisor, -1.0f), 1.0f) + 1.0f) * 0.5f;  // P(+scale)
+    return u < p ? 1u : 0u;
+  }
+  const float t = std::fmin(std::fabs(v) / divisor, 1.0f);
+  const uint32_t r = grid_round_stochastic(levels, 1u << (q - 1), t, u);
+  return (std::signbit(v) && r != 0 ? 1u << (q - 1) : 0u) | r;
+}
+
+/// sf_SG of a hierarchical block `in` (its first two bytes, a little-endian bf16).
+CCSIM_HD float dynamiq_sg_scale(const uint8_t* in) {
+  return bf16_to_float(static_cast<uint16_t>(in[0] | static_cast<uint16_t>(in[1]) << 8));
+}
+
+/// The decoding scale of group g of block `in` (sg_scale: dynamiq_sg_scale(in), hierarchical only).
+CCSIM_HD float dynamiq_group_scale(const uint8_t* in, uint64_t g, bool hierarchical, float sg_scale) {
+  return hierarchical ? static_cast<float>(in[2 + g]) / 255.0f * sg_scale
+                      : bf16_to_float(static_cast<uint16_t>(in[2 * g] | static_cast<uint16_t>(in[2 * g + 1]) << 8));
+}
+
+/// The value a q-bit code decodes to in a group of decoding scale `scale`.
+CCSIM_HD float dynamiq_entry_value(uint32_t code, float scale, uint32_t q, const float* levels) {
+  if (!(scale > 0.0f)) return 0.0f;
+  if (q == 1) return code ? scale : -scale;
+  const uint32_t sign_bit = 1u << (q - 1);
+  const float mag = levels[code & (sign_bit - 1u)] * scale;
+  return (code & sign_bit) ? -mag : mag;
+}
+
 /// Encodes the super-group x[0, m) whose first entry has index `first` (in the reduced tensor) and
 /// whose first group has index `first_group`, into `out` (dynamiq_sg_bytes() bytes, fully written).
 /// `key` is the encoding rank's stream; `shared` is the key every rank shares (correlated only).
@@ -149,21 +207,13 @@ CCSIM_HD void dynamiq_encode_sg(const float* x, uint64_t m, const DynamiqSgCodin
     out[1] = static_cast<uint8_t>(h >> 8);
     sg_scale = bf16_to_float(h);
   }
-  const uint32_t magnitudes = q > 1 ? 1u << (q - 1) : 0u;
   for (uint64_t g = 0; g < groups; ++g) {
     const uint64_t lo = g * c.group, hi = lo + c.group < m ? lo + c.group : m;
     float gmax = 0.0f;
     for (uint64_t i = lo; i < hi; ++i) gmax = std::fmax(gmax, std::fabs(x[i]));
     float divisor;  // entries are normalized by this before rounding
     if (c.hierarchical) {
-      // r_G: stochastic rounding of gmax · 255 / sf_SG (clamped where sf_SG saturated below gmax).
-      float r = 0.0f;
-      if (sg_scale > 0.0f) {
-        const float t = std::fmin(gmax / sg_scale * 255.0f, 255.0f);
-        r = std::floor(t);
-        if (r < 255.0f && uniform_at(key, kDynamiqScaleIndexBase + first_group + g) < t - r) r += 1.0f;
-      }
-      out[2 + g] = static_cast<uint8_t>(r);
+      out[2 + g] = dynamiq_group_code(gmax, sg_scale, key, first_group + g);
       divisor = gmax;
     } else {
       const uint16_t h = bf16_ceil(gmax);
@@ -171,20 +221,10 @@ CCSIM_HD void dynamiq_encode_sg(const float* x, uint64_t m, const DynamiqSgCodin
       out[2 * g + 1] = static_cast<uint8_t>(h >> 8);
       divisor = bf16_to_float(h);
     }
-    if (!(divisor > 0.0f) || !std::isfinite(divisor)) continue;  // an all-zero group: every code 0
+    if (!dynamiq_group_coded(divisor)) continue;
     for (uint64_t i = lo; i < hi; ++i) {
-      const float v = x[i];
       const float u = c.correlated ? correlated_uniform(shared, key, first + i, rank, ranks) : uniform_at(key, first + i);
-      uint32_t code;
-      if (q == 1) {
-        const float p = (std::fmin(std::fmax(v / divisor, -1.0f), 1.0f) + 1.0f) * 0.5f;  // P(+scale)
-        code = u < p ? 1u : 0u;
-      } else {
-        const float t = std::fmin(std::fabs(v) / divisor, 1.0f);
-        const uint32_t r = grid_round_stochastic(c.levels, magnitudes, t, u);
-        code = (std::signbit(v) && r != 0 ? 1u << (q - 1) : 0u) | r;
-      }
-      detail::put_code(payload, i, q, code);
+      detail::put_code(payload, i, q, dynamiq_entry_code(x[i], divisor, q, c.levels, u));
     }
   }
 }
@@ -195,25 +235,12 @@ CCSIM_HD void dynamiq_decode_sg(const uint8_t* in, uint64_t m, const DynamiqSgCo
   const uint32_t q = c.width;
   const uint64_t groups = (m + c.group - 1) / c.group;
   const uint8_t* payload = in + dynamiq_meta_bytes(m, c.group, c.hierarchical);
-  const float sg_scale =
-      c.hierarchical ? bf16_to_float(static_cast<uint16_t>(in[0] | static_cast<uint16_t>(in[1]) << 8)) : 0.0f;
-  const uint32_t sign_bit = q > 1 ? 1u << (q - 1) : 0u;
+  const float sg_scale = c.hierarchical ? dynamiq_sg_scale(in) : 0.0f;
   for (uint64_t g = 0; g < groups; ++g) {
     const uint64_t lo = g * c.group, hi = lo + c.group < m ? lo + c.group : m;
-    const float scale = c.hierarchical
-                            ? static_cast<float>(in[2 + g]) / 255.0f * sg_scale
-                            : bf16_to_float(static_cast<uint16_t>(in[2 * g] | static_cast<uint16_t>(in[2 * g + 1]) << 8));
+    const float scale = dynamiq_group_scale(in, g, c.hierarchical, sg_scale);
     for (uint64_t i = lo; i < hi; ++i) {
-      const uint32_t code = detail::get_code(payload, i, q);
-      float v;
-      if (!(scale > 0.0f)) {
-        v = 0.0f;
-      } else if (q == 1) {
-        v = code ? scale : -scale;
-      } else {
-        const float mag = c.levels[code & (sign_bit - 1u)] * scale;
-        v = (code & sign_bit) ? -mag : mag;
-      }
+      const float v = dynamiq_entry_value(detail::get_code(payload, i, q), scale, q, c.levels);
       out[i] = accumulate ? out[i] + v : v;
     }
   }

@@ -217,7 +217,7 @@ void BroadcastSync::send(uint32_t w, uint32_t round, uint32_t layer, uint64_t pa
   };
   if (opt_.costs.ideal()) return launch();
   job_->kernel_begin(w);
-  job_->engine().schedule_in(opt_.costs.cost(params * 4 + bytes), [this, w, launch] {
+  job_->engine().schedule_in(opt_.costs.cost(topo::KernelKind::kEncode, params, params * 4 + bytes), [this, w, launch] {
     job_->kernel_end(w);
     launch();
   });

@@ -95,7 +95,7 @@ void BucketCollectiveSync::start_phase() {
   ro.on_kernel = [this](uint32_t rank, bool begin) { begin ? job_->kernel_begin(rank) : job_->kernel_end(rank); };
   SyncPhase& p = phases_[phase_];
   runner_ = std::make_unique<ScheduleRunner>(job_->engine(), job_->network(), job_->topology(), *p.generator, p.binder,
-                                             costs_, std::move(ro));
+                                             p.costs ? *p.costs : costs_, std::move(ro));
   // Continue in a fresh event: the runner must not be destroyed inside its own callback.
   runner_->start([this](const ScheduleTiming&) { job_->engine().schedule_in(Duration::zero(), [this] { phase_done(); }); });
 }

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct SyncPhase {
   std::string name;
   std::unique_ptr<topo::ScheduleGenerator> generator;
   ScheduleBinder binder;
+  std::optional<KernelCostModel> costs;  ///< this phase's kernel costs (its scheme's); default: the sync's
 };
 
 /// The phases synchronizing bucket `bucket` (of `params` elements) in `round`.

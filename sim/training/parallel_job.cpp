@@ -366,7 +366,7 @@ void ParallelTrainingJob::start_phase(uint32_t s, uint32_t t) {
   ro.rank_map = g.ranks;
   ro.ecmp_salt = options_.ecmp_salt + 0x10000ull * (uint64_t{s} * tp_ + t + 1) + g.phase;
   g.runner = std::make_unique<ScheduleRunner>(engine_, network_, topology_, *phase.generator, phase.binder,
-                                              options_.kernel_costs, std::move(ro));
+                                              phase.costs ? *phase.costs : options_.kernel_costs, std::move(ro));
   g.runner->start([this, s, t](const ScheduleTiming&) {
     engine_.schedule_in(Duration::zero(), [this, s, t] { phase_done(s, t); });
   });

@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+
 #include "sim/schedule_runner.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -49,6 +52,67 @@ TEST(RingTiming, RooflineKernelCostAddsOnTheCriticalPath) {
   // n + 2 kernels of 1 us each.
   EXPECT_NEAR(with.duration().seconds() - base, (n + 2) * 1e-6, 1e-12);
   for (const Duration d : with.kernel_busy) EXPECT_GT(d.seconds(), 0);
+}
+
+
+// A measured profile whose curves equal the roofline (launch L, 1/B seconds per byte) times every
+// op exactly as the roofline does; op kinds the profile lacks fall back to the roofline; a curve
+// twice as slow doubles every kernel it covers and nothing else.
+TEST(RingTiming, MeasuredKernelCurvesReplaceTheRooflineKindByKind) {
+  const uint32_t n = 4;
+  const topo::Topology t = topo::make_star(n, 1e9, 1e-6);
+  topo::Schedule s = topo::make_allreduce_ring(n, 40000, {});
+  bind_fp32(s);
+  for (auto& op : s.mutable_ops())
+    if (op.kind == topo::OpKind::kKernel) op.bytes = 12 * s.op_elements(op);
+  KernelCostModel roofline;
+  roofline.memory_Bps = 1e9;
+  roofline.launch = Duration::from_seconds(2e-6);
+  auto curve = [&](topo::KernelKind k, double slowdown) {
+    kern::KernelCostCurve c;
+    c.scheme = "test";
+    c.op = std::string(topo::kernel_kind_name(k));
+    c.launch_s = 2e-6 * slowdown;
+    // Two sizes at the same rate, so interpolation cannot matter.
+    for (uint64_t e : {1000u, 100000u})
+      c.points.push_back({e, 12 * e, c.launch_s + slowdown * 12e-9 * static_cast<double>(e)});
+    return c;
+  };
+  const topo::KernelKind kinds[] = {topo::KernelKind::kEncode, topo::KernelKind::kDecode,
+                                    topo::KernelKind::kDecodeAccumulate, topo::KernelKind::kDecodeAccumulateEncode};
+  auto same = std::make_shared<kern::DeviceCostProfile>();
+  for (auto k : kinds) same->kernels.push_back(curve(k, 1.0));
+  const KernelCostModel measured = KernelCostModel::from_profile(same, "same.json", "test", roofline);
+  EXPECT_TRUE(measured.any_measured());
+  EXPECT_NE(measured.describe().find("measured test kernels"), std::string::npos) << measured.describe();
+  const ScheduleTiming a = simulate_schedule(t, s, roofline);
+  const ScheduleTiming b = simulate_schedule(t, s, measured);
+  ASSERT_EQ(a.op_end.size(), b.op_end.size());
+  for (size_t i = 0; i < a.op_end.size(); ++i) EXPECT_EQ(a.op_end[i], b.op_end[i]) << "op " << i;
+
+  // Only the encode kernels measured, twice as slow: encode busy time doubles, the rest is roofline.
+  auto slow = std::make_shared<kern::DeviceCostProfile>();
+  slow->kernels.push_back(curve(topo::KernelKind::kEncode, 2.0));
+  const KernelCostModel partial = KernelCostModel::from_profile(slow, "slow.json", "test", roofline);
+  EXPECT_NE(partial.describe().find("(encode); roofline"), std::string::npos) << partial.describe();
+  Duration want = Duration::zero();
+  for (const auto& op : s.ops()) {
+    if (op.kind != topo::OpKind::kKernel || op.rank != 0) continue;
+    const Duration r = roofline.cost(op.kernel, s.op_elements(op), op.bytes);
+    want += op.kernel == topo::KernelKind::kEncode ? Duration::from_seconds_ceil(2 * (r.seconds())) : r;
+    if (op.kernel == topo::KernelKind::kEncode) {
+      EXPECT_GT(partial.cost(op.kernel, s.op_elements(op), op.bytes), r);
+    }
+  }
+  const ScheduleTiming c = simulate_schedule(t, s, partial);
+  EXPECT_NEAR(c.kernel_busy[0].seconds(), want.seconds(), 1e-8);  // ns rounding per kernel
+
+  // A scheme the profile does not cover is charged by the roofline and says so.
+  const KernelCostModel other = KernelCostModel::from_profile(same, "same.json", "thc", roofline);
+  EXPECT_FALSE(other.any_measured());
+  EXPECT_NE(other.describe().find("no kernels of 'thc' in the profile same.json"), std::string::npos)
+      << other.describe();
+  EXPECT_EQ(simulate_schedule(t, s, other).end, a.end);
 }
 
 }  // namespace

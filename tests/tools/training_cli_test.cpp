@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/tools/cli_run.hpp"
@@ -644,6 +645,189 @@ TEST_F(Training, PipelineStagesSyncStaggeredAndStageAlignedRanksCutExposedComm) 
   EXPECT_EQ(b.code, 2) << show(b);
   EXPECT_TRUE(contains(b.err, bad.string() + ": /compression/0/scheme")) << show(b);
   EXPECT_FALSE(fs::exists(tmp_ / "bad"));
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Kernel cost models: roofline, a measured device profile, and `ccsim bench-kernels` writing one.
+
+// A profile with bf16's four kernels at `launch` seconds plus `per_byte` seconds per declared byte
+// (two measured sizes at the same rate).
+json bf16_profile(double launch, double per_byte) {
+  json kernels = json::array();
+  for (const char* op : {"encode", "decode", "decode_accumulate", "decode_accumulate_encode"})
+    kernels.push_back({{"scheme", "bf16"},
+                       {"op", op},
+                       {"launch", launch},
+                       {"points", json::array({{{"elements", 1000}, {"bytes", 1000000},
+                                                {"seconds", launch + 1e6 * per_byte}},
+                                               {{"elements", 1000000}, {"bytes", 8000000},
+                                                {"seconds", launch + 8e6 * per_byte}}})}});
+  return {{"format", "ccsim-device-profile"},
+          {"version", 1},
+          {"device", {{"kind", "cuda"}, {"name", "test GPU"}, {"measured", "2026-11-21"}, {"source", "test"}}},
+          {"copy_bandwidth", 1e9},
+          {"kernels", kernels}};
+}
+
+// The small scenario with kernels timed by a slow roofline (1 GB/s, 5 us launch), so they matter.
+json kernel_cost_scenario(const std::string& kernel_cost, const std::string& profile) {
+  json d = small_scenario();
+  d["compression"] = json::array({{{"scheme", "bf16"}}, {{"scheme", "int8"}}});
+  d["cluster"]["gpu"] = {{"kernel_cost", kernel_cost}, {"memory_bandwidth", "1GBps"}, {"kernel_launch", "5us"}};
+  if (!profile.empty()) d["cluster"]["gpu"]["profile"] = profile;
+  return d;
+}
+
+TEST_F(Training, MeasuredProfileChargesItsKernelsAndTheRooflineTheRest) {
+  tmp_.write("same.json", bf16_profile(5e-6, 1e-9).dump(2));  // = the roofline, curve by curve
+  tmp_.write("slow.json", bf16_profile(10e-6, 2e-9).dump(2));  // every bf16 kernel twice as long
+  std::map<std::string, std::map<std::string, json>> res;  // run -> scheme -> summary.json result
+  std::map<std::string, json> summary;
+  for (const auto& [run_name, cost, profile] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"roofline", "roofline", ""}, {"same", "profile", "same.json"}, {"slow", "profile", "slow.json"},
+           {"ideal", "ideal", ""}}) {
+    const fs::path file = write_scenario("scenario_" + run_name, kernel_cost_scenario(cost, profile));
+    const fs::path out = tmp_ / (run_name + "_out");
+    const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+    ASSERT_EQ(o.code, 0) << show(o);
+    if (cost == "profile") {
+      EXPECT_TRUE(contains(o.out, "kernels: measured bf16 kernels")) << show(o);
+    }
+    summary[run_name] = json::parse(read_file(out / "summary.json"));
+    for (const json& r : summary[run_name]["results"]) res[run_name][r["scheme"].get<std::string>()] = r;
+  }
+  // The profile equal to the roofline reproduces it exactly; int8, which it lacks, is roofline.
+  for (const char* col : {"round_s", "compression_s", "compression_overhead_s", "exposed_comm_s"})
+    for (const char* scheme : {"bf16", "int8"}) {
+      EXPECT_EQ(res["same"][scheme][col], res["roofline"][scheme][col]) << scheme << " " << col;
+      if (std::string(scheme) == "int8") {
+        EXPECT_EQ(res["slow"][scheme][col], res["roofline"][scheme][col]) << col;
+      }
+    }
+  // Twice as slow: bf16's compression time doubles (to ns rounding per kernel) and more of it is exposed.
+  auto at = [&](const char* run_name, const char* col) { return res[run_name]["bf16"][col].get<double>(); };
+  const double roof = at("roofline", "compression_s");
+  EXPECT_GT(roof, 1e-4);
+  EXPECT_NEAR(at("slow", "compression_s"), 2 * roof, 1e-6 * roof);
+  EXPECT_GT(at("slow", "compression_overhead_s"), at("roofline", "compression_overhead_s"));
+  EXPECT_GT(at("slow", "round_s"), at("roofline", "round_s"));
+  // Ideal kernels: no compression time at all.
+  EXPECT_EQ(at("ideal", "compression_s"), 0.0);
+  EXPECT_EQ(at("ideal", "compression_overhead_s"), 0.0);
+  // The summaries say which model charged what.
+  EXPECT_TRUE(contains(summary["roofline"]["kernel_cost"].get<std::string>(), "roofline (1 GB/s, 5 us launch)"))
+      << summary["roofline"]["kernel_cost"];
+  EXPECT_TRUE(contains(summary["slow"]["kernel_cost"].get<std::string>(), "measured profile"));
+  for (const json& r : summary["slow"]["results"]) {
+    const std::string k = r["kernel_cost"].get<std::string>();
+    if (r["scheme"] == "bf16") {
+      EXPECT_TRUE(contains(k, "measured bf16 kernels")) << k;
+      EXPECT_TRUE(contains(k, "slow.json")) << k;
+    } else {
+      EXPECT_TRUE(contains(k, "roofline")) << k;
+      EXPECT_TRUE(contains(k, "no kernels of 'int8'")) << k;
+    }
+  }
+}
+
+TEST_F(Training, BadKernelCostSettingsAreRejectedNamingThePath) {
+  json bad_profile = bf16_profile(5e-6, 1e-9);
+  bad_profile["kernels"][0]["op"] = "encod";
+  const fs::path prof = tmp_.write("bad_profile.json", bad_profile.dump(2));
+  struct Case {
+    std::string name;
+    json doc;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {"no_profile", kernel_cost_scenario("profile", ""), {"/cluster/gpu/profile", "needs a device cost profile"}},
+      {"missing_profile", kernel_cost_scenario("profile", "nowhere.json"), {"/cluster/gpu/profile", "nowhere.json"}},
+      {"bad_profile", kernel_cost_scenario("profile", "bad_profile.json"),
+       {"/cluster/gpu/profile", prof.string(), "/kernels/0/op", "expected one of encode"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path file = write_scenario("scenario_" + c.name, c.doc);
+    const fs::path out = tmp_ / (c.name + "_out");
+    const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+    EXPECT_EQ(o.code, 2) << show(o);
+    for (const auto& e : c.expect) EXPECT_TRUE(contains(o.err, e)) << "expected " << e << "\n" << show(o);
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+TEST_F(Training, BenchKernelsWritesAProfileThatScenariosUse) {
+  const fs::path prof = tmp_ / "cpu.json";
+  const Outcome o = run(fmt::format("bench-kernels --out {} --min-size 16384 --max-size 65536 --repeats 1 --threads 1 "
+                                    "--algo bf16 --algo dynamiq --algo thc --algo omnireduce --algo powersgd",
+                                    quote(prof.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  EXPECT_TRUE(contains(o.out, "of copy")) << show(o);
+  const json p = json::parse(read_file(prof));
+  EXPECT_EQ(p["format"], "ccsim-device-profile");
+  EXPECT_EQ(p["device"]["kind"], "cpu");
+  EXPECT_EQ(p["device"]["threads"], 1);
+  EXPECT_GT(p["copy_bandwidth"].get<double>(), 0);
+  std::map<std::string, int> curves;
+  for (const json& k : p["kernels"]) {
+    const std::string scheme = k["scheme"].get<std::string>();
+    ++curves[scheme];
+    SCOPED_TRACE(scheme + " " + k["op"].get<std::string>());
+    EXPECT_GT(k["launch"].get<double>(), 0);
+    ASSERT_EQ(k["points"].size(), 2u) << "16 KB and 64 KB";
+    EXPECT_LT(k["points"][0]["elements"].get<uint64_t>(), k["points"][1]["elements"].get<uint64_t>());
+    for (const json& pt : k["points"]) {
+      EXPECT_GT(pt["seconds"].get<double>(), 0);
+      EXPECT_GT(pt["bytes"].get<uint64_t>(), 0u);
+    }
+    if (scheme == "bf16") {  // declared traffic: 4 B fp32 plus 2 B bf16 per element, read or written
+      const uint64_t n = k["points"][1]["elements"].get<uint64_t>();
+      EXPECT_EQ(n, 16384u);
+      const std::string op = k["op"].get<std::string>();
+      const uint64_t per = op == "encode" || op == "decode" ? 6 : op == "decode_accumulate" ? 10 : 12;
+      EXPECT_EQ(k["points"][1]["bytes"].get<uint64_t>(), per * n) << op;
+    }
+  }
+  for (const char* s : {"bf16", "dynamiq", "thc", "omnireduce", "powersgd"}) EXPECT_EQ(curves[s], 4) << s;
+
+  // A scenario runs with it: bf16's kernels measured, int8's by the roofline.
+  const fs::path file = write_scenario("measured", kernel_cost_scenario("profile", prof.string()));
+  const Outcome r = run(fmt::format("run {} --out {}", quote(file.string()), quote((tmp_ / "measured_out").string())));
+  ASSERT_EQ(r.code, 0) << show(r);
+  EXPECT_TRUE(contains(r.out, "kernels: measured bf16 kernels")) << show(r);
+}
+
+TEST_F(Training, BenchKernelsRejectsBadOptionsWritingNothing) {
+  const fs::path prof = tmp_ / "never.json";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--device tpu", "expected cpu or cuda"},
+      {"--algo nosuch", "unknown scheme \"nosuch\""},
+      {"--max-size 1KB", "--max-size"},
+      {"--min-size 12", "--min-size"},
+      {"--repeats 0", "--repeats"},
+  };
+  for (const auto& [args, expect] : cases) {
+    SCOPED_TRACE(args);
+    const Outcome o = run(fmt::format("bench-kernels --out {} {}", quote(prof.string()), args));
+    EXPECT_EQ(o.code, 2) << show(o);
+    EXPECT_TRUE(contains(o.err, expect)) << show(o);
+    EXPECT_FALSE(fs::exists(prof));
+  }
+  // --device cuda: an input error without CUDA in the build, a runtime failure without a GPU.
+  const Outcome c = run(fmt::format("bench-kernels --out {} --device cuda --max-size 64KB --repeats 1",
+                                    quote(prof.string())));
+  if (c.code == 2) {
+    EXPECT_TRUE(contains(c.err, "built without CUDA")) << show(c);
+  } else if (c.code == 1) {
+    EXPECT_TRUE(contains(c.err, "no CUDA device")) << show(c);
+  } else {
+    EXPECT_EQ(c.code, 0) << show(c);  // a GPU is present
+  }
+  if (c.code != 0) {
+    EXPECT_FALSE(fs::exists(prof));
+  }
 }
 
 }  // namespace

@@ -147,7 +147,8 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
   std::vector<topo::Rank> all(world);
   for (uint32_t r = 0; r < world; ++r) all[r] = r;
   const std::vector<sim::TenantSpec> tenants = detail::tenant_specs(s, all);
-  const sim::KernelCostModel costs = kernel_cost_model(s);
+  CCSIM_ASSIGN_OR_RETURN(const KernelCosts kernel_costs, KernelCosts::of(s));
+  report.kernel_cost_desc = kernel_costs.describe();
   CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective,
                          topo::find_collective("allreduce", s.collective.algorithm));
   const uint32_t dp = layout.dp;
@@ -285,7 +286,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
         comps[{round, stage}] = std::move(*made);
       }
       const algo::PlanFormat pf = comp->plan_format(params, dp);
-      if (!pf.empty()) phases.push_back(detail::metadata_phase(pf.wire_bytes(), dp));
+      if (!pf.empty()) phases.push_back(detail::metadata_phase(pf.wire_bytes(), dp, kernel_costs));
       topo::CollectiveOptions opt;
       opt.segments = static_cast<uint32_t>(s.collective.segments);
       const uint64_t reduced = comp->reduced_elements(params);
@@ -295,7 +296,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
                                   s.collective.algorithm, reduced, dp, st.message());
         return std::vector<sim::SyncPhase>{};
       }
-      phases.push_back(detail::compressor_phase("collective", collective->make(dp, reduced, opt), *comp));
+      phases.push_back(detail::compressor_phase("collective", collective->make(dp, reduced, opt), *comp, kernel_costs));
       return phases;
     };
     sim::ParallelJobOptions po;
@@ -304,7 +305,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     po.schedule = kind;
     po.tp_allreduces = static_cast<uint32_t>(wl.tp_allreduces);
     po.optimizer_s = trace.optimizer_s();
-    po.kernel_costs = costs;
+    po.kernel_costs = kernel_costs.scheme(cc.scheme);
     po.ecmp_salt = ci;
     auto job = sim::ParallelTrainingJob::make(engine, network, topology, *groups, layers, *starts, stragglers, po,
                                               factory);
@@ -317,6 +318,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     engine.run();
     if (!build_error.empty()) return invalid_argument(fmt::format("/collective/algorithm: {}", build_error));
     CCSIM_CHECK((*job)->finished(), "the 3D-parallel job did not finish its {} rounds", wl.rounds);
+    res.kernel_cost = po.kernel_costs.describe();
     res.sync_desc = fmt::format("per stage and TP index: {} all-reduce over DP {} of the stage's share, {}{}",
                                 s.collective.algorithm, dp, cc.scheme,
                                 cc.controller.kind == "edgc"
@@ -391,11 +393,13 @@ json parallel_summary_json(const ParallelReport& report) {
               {"stages", report.stages_desc},
               {"stragglers", report.stragglers_desc},
               {"tenants", report.tenants_desc},
+              {"kernel_cost", report.kernel_cost_desc},
               {"warmup_rounds", s.workload.warmup_rounds}};
   json results = json::array();
   for (const auto& r : report.results)
     results.push_back({{"scheme", r.scheme},
                        {"sync", r.sync_desc},
+                       {"kernel_cost", r.kernel_cost},
                        {"rounds_completed", r.rounds_completed},
                        {"measured_rounds", r.measured_rounds},
                        {"round_s", r.round_s},
@@ -479,6 +483,7 @@ std::string format_parallel_summary(const ParallelReport& report, const std::str
   out += fmt::format("  stages      {}\n", report.stages_desc);
   out += fmt::format("  stragglers  {}\n", report.stragglers_desc);
   out += fmt::format("  tenants     {}\n", report.tenants_desc);
+  out += fmt::format("  kernels     {}\n", report.kernel_cost_desc);
   out += fmt::format("  rounds      {} (averages skip {} warm-up round(s))\n\n", s.workload.rounds,
                      s.workload.warmup_rounds);
   size_t w = 8;
@@ -496,7 +501,10 @@ std::string format_parallel_summary(const ParallelReport& report, const std::str
                        format_quantity(r.compute_s, UnitKind::kTime), format_quantity(r.exposed_comm_s, UnitKind::kTime),
                        fmt::join(st, "; "));
   }
-  for (const auto& r : report.results) out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+  for (const auto& r : report.results) {
+    out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+    if (s.cluster.gpu.kernel_cost == "profile") out += fmt::format("  {:<{}} kernels: {}\n", "", w, r.kernel_cost);
+  }
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,stages.csv,rounds.csv,"
                      "controller.csv,links.csv{}}}\n",
                      out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");

@@ -45,6 +45,7 @@ struct StageSyncRow {
 struct ParallelResult {
   std::string scheme;
   std::string sync_desc;
+  std::string kernel_cost;  ///< how its kernels were charged (KernelCostModel::describe)
   uint32_t rounds_completed = 0;
   uint32_t measured_rounds = 0;
   // Means over measured rounds (after warm-up).
@@ -71,6 +72,7 @@ struct ParallelReport {
   std::string stages_desc;
   std::string stragglers_desc;
   std::string tenants_desc;
+  std::string kernel_cost_desc;
   std::vector<LinkRow> link_rows;
   std::vector<ParallelResult> results;
 };

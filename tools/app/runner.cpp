@@ -19,6 +19,7 @@
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "topology/topology.hpp"
+#include "traces/device_profile.hpp"
 #include "traces/npy.hpp"
 #include "traces/synthetic_gradients.hpp"
 
@@ -151,8 +152,8 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
                                         s.collective.group, report.group_size, s.parallelism.tp, s.parallelism.pp,
                                         report.ranks / (s.parallelism.tp * s.parallelism.pp), s.parallelism.order);
 
-  const sim::KernelCostModel costs = kernel_cost_model(s);
-  report.kernel_cost_desc = costs.describe();
+  CCSIM_ASSIGN_OR_RETURN(const KernelCosts kernel_costs, KernelCosts::of(s));
+  report.kernel_cost_desc = kernel_costs.describe();
 
   // Numerics run on group 0's ranks with real data, when they fit in memory.
   const uint32_t g = report.group_size;
@@ -243,8 +244,10 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     if (s.outputs.link_timeline_bin_s > 0) network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
     std::vector<std::unique_ptr<topo::ScheduleGenerator>> generators;
     std::vector<std::unique_ptr<sim::ScheduleRunner>> runners;
+    const sim::KernelCostModel scheme_costs = kernel_costs.scheme(cc.scheme);
+    r.kernel_cost = scheme_costs.describe();
     auto run_groups = [&](const topo::CollectiveInfo& info, uint64_t elements, const topo::CollectiveOptions& opts,
-                          const sim::ScheduleBinder& binder) {
+                          const sim::ScheduleBinder& binder, const sim::KernelCostModel& costs) {
       const size_t first = runners.size();
       for (size_t gi = 0; gi < groups.size(); ++gi) {
         generators.push_back(info.make(g, elements, opts));
@@ -270,13 +273,15 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
       run_groups(*plan_ar, std::max<uint64_t>(words, g), plan_options,
                  [&fp32](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
                    algo::bind_ops(sched, fp32, first, end);
-                 });
+                 },
+                 kernel_costs.scheme(std::string(fp32.name())));
       r.plan_time_s = (engine.now() - plan_start).seconds();
     }
     const auto main = run_groups(*collective, reduced, options,
                                  [&comp](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
                                    algo::bind_ops(sched, comp, first, end);
-                                 });
+                                 },
+                                 scheme_costs);
     r.time_min_s = std::numeric_limits<double>::infinity();
     for (const auto& run : main) {
       const sim::ScheduleTiming& t = run->timing();
@@ -338,6 +343,7 @@ json summary_json(const RunReport& report) {
               {"time_s", r.time_s},
               {"time_min_s", r.time_min_s},
               {"kernel_time_s", r.kernel_time_s},
+              {"kernel_cost", r.kernel_cost},
               {"events", r.events},
               {"vnmse", std::isnan(r.vnmse) ? json(nullptr) : std::isfinite(r.vnmse) ? json(r.vnmse) : json("inf")},
               {"vnmse_max_rank", std::isnan(r.vnmse_max_rank) ? json(nullptr)
@@ -395,13 +401,30 @@ std::vector<LinkRow> link_rows_of(const topo::Topology& topology) {
   return rows;
 }
 
-sim::KernelCostModel kernel_cost_model(const Scenario& s) {
-  sim::KernelCostModel costs;
-  if (s.cluster.gpu.kernel_cost == "roofline") {
-    costs.memory_Bps = s.cluster.gpu.memory_bandwidth_Bps;
-    costs.launch = Duration::from_seconds(s.cluster.gpu.kernel_launch_s);
+Result<KernelCosts> KernelCosts::of(const Scenario& s) {
+  KernelCosts c;
+  const GpuConfig& gpu = s.cluster.gpu;
+  if (gpu.kernel_cost == "ideal") return c;
+  c.roofline.memory_Bps = gpu.memory_bandwidth_Bps;
+  c.roofline.launch = Duration::from_seconds(gpu.kernel_launch_s);
+  if (gpu.kernel_cost == "profile") {
+    auto p = traces::load_device_profile(gpu.profile);
+    if (!p.ok()) return p.status().with_context("/cluster/gpu/profile");
+    c.profile = std::make_shared<const kern::DeviceCostProfile>(std::move(*p));
+    c.profile_file = gpu.profile;
   }
-  return costs;
+  return c;
+}
+
+sim::KernelCostModel KernelCosts::scheme(const std::string& scheme) const {
+  if (profile == nullptr) return roofline;
+  return sim::KernelCostModel::from_profile(profile, profile_file, scheme, roofline);
+}
+
+std::string KernelCosts::describe() const {
+  if (profile == nullptr) return roofline.describe();
+  return fmt::format("measured profile {} ({} {}, measured {}); kernels it lacks: {}", profile_file, profile->kind,
+                     profile->name, profile->measured, roofline.describe());
 }
 
 std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs) {
@@ -473,17 +496,20 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
   out += fmt::format("  numerics    {}\n", report.numerics_note);
   out += fmt::format("  kernels     {}\n", report.kernel_cost_desc);
   out += fmt::format("  analytic    {}\n\n", report.analytic_desc);
-  out += fmt::format("  {:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}\n", "scheme", "bits/elem", "wire/rank", "time",
-                     "analytic", "vs formula", "vNMSE");
+  out += fmt::format("  {:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12}\n", "scheme", "bits/elem", "wire/rank",
+                     "time", "analytic", "vs formula", "vNMSE", "kernels");
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
-    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11}\n", r.scheme, r.bits_per_element,
+    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12}\n", r.scheme, r.bits_per_element,
                        format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(report.ranks), UnitKind::kBytes),
                        format_quantity(r.time_s, UnitKind::kTime),
                        has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
                        has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
-                       std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse));
+                       std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
+                       format_quantity(r.kernel_time_s, UnitKind::kTime));
   }
+  if (s.cluster.gpu.kernel_cost == "profile")
+    for (const auto& r : report.results) out += fmt::format("  {:<8} kernels: {}\n", r.scheme, r.kernel_cost);
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,links.csv{}}}\n", out_dir,
                      s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
   return out;

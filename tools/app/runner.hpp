@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct SchemeResult {
   double plan_time_s = 0;          ///< of which the metadata all-reduce (0: none)
   double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
   double kernel_time_s = 0;        ///< max over ranks of time spent in compression kernels
+  std::string kernel_cost;         ///< how this scheme's kernels were charged (KernelCostModel::describe)
   double time_min_s = 0;           ///< fastest of the concurrent groups (time_s is the slowest)
   double vnmse = 0;                ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)
   double vnmse_max_rank = 0;       ///< worst rank's normalized error
@@ -58,7 +60,7 @@ struct RunReport {
   uint64_t elements = 0;
   std::string topology_desc;
   std::string gradients_desc;
-  std::string kernel_cost_desc;
+  std::string kernel_cost_desc;    ///< the model's mode; each SchemeResult says how its kernels were charged
   std::string analytic_desc;
   std::vector<SchemeResult> results;
 };
@@ -97,8 +99,20 @@ struct LinkCsvRun {
 };
 /// The topology's links as links.csv names them.
 std::vector<LinkRow> link_rows_of(const topo::Topology& topology);
-/// The kernel cost model cluster.gpu asks for (ideal, or roofline at its memory bandwidth).
-sim::KernelCostModel kernel_cost_model(const Scenario& s);
+/// The kernel cost models cluster.gpu asks for: ideal, roofline at its nominal memory bandwidth, or
+/// each scheme's kernels from a measured device profile (roofline for those it lacks).
+struct KernelCosts {
+  sim::KernelCostModel roofline;  ///< ideal unless kernel_cost is "roofline" or "profile"
+  std::shared_ptr<const kern::DeviceCostProfile> profile;  ///< kernel_cost "profile" only
+  std::string profile_file;
+
+  /// Loads the profile if the scenario names one (errors at /cluster/gpu/profile).
+  static Result<KernelCosts> of(const Scenario& s);
+  /// The model for `scheme`'s kernels.
+  sim::KernelCostModel scheme(const std::string& scheme) const;
+  /// The mode line of a summary: "ideal (...)", "roofline (...)", "measured profile FILE (...)".
+  std::string describe() const;
+};
 
 /// links.csv: per run and link, bytes, busy time, utilization, peak sharing.
 std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs);

@@ -17,7 +17,8 @@ namespace ccsim::app {
 
 /// GPU model used to time compression kernels.
 struct GpuConfig {
-  std::string kernel_cost = "ideal";  ///< "ideal" (free) or "roofline"
+  std::string kernel_cost = "ideal";  ///< "ideal" (free), "roofline" or "profile"
+  std::string profile;                ///< device cost profile (kernel_cost "profile"), absolute once loaded
   double memory_bandwidth_Bps = 2e12;
   double kernel_launch_s = 5e-6;
 };
@@ -193,11 +194,15 @@ struct Scenario {
 /// Field declarations. `V` is a visitor with the methods used below (see scenario_io.cpp).
 template <class V>
 void visit(V& v, GpuConfig& c) {
-  v.choice("kernel_cost", c.kernel_cost, {"ideal", "roofline"},
-           "how compression kernels are timed: ideal (free) or roofline (memory traffic / bandwidth + launch)");
+  v.choice("kernel_cost", c.kernel_cost, {"ideal", "roofline", "profile"},
+           "how compression kernels are timed: ideal (free), roofline (memory traffic / bandwidth + launch) or "
+           "profile (the scheme's kernels measured in the device profile; kernels it lacks by the roofline)");
+  v.path("profile", c.profile, "device cost profile written by `ccsim bench-kernels` (kernel_cost \"profile\"), "
+         "relative to the scenario file; traces/devices/ holds measured ones");
   v.quantity("memory_bandwidth", c.memory_bandwidth_Bps, UnitKind::kBandwidth, V::kPositive,
-             "GPU memory bandwidth for the roofline model");
-  v.quantity("kernel_launch", c.kernel_launch_s, UnitKind::kTime, V::kNonNegative, "per-kernel launch overhead");
+             "nominal GPU memory bandwidth for the roofline model");
+  v.quantity("kernel_launch", c.kernel_launch_s, UnitKind::kTime, V::kNonNegative,
+             "per-kernel launch overhead for the roofline model");
 }
 
 template <class V>

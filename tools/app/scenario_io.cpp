@@ -17,6 +17,7 @@
 #include "topology/collectives/collectives.hpp"
 #include "topology/parallel_groups.hpp"
 #include "topology/topology.hpp"
+#include "traces/device_profile.hpp"
 
 namespace ccsim::app {
 namespace {
@@ -605,6 +606,17 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
       files = &doc["gradients"]["files"];
     if (files == nullptr || (files->is_array() && files->empty()))
       diag.add("/gradients/files", "expected at least one .npy file for source \"npy\"");
+  }
+  // A measured kernel cost model needs a profile that reads; its errors name the profile's file.
+  const GpuConfig& gpu = s.cluster.gpu;
+  const bool profile_given = doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("gpu") &&
+                             doc["cluster"]["gpu"].is_object() && doc["cluster"]["gpu"].contains("profile");
+  if (gpu.kernel_cost == "profile" && !profile_given) {
+    diag.add("/cluster/gpu/profile", "missing: kernel_cost \"profile\" needs a device cost profile (`ccsim "
+                                     "bench-kernels --out FILE` writes one; traces/devices/ holds measured ones)");
+  } else if (!gpu.profile.empty()) {
+    if (auto p = traces::load_device_profile(gpu.profile); !p.ok())
+      diag.add("/cluster/gpu/profile", p.status().message());
   }
   const std::vector<std::string> operations = Names::operation_names();
   const auto collective = topo::find_collective(s.collective.operation, s.collective.algorithm);

@@ -213,18 +213,20 @@ std::string decisions_csv(const std::vector<std::pair<std::string, const std::ve
   return out;
 }
 
-sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks) {
+sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks, const KernelCosts& costs) {
   static const algo::Fp32Compressor fp32;
   const uint64_t words = std::max<uint64_t>((plan_bytes + 3) / 4, ranks);
-  return compressor_phase("metadata", topo::make_ring(topo::CollectiveOp::kAllReduce, ranks, words, {}, false), fp32);
+  return compressor_phase("metadata", topo::make_ring(topo::CollectiveOp::kAllReduce, ranks, words, {}, false), fp32,
+                          costs);
 }
 
 sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::ScheduleGenerator> generator,
-                                const algo::Compressor& comp) {
+                                const algo::Compressor& comp, const KernelCosts& costs) {
   sim::SyncPhase p;
   p.name = std::move(name);
   p.generator = std::move(generator);
   p.binder = [&comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, comp, first, end); };
+  p.costs = costs.scheme(std::string(comp.name()));
   return p;
 }
 
@@ -272,8 +274,8 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
   for (uint32_t r = 0; r < m; ++r) worker_ranks[r] = r;
   const std::vector<sim::TenantSpec> tenants = tenant_specs(s, worker_ranks);
 
-  const sim::KernelCostModel costs = kernel_cost_model(s);
-  report.kernel_cost_desc = costs.describe();
+  CCSIM_ASSIGN_OR_RETURN(const KernelCosts kernel_costs, KernelCosts::of(s));
+  report.kernel_cost_desc = kernel_costs.describe();
   report.horizon_desc = wl.duration_s > 0
                             ? fmt::format("{} of simulated time{}", format_quantity(wl.duration_s, UnitKind::kTime),
                                           wl.rounds > 0 ? fmt::format(" (at most {} rounds)", wl.rounds) : "")
@@ -421,8 +423,8 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
                         fmt::format("bucket={} {}", bucket, d.detail)});
       };
       // Captures by reference only what outlives this block (codecs, weight_codecs, s, m).
-      auto factory = [&codecs, &weight_codecs, &s, m, codec_of, op, collective, weight_ag, replanned, replan,
-                      log_plan](uint32_t round, uint32_t bucket, uint64_t params) {
+      auto factory = [&codecs, &weight_codecs, &s, &kernel_costs, m, codec_of, op, collective, weight_ag, replanned,
+                      replan, log_plan](uint32_t round, uint32_t bucket, uint64_t params) {
         BucketCodec& codec = codecs[codec_of[bucket]];
         if (replanned && round > 0 && round % replan == 0) {
           // The controller's next decision, from fresh synthetic gradients of this round and bucket,
@@ -437,12 +439,14 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         }
         if (codec.plan_bytes > 0 && (round == 0 || (replanned && round % replan == 0))) log_plan(round, bucket, codec);
         std::vector<sim::SyncPhase> phases;
-        if (codec.plan_bytes > 0) phases.push_back(detail::metadata_phase(codec.plan_bytes, m));
+        if (codec.plan_bytes > 0) phases.push_back(detail::metadata_phase(codec.plan_bytes, m, kernel_costs));
         phases.push_back(detail::compressor_phase(weight_ag ? "gradients" : "collective",
-                                                  collective->make(m, codec.reduced, codec.options), *codec.comp));
+                                                  collective->make(m, codec.reduced, codec.options), *codec.comp,
+                                                  kernel_costs));
         if (weight_ag) {
           BucketCodec& wc = weight_codecs.at(params);
-          phases.push_back(detail::compressor_phase("weights", weight_ag->make(m, wc.reduced, wc.options), *wc.comp));
+          phases.push_back(
+              detail::compressor_phase("weights", weight_ag->make(m, wc.reduced, wc.options), *wc.comp, kernel_costs));
         }
         return phases;
       };
@@ -454,13 +458,14 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       if (planned)
         desc += replanned ? fmt::format("; metadata plan every {} round(s) per bucket", replan)
                            : "; metadata plan once per bucket size";
-      auto bs = std::make_unique<sim::BucketCollectiveSync>(buckets, factory, costs, std::move(desc));
+      auto bs = std::make_unique<sim::BucketCollectiveSync>(buckets, factory, kernel_costs.scheme(cc.scheme),
+                                                               std::move(desc));
       bucket_sync = bs.get();
       sync = std::move(bs);
     } else {
       sim::BroadcastOptions bo;
       bo.segment_params = static_cast<uint64_t>(s.sync.segment);
-      bo.costs = costs;
+      bo.costs = kernel_costs.scheme(cc.scheme);
       bo.scheme = cc.scheme;
       if (cc.controller.kind == "aqgb") {
         if (cc.scheme != "tfp")
@@ -482,6 +487,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       sync = std::move(b);
     }
     res.sync_desc = sync->describe();
+    res.kernel_cost = kernel_costs.scheme(cc.scheme).describe();
+    if (s.sync.mode == "sharded" && cc.weights.scheme != cc.scheme)
+      res.kernel_cost += fmt::format("; weights: {}", kernel_costs.scheme(cc.weights.scheme).describe());
 
     sim::TrainingOptions topt;
     topt.rounds = static_cast<uint32_t>(wl.rounds);
@@ -613,6 +621,7 @@ json training_summary_json(const TrainingReport& report) {
     results.push_back({{"scheme", r.scheme},
                        {"params", r.params},
                        {"sync", r.sync_desc},
+                       {"kernel_cost", r.kernel_cost},
                        {"bits_per_element", r.bits_per_element},
                        {"rounds_completed", r.rounds_completed},
                        {"simulated_s", r.end_s},
@@ -750,6 +759,7 @@ std::string format_training_summary(const TrainingReport& report, const std::str
   }
   for (const auto& r : report.results) {
     out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+    if (s.cluster.gpu.kernel_cost == "profile") out += fmt::format("  {:<{}} kernels: {}\n", "", w, r.kernel_cost);
     if (s.sync.mode != "broadcast")
       out += fmt::format("  {:<{}}       per round: gradient collective {}{}\n", "", w,
                          format_quantity(r.grad_comm_s, UnitKind::kTime),

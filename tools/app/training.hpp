@@ -41,6 +41,7 @@ struct TrainingResult {
   std::string scheme;                ///< label: the scheme, with its explicit parameters if any
   nlohmann::json params;
   std::string sync_desc;
+  std::string kernel_cost;           ///< how its kernels were charged (KernelCostModel::describe)
   double bits_per_element = 0;       ///< wire bits per gradient entry (mean over the run for adaptive schemes)
   uint32_t rounds_completed = 0;     ///< rounds synchronized everywhere within the horizon
   double end_s = 0;                  ///< simulated time the run covered
@@ -123,9 +124,9 @@ Result<SyntheticPlan> plan_on_synthetic(const Scenario& s, algo::Compressor& com
                                         uint32_t salt, const SyntheticRound* run = nullptr);
 /// The phase running `generator`'s schedule bound to `comp`'s wire sizes (`comp` must outlive it).
 sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::ScheduleGenerator> generator,
-                                const algo::Compressor& comp);
+                                const algo::Compressor& comp, const KernelCosts& costs);
 /// A compressor's metadata phase: a ring all-reduce of its plan_bytes per rank as fp32 words.
-sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks);
+sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks, const KernelCosts& costs);
 /// controller.csv: per run, its decisions; `who` names the column of ControlDecision::worker.
 std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
                           const std::string& who);

@@ -18,7 +18,9 @@
 #include "topology/collectives/collectives.hpp"
 #include "topology/topology.hpp"
 #include "sim/base/units.hpp"
+#include "traces/device_profile.hpp"
 #include "tools/app/bench.hpp"
+#include "tools/app/bench_kernels.hpp"
 #include "tools/app/runner.hpp"
 #include "tools/app/scenario_io.hpp"
 #include "tools/app/parallel_training.hpp"
@@ -52,6 +54,7 @@ const char* kTopUsage =
     "  schema            print the JSON Schema of scenario files\n"
     "  bench             wall time of simulating large collectives (flow network + schedules)\n"
     "  vnmse             compression error of schemes on a gradient dump through a collective\n"
+    "  bench-kernels     measure the compression kernels and write a device cost profile\n"
     "\n"
     "options:\n"
     "  -h, --help        this help (`ccsim <command> --help` for a command's options)\n"
@@ -284,6 +287,44 @@ std::vector<uint64_t> parse_steps(const std::string& text) {
   return out;
 }
 
+int cmd_bench_kernels(const std::vector<std::string>& args) {
+  po::options_description desc("bench-kernels options");
+  desc.add_options()("help,h", "show this help")
+      ("out,o", po::value<std::string>()->required(), "device cost profile to write (JSON, format ccsim-device-profile)")
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu (the CPU reference kernels) or cuda")
+      ("min-size", po::value<std::string>()->default_value("64KB"), "smallest chunk (fp32 input bytes)")
+      ("max-size", po::value<std::string>()->default_value("1GB"), "largest chunk; sizes grow by 4x from --min-size")
+      ("repeats", po::value<uint32_t>()->default_value(5), "timed runs per point (the median is kept)")
+      ("algo,a", po::value<std::vector<std::string>>()->composing(),
+       "scheme to measure, default parameters (repeatable; default: every registered scheme)")
+      ("threads", po::value<int>(), "CPU worker threads (default: all cores)")
+      ("seed", po::value<uint64_t>()->default_value(1), "seed of the synthetic gradients measured on");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse(args, desc, pos, vm, "usage: ccsim bench-kernels --out FILE [--device cpu|cuda] [--min-size 64KB] "
+                                  "[--max-size 1GB] [--repeats 5] [--algo NAME ...]"))
+    return kExitOk;
+  if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
+  app::KernelBenchOptions o;
+  o.device = vm["device"].as<std::string>();
+  for (const char* key : {"min-size", "max-size"}) {
+    auto bytes = parse_quantity(vm[key].as<std::string>(), UnitKind::kBytes);
+    if (!bytes.ok()) return report(bytes.status().with_context(fmt::format("--{}", key)));
+    (std::string(key) == "min-size" ? o.min_bytes : o.max_bytes) = static_cast<uint64_t>(*bytes);
+  }
+  o.repeats = vm["repeats"].as<uint32_t>();
+  o.seed = vm["seed"].as<uint64_t>();
+  if (vm.count("algo")) o.schemes = vm["algo"].as<std::vector<std::string>>();
+  auto profile = app::bench_kernels(o, [](const std::string& what) { std::cerr << "bench-kernels: " << what << "\n"; });
+  if (!profile.ok()) return report(profile.status());
+  const std::string out = vm["out"].as<std::string>();
+  if (Status st = app::write_files_atomically({{out, traces::device_profile_to_json(*profile).dump(2) + "\n"}});
+      !st.ok())
+    return report(st);
+  std::cout << app::format_kernel_bench(*profile) << fmt::format("\n  profile written to {}\n", out);
+  return kExitOk;
+}
+
 int cmd_vnmse(const std::vector<std::string>& args) {
   po::options_description desc("vnmse options");
   desc.add_options()("help,h", "show this help")
@@ -375,6 +416,7 @@ int main(int argc, char** argv) {
     if (cmd == "schema") return cmd_schema(rest);
     if (cmd == "bench") return cmd_bench(rest);
     if (cmd == "vnmse") return cmd_vnmse(rest);
+    if (cmd == "bench-kernels") return cmd_bench_kernels(rest);
   } catch (const po::error& e) {
     std::cerr << "ccsim " << cmd << ": " << e.what() << " (see `ccsim " << cmd << " --help`)\n";
     return kExitBadInput;

@@ -1,0 +1,292 @@
+#include "tools/app/bench_kernels.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <vector>
+
+#include "algorithms/numerics.hpp"
+#include "algorithms/registry.hpp"
+#include "kernels/parallel.hpp"
+#include "sim/base/units.hpp"
+#include "topology/schedule.hpp"
+#include "traces/synthetic_gradients.hpp"
+#ifdef CCSIM_HAVE_CUDA
+#include "kernels/cuda/bench_cuda.hpp"
+#endif
+
+namespace ccsim::app {
+namespace {
+
+using topo::KernelKind;
+constexpr KernelKind kKinds[] = {KernelKind::kEncode, KernelKind::kDecode, KernelKind::kDecodeAccumulate,
+                                 KernelKind::kDecodeAccumulateEncode};
+constexpr uint32_t kRanks = 4;  // the hop contexts' rank count (THC's field width depends on it)
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Median wall time of `repeats` calls of `op`, after one untimed call; `reset` runs untimed first.
+double median_seconds(uint32_t repeats, const std::function<void()>& reset, const std::function<void()>& op) {
+  reset();
+  op();
+  std::vector<double> t;
+  for (uint32_t r = 0; r < repeats; ++r) {
+    reset();
+    const double t0 = now_s();
+    op();
+    t.push_back(now_s() - t0);
+  }
+  std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      std::string name = line.substr(line.find(':') + 1);
+      name.erase(0, name.find_first_not_of(' '));
+      return name;
+    }
+  return "unknown CPU";
+}
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+// Copy bandwidth of the CPU worker threads: bytes read + written per second, copying `elements`
+// floats in the pieces parallel_for gives the kernels.
+double cpu_copy_bandwidth(std::span<const float> from, std::span<float> to, uint32_t repeats) {
+  const double s = median_seconds(repeats, [] {}, [&] {
+    kern::parallel_for(from.size(), 1 << 16, [&](uint64_t b, uint64_t e) {
+      std::memcpy(to.data() + b, from.data() + b, (e - b) * sizeof(float));
+    });
+  });
+  return 2.0 * static_cast<double>(from.size_bytes()) / s;
+}
+
+// The chunk size closest below `elements` that is a multiple of the scheme's alignment (at least one block).
+uint64_t aligned_count(uint64_t elements, uint64_t align) { return std::max(align, elements / align * align); }
+
+// One scheme: its four kernels at every size, on two synthetic workers' gradients.
+Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& scheme, const KernelBenchOptions& o,
+                                                            std::span<const float> x0, std::span<const float> x1,
+                                                            std::string& skipped) {
+  auto made = algo::CompressorRegistry::global().create(scheme, nlohmann::json::object());
+  if (!made.ok()) return made.status();
+  algo::Compressor& comp = **made;
+  std::vector<kern::KernelCostCurve> curves;
+  for (KernelKind k : kKinds) {
+    kern::KernelCostCurve c;
+    c.scheme = scheme;
+    c.op = std::string(topo::kernel_kind_name(k));
+    c.params = "{}";
+    curves.push_back(std::move(c));
+  }
+  const uint64_t align = std::max<uint64_t>(comp.alignment(), 1);
+  std::vector<uint64_t> sizes = {aligned_count(256, align)};  // the launch-overhead point
+  for (uint64_t n : bench_sizes(o)) sizes.push_back(aligned_count(n, align));
+  for (size_t si = 0; si < sizes.size(); ++si) {
+    const uint64_t n = sizes[si];
+    if (si > 1 && n <= sizes[si - 1]) continue;
+    const std::span<const float> x_a = x0.first(n), x_b = x1.first(n);
+    // One near-square matrix layer (what low-rank schemes factor): rows a power of two dividing n.
+    uint64_t rows = 1;
+    while (rows * rows * 4 <= n && n % (rows * 2) == 0) rows *= 2;
+    const algo::LayerShape layer{0, n, rows, n / rows};
+    comp.set_layout(std::span<const algo::LayerShape>(&layer, 1));
+    if (!comp.plan_format(n, kRanks).empty()) {
+      const std::vector<std::span<const float>> ins = {x_a, x_b, x_a, x_b};
+      CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan,
+                             algo::plan_round(comp, ins, algo::NumericsOptions{o.seed, 0, false}));
+      (void)plan;
+    }
+    // The kernels run on what the collective reduces: the prepared vectors (rotated, sparsified,
+    // projected: reduced_elements() of them), rank 0's as the incoming message, rank 1's as the
+    // accumulator, and kRanks times rank 1's as a fully reduced chunk.
+    const uint64_t m = comp.reduced_elements(n);
+    if (m == 0) {
+      skipped = fmt::format("reduces nothing from {} elements", n);
+      return std::vector<kern::KernelCostCurve>{};
+    }
+    std::vector<float> a(m), b(m);
+    comp.prepare(x_a, a, 0, kRanks, kern::RngKey{o.seed, 0, 0, algo::kPrepareStream});
+    comp.prepare(x_b, b, 1, kRanks, kern::RngKey{o.seed, 0, 1, algo::kPrepareStream});
+    const algo::TensorSpec spec{0, m};
+    if (Status st = comp.can_implement(spec); !st.ok()) {
+      skipped = st.message();
+      return std::vector<kern::KernelCostCurve>{};
+    }
+    const algo::HopContext leaf{1, kRanks}, second{2, kRanks}, full{kRanks, kRanks};
+    const kern::RngKey key{o.seed, 0, 0, 1};
+    std::vector<uint8_t> leaf_msg(comp.wire_bytes(spec, leaf)), full_msg(comp.wire_bytes(spec, full)),
+        leaf_out(leaf_msg.size()), second_out(comp.wire_bytes(spec, second));
+    std::vector<float> acc(m), x_full(b);
+    for (float& v : x_full) v *= static_cast<float>(kRanks);
+    comp.encode(a, spec, leaf, key, leaf_msg);
+    comp.encode(x_full, spec, full, key, full_msg);
+    auto reset_acc = [&] { std::copy(b.begin(), b.end(), acc.begin()); };
+    const double t[4] = {
+        median_seconds(o.repeats, [] {}, [&] { comp.encode(a, spec, leaf, key, leaf_out); }),
+        median_seconds(o.repeats, [] {}, [&] { comp.decode(full_msg, spec, full, acc); }),
+        median_seconds(o.repeats, reset_acc, [&] { comp.decode_accumulate(leaf_msg, spec, leaf, acc); }),
+        median_seconds(o.repeats, reset_acc,
+                       [&] { comp.decode_accumulate_encode(leaf_msg, spec, leaf, acc, second, key, second_out); })};
+    const algo::HopContext hop_of[4] = {leaf, full, leaf, leaf};
+    for (size_t k = 0; k < 4; ++k) {
+      if (si == 0) {
+        curves[k].launch_s = t[k];
+        continue;
+      }
+      curves[k].points.push_back({m, comp.memory_bytes(kKinds[k], spec, hop_of[k]), t[k]});
+    }
+  }
+  return curves;
+}
+
+#ifdef CCSIM_HAVE_CUDA
+// The CUDA kernels: timed by kernels/cuda/bench_cuda, with each point's bytes the compressor's
+// declared memory traffic (default parameters, as the CUDA cases use).
+Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& schemes,
+                  const std::function<void(const std::string&)>& progress, kern::DeviceCostProfile& p) {
+  const std::vector<std::string> have = kern::cuda_bench_schemes();
+  std::vector<std::string> run;
+  for (const auto& s : schemes) {
+    if (std::find(have.begin(), have.end(), s) != have.end())
+      run.push_back(s);
+    else if (!o.schemes.empty())
+      return invalid_argument(fmt::format("--algo {}: no CUDA kernels for it in this build; CUDA schemes: {}", s,
+                                          fmt::join(have, ", ")));
+  }
+  std::vector<uint64_t> sizes = {256};  // the launch-overhead point
+  for (uint64_t n : bench_sizes(o)) sizes.push_back(n);
+  if (progress) progress(fmt::format("CUDA kernels of {}", fmt::join(run, ", ")));
+  kern::CudaBenchReport rep;
+  CCSIM_RETURN_IF_ERROR(kern::cuda_bench(run, sizes, o.repeats, o.seed, rep));
+  p.name = rep.device;
+  p.copy_bandwidth_Bps = rep.copy_Bps;
+  for (const kern::CudaKernelTiming& t : rep.timings) {
+    kern::KernelCostCurve* c = nullptr;
+    for (auto& k : p.kernels)
+      if (k.scheme == t.scheme && k.op == t.op) c = &k;
+    if (c == nullptr) {
+      p.kernels.push_back({t.scheme, t.op, "{}", 0, {}});
+      c = &p.kernels.back();
+    }
+    if (t.elements == sizes.front()) {
+      c->launch_s = t.seconds;
+      continue;
+    }
+    auto comp = algo::CompressorRegistry::global().create(t.scheme, nlohmann::json::object());
+    if (!comp.ok()) return comp.status();
+    KernelKind kind = KernelKind::kEncode;
+    for (KernelKind k : kKinds)
+      if (topo::kernel_kind_name(k) == t.op) kind = k;
+    const algo::HopContext hop{kind == KernelKind::kDecode ? kRanks : 1u, kRanks};
+    c->points.push_back({t.elements, (*comp)->memory_bytes(kind, algo::TensorSpec{0, t.elements}, hop), t.seconds});
+  }
+  return ok_status();
+}
+#endif
+
+}  // namespace
+
+std::vector<uint64_t> bench_sizes(const KernelBenchOptions& o) {
+  std::vector<uint64_t> out;
+  for (uint64_t b = o.min_bytes; b <= o.max_bytes; b *= 4) out.push_back(b / 4);
+  return out;
+}
+
+Result<kern::DeviceCostProfile> bench_kernels(const KernelBenchOptions& o,
+                                              const std::function<void(const std::string&)>& progress) {
+  if (o.min_bytes < 1024 || o.min_bytes % 4 != 0)
+    return invalid_argument(fmt::format("--min-size: expected a multiple of 4 bytes of at least 1 KB, got {}",
+                                        o.min_bytes));
+  if (o.max_bytes < o.min_bytes)
+    return invalid_argument(fmt::format("--max-size: expected at least --min-size ({}), got {}", o.min_bytes,
+                                        o.max_bytes));
+  if (o.repeats < 1 || o.repeats > 1000)
+    return invalid_argument(fmt::format("--repeats: expected 1 to 1000, got {}", o.repeats));
+  if (o.device != "cpu" && o.device != "cuda")
+    return invalid_argument(fmt::format("--device: expected cpu or cuda, got \"{}\"", o.device));
+#ifndef CCSIM_HAVE_CUDA
+  if (o.device == "cuda")
+    return invalid_argument("--device cuda: this ccsim was built without CUDA (no nvcc when it was configured)");
+#endif
+  const std::vector<std::string> all = algo::CompressorRegistry::global().names();
+  for (const auto& s : o.schemes)
+    if (std::find(all.begin(), all.end(), s) == all.end())
+      return invalid_argument(fmt::format("--algo: unknown scheme \"{}\"; registered: {}", s, fmt::join(all, ", ")));
+  const std::vector<std::string>& schemes = o.schemes.empty() ? all : o.schemes;
+
+  kern::DeviceCostProfile p;
+  p.measured = today();
+  p.source = fmt::format("ccsim bench-kernels --device {} --min-size {} --max-size {} --repeats {}", o.device,
+                         o.min_bytes, o.max_bytes, o.repeats);
+#ifdef CCSIM_HAVE_CUDA
+  if (o.device == "cuda") {
+    p.kind = "cuda";
+    CCSIM_RETURN_IF_ERROR(bench_cuda(o, schemes, progress, p));
+    return p;
+  }
+#endif
+  p.kind = "cpu";
+  p.threads = static_cast<uint32_t>(kern::worker_threads());
+  p.name = fmt::format("{}, {} worker thread(s), CPU reference kernels", cpu_name(), p.threads);
+
+  // Two workers' synthetic gradients (layered scales, local envelopes: what adaptive schemes plan on).
+  const uint64_t max_n = bench_sizes(o).back();
+  std::vector<float> x0(max_n), x1(max_n);
+  traces::SyntheticGradientSpec spec;
+  spec.elements = max_n;
+  const std::vector<std::span<float>> workers = {x0, x1};
+  traces::generate_synthetic_gradients(spec, o.seed, workers);
+  // The copy bandwidth is the fastest of copies measured before every scheme (a busy machine
+  // only ever slows a copy down).
+  std::vector<float> copy(max_n);
+  for (const std::string& scheme : schemes) {
+    p.copy_bandwidth_Bps = std::max(p.copy_bandwidth_Bps, cpu_copy_bandwidth(x0, copy, o.repeats));
+    if (progress) progress(scheme);
+    std::string skipped;
+    CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> curves, bench_scheme_cpu(scheme, o, x0, x1, skipped));
+    if (!skipped.empty() && progress) progress(fmt::format("  skipped: {}", skipped));
+    for (auto& c : curves) p.kernels.push_back(std::move(c));
+  }
+  return p;
+}
+
+std::string format_kernel_bench(const kern::DeviceCostProfile& p) {
+  std::string out = fmt::format("device  {} ({}), measured {}\ncopy    {} (bytes read + written)\n\n", p.name, p.kind,
+                                p.measured, format_quantity(p.copy_bandwidth_Bps, UnitKind::kBandwidth));
+  out += fmt::format("  {:<12} {:<25} {:>10} {:>10} {:>12} {:>7}\n", "scheme", "op", "chunk", "time", "bandwidth",
+                     "of copy");
+  for (const auto& k : p.kernels) {
+    out += fmt::format("  {:<12} {:<25} {:>10} {:>10}\n", k.scheme, k.op, "launch",
+                       format_quantity(k.launch_s, UnitKind::kTime));
+    for (size_t i = 0; i < k.points.size(); ++i) {
+      const double bw = k.bandwidth_Bps(i);
+      out += fmt::format("  {:<12} {:<25} {:>10} {:>10} {:>12} {:>6.1f}%\n", "", "",
+                         format_quantity(static_cast<double>(k.points[i].elements) * 4, UnitKind::kBytes),
+                         format_quantity(k.points[i].seconds, UnitKind::kTime),
+                         format_quantity(bw, UnitKind::kBandwidth), 100.0 * bw / p.copy_bandwidth_Bps);
+    }
+  }
+  return out;
+}
+
+}  // namespace ccsim::app
