@@ -65,9 +65,4 @@ struct DeviceCostProfile {
   friend bool operator==(const DeviceCostProfile&, const DeviceCostProfile&) = default;
 };
 
-/// Seconds of a roofline kernel: launch + bytes / memory bandwidth.
-inline double roofline_seconds(uint64_t bytes, double memory_Bps, double launch_s) {
-  return launch_s + static_cast<double>(bytes) / memory_Bps;
-}
-
 }  // namespace ccsim::kern

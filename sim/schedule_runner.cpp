@@ -180,7 +180,7 @@ void ScheduleRunner::pump_stream(uint32_t rank) {
     const OpId id = s.queue.front();
     s.queue.pop_front();
     const topo::Op& op = sched_.op(id);
-    const Duration d = costs_.cost(op.kernel, sched_.op_elements(op), op.bytes);
+    const Duration d = costs_.ideal() ? Duration::zero() : costs_.cost(op.kernel, sched_.op_elements(op), op.bytes);
     if (options_.record_ops) timing_.op_start[id] = engine_.now();
     if (d == Duration::zero()) {
       finish(id);

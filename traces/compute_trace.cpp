@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 #include <numeric>
 #include <optional>
 
@@ -28,18 +27,8 @@ constexpr int64_t kVersion = 1;
 }  // namespace
 
 Result<ComputeTrace> ComputeTrace::load(const fs::path& path) {
-  const std::string name = path.string();
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return not_found(fmt::format("{}: no such file (a compute trace)", name));
-  json root;
-  std::ifstream in(path);
-  if (!in) return io_error(fmt::format("{}: cannot open", name));
-  try {
-    root = json::parse(in);
-  } catch (const json::parse_error& e) {
-    return invalid_argument(fmt::format("{}: not valid JSON: {}", name, e.what()));
-  }
-  return from_json(root, name);
+  CCSIM_ASSIGN_OR_RETURN(const json root, detail::read_json_file(path, "a compute trace"));
+  return from_json(root, path.string());
 }
 
 Result<ComputeTrace> ComputeTrace::from_json(const json& root, std::string_view file) {

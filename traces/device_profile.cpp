@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <regex>
 #include <string>
 
@@ -114,18 +113,8 @@ void read_kernels(const json& ks, kern::DeviceCostProfile& p, Diagnostics& diag)
 }  // namespace
 
 Result<kern::DeviceCostProfile> load_device_profile(const fs::path& path) {
-  const std::string name = path.string();
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return not_found(fmt::format("{}: no such file (a device profile)", name));
-  std::ifstream in(path);
-  if (!in) return io_error(fmt::format("{}: cannot open", name));
-  json root;
-  try {
-    root = json::parse(in);
-  } catch (const json::parse_error& e) {
-    return invalid_argument(fmt::format("{}: not valid JSON: {}", name, e.what()));
-  }
-  return device_profile_from_json(root, name);
+  CCSIM_ASSIGN_OR_RETURN(const json root, detail::read_json_file(path, "a device profile"));
+  return device_profile_from_json(root, path.string());
 }
 
 Result<kern::DeviceCostProfile> device_profile_from_json(const json& root, std::string_view file) {

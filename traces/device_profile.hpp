@@ -6,12 +6,12 @@
 ///   {
 ///     "format": "ccsim-device-profile", "version": 1,
 ///     "device": { "kind": "cpu" | "cuda", "name": "...", "threads": 2,
-///                 "measured": "2026-11-21", "source": "ccsim 0.1.0 bench-kernels ..." },
-///     "copy_bandwidth": 1.2e10,            (bytes read + written per second; or "12GBps")
+///                 "measured": "2026-11-21", "source": "ccsim bench-kernels --device cpu ..." },
+///     "copy_bandwidth": 2.62e10,           (bytes read + written per second; or "26.2GBps")
 ///     "kernels": [
 ///       { "scheme": "dynamiq", "op": "decode_accumulate_encode", "params": { },
-///         "launch": 4.1e-6,                (seconds, or "4.1us")
-///         "points": [ { "elements": 16384, "bytes": 151552, "seconds": 9.3e-5 }, ... ] }, ...
+///         "launch": 1.17e-5,               (seconds, or "11.7us")
+///         "points": [ { "elements": 16384, "bytes": 150400, "seconds": 8.95e-4 }, ... ] }, ...
 ///     ]
 ///   }
 ///

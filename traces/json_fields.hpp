@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,9 +15,25 @@
 #include <vector>
 
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/status.hpp"
 #include "sim/base/units.hpp"
 
 namespace ccsim::traces::detail {
+
+/// The parsed JSON file `path`, or an error naming it: kNotFound ("no such file (a `what`)"), an
+/// I/O error, or an input error for text that is not JSON.
+inline Result<nlohmann::json> read_json_file(const std::filesystem::path& path, const char* what) {
+  const std::string name = path.string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return not_found(fmt::format("{}: no such file ({})", name, what));
+  std::ifstream in(path);
+  if (!in) return io_error(fmt::format("{}: cannot open", name));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    return invalid_argument(fmt::format("{}: not valid JSON: {}", name, e.what()));
+  }
+}
 
 /// A short description of a JSON value for error messages: an integer as itself, anything else as
 /// its type and (up to 40 characters of) its text.

@@ -268,7 +268,7 @@ uint64_t DynamiqCompressor::wire_bytes(const TensorSpec& spec, const HopContext&
 
 void DynamiqCompressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop,
                                const kern::RngKey& key, std::span<uint8_t> out) {
-  const kern::RngKey shared{key.seed, key.round, kern::kSharedRank, 0};
+  const kern::RngKey shared = kern::dynamiq_shared_key(key);
   const uint64_t G = options_.super_group / options_.group;
   for_each_sg(spec, [&](uint64_t k, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {
     kern::dynamiq_encode_sg(x.data() + at, m, c, key, shared, key.rank, hop.ranks, k * options_.super_group, k * G,

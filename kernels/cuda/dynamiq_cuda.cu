@@ -52,7 +52,7 @@ struct Params {
   uint64_t offset;       // the chunk's first entry in the reduced vector
   uint64_t k0, k1;       // the chunk's positions
   RngKey key;            // the encoding rank's stream (rank = key.rank)
-  RngKey shared;         // {key.seed, key.round, kSharedRank, 0}
+  RngKey shared;         // dynamiq_shared_key(key)
   uint32_t ranks;
   bool vec;              // the chunk's float buffer is 16-byte aligned: octets move as two float4
 };
@@ -531,8 +531,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // --- launch helpers --------------------------------------------------------------------------------
 
-Params make_params(const DynamiqCudaPlan& plan, uint64_t offset, uint64_t count, const void* floats) {
+// The launch parameters of a chunk; encoders also pass their key and rank count.
+Params make_params(const DynamiqCudaPlan& plan, uint64_t offset, uint64_t count, const void* floats,
+                   const RngKey& key = {}, uint32_t ranks = 0) {
   Params p{};
+  p.key = key;
+  p.shared = dynamiq_shared_key(key);
+  p.ranks = ranks;
   p.plan = plan;
   p.group_shift = 0;
   while ((uint64_t{1} << p.group_shift) < plan.group) ++p.group_shift;
@@ -655,10 +660,7 @@ Status dynamiq_encode_cuda(const float* d_x, uint64_t offset, uint64_t count, co
   if (count == 0) return ok_status();
   CCSIM_RETURN_IF_ERROR(dynamiq_cuda_can_implement(plan, offset, count).with_context(kName));
   CCSIM_RETURN_IF_ERROR(check_pointers(d_x, d_out, d_out, kName));
-  Params p = make_params(plan, offset, count, d_x);
-  p.key = key;
-  p.shared = RngKey{key.seed, key.round, kSharedRank, 0};
-  p.ranks = ranks;
+  const Params p = make_params(plan, offset, count, d_x, key, ranks);
   encode_kernel<<<grid_for(p.k1 - p.k0, kWarps), kThreads, 0, stream>>>(d_x, p, d_out);
   return launch_status(kName);
 }
@@ -680,10 +682,7 @@ Status dynamiq_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t offse
   if (count == 0) return ok_status();
   CCSIM_RETURN_IF_ERROR(dynamiq_cuda_can_implement(plan, offset, count).with_context(kName));
   CCSIM_RETURN_IF_ERROR(check_pointers(d_in, d_acc, d_out, kName));
-  Params p = make_params(plan, offset, count, d_acc);
-  p.key = key;
-  p.shared = RngKey{key.seed, key.round, kSharedRank, 0};
-  p.ranks = ranks;
+  const Params p = make_params(plan, offset, count, d_acc, key, ranks);
   decode_accumulate_encode_kernel<<<grid_for(p.k1 - p.k0, kWarps), kThreads, 0, stream>>>(d_in, p, d_acc, d_out);
   return launch_status(kName);
 }

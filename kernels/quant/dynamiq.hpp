@@ -39,6 +39,9 @@ inline constexpr uint64_t kDynamiqScaleIndexBase = uint64_t{1} << 41;
 /// The rank field of the key every rank shares for correlated rounding (no real rank has it).
 inline constexpr uint32_t kSharedRank = 0xFFFFFFFFu;
 
+/// The key every rank shares for correlated rounding in the round of `own` (a rank's own key).
+CCSIM_HD RngKey dynamiq_shared_key(const RngKey& own) { return RngKey{own.seed, own.round, kSharedRank, 0}; }
+
 /// The smallest bf16 value >= a for finite a >= 0, saturating at the largest finite bf16.
 CCSIM_HD uint16_t bf16_ceil(float a) {
   uint32_t b = float_to_bits(a) & 0x7FFFFFFFu;
