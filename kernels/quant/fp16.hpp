@@ -17,10 +17,12 @@ namespace ccsim::kern {
 
 /// FP16 code of `x`: round to nearest even; finite values beyond ±65504 saturate to ±65504,
 /// ±inf and NaN stay non-finite (see minifloat.hpp).
-CCSIM_HD uint16_t float_to_fp16_rne(float x) { return minifloat_encode_rne(x, kFp16); }
+CCSIM_HD uint16_t float_to_fp16_rne(float x) {
+  return minifloat_encode_rne(x, minifloat_format(MinifloatKind::kFp16));  // kFp16 is host-only
+}
 
 /// Value of an FP16 code (exact).
-CCSIM_HD float fp16_to_float(uint16_t h) { return minifloat_decode(h, kFp16); }
+CCSIM_HD float fp16_to_float(uint16_t h) { return minifloat_decode(h, minifloat_format(MinifloatKind::kFp16)); }
 
 /// out[i] = float_to_fp16_rne(x[i]) for i < count.
 void fp16_encode(const float* x, uint64_t count, uint16_t* out);

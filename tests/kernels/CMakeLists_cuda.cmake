@@ -1,14 +1,24 @@
 # CUDA kernel tests; include()d from tests/CMakeLists.txt. They carry the `gpu` label and skip
 # themselves (GTEST_SKIP) when no device is present, so CPU-only machines with nvcc still pass.
 if(CCSIM_HAVE_CUDA)
+  # What the GPU suites share besides tests/kernels/cuda_test_support.cuh: slices of the shipped real
+  # gradient dump, read by host-compiled code (the dump reader's headers stay out of nvcc).
+  ccsim_add_library(NAME ccsim_cuda_test_support SRCS ${CMAKE_CURRENT_LIST_DIR}/gradient_sample.cpp DEPS ccsim_traces)
+  target_compile_definitions(ccsim_cuda_test_support PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
   ccsim_add_test(NAME quant_cuda_test
     SRCS ${CMAKE_CURRENT_LIST_DIR}/quant_cuda_test.cu
-    DEPS ccsim_kernels_cuda fmt::fmt
+    DEPS ccsim_kernels_cuda ccsim_cuda_test_support fmt::fmt
     LABELS gpu unit)
   # DynamiQ's kernels against the CPU compressor, on synthetic inputs and the shipped gradient dump.
   ccsim_add_test(NAME dynamiq_cuda_test
     SRCS ${CMAKE_CURRENT_LIST_DIR}/dynamiq_cuda_test.cu
-    DEPS ccsim_kernels_cuda ccsim_algorithms ccsim_traces fmt::fmt
+    DEPS ccsim_kernels_cuda ccsim_cuda_test_support ccsim_algorithms ccsim_traces fmt::fmt
     LABELS gpu unit)
   target_compile_definitions(dynamiq_cuda_test PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  # The MX, group-quantization, TFP, QSGD and FP16 kernels (kernels/cuda/block_cuda.hpp).
+  ccsim_add_test(NAME block_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/block_cuda_test.cu ${CMAKE_CURRENT_LIST_DIR}/block_cuda_elem_test.cu
+    DEPS ccsim_kernels_cuda ccsim_cuda_test_support fmt::fmt
+    LABELS gpu unit)
 endif()

@@ -44,9 +44,12 @@ using algo::DynamiqCompressor;
 using algo::HopContext;
 using algo::TensorSpec;
 
+using testing::case_seed;
 using testing::DeviceBuffer;
+using testing::from_bits;
+using testing::to_bits;
 
-// --- inputs --------------------------------------------------------------------------------------
+// --- inputs (DynamiQ's own families: regimes per super-group) ---------------------------------
 
 enum class Input { kNormal, kZeros, kDenormals, kHuge, kMixedScales, kNonFinite };
 
@@ -62,16 +65,6 @@ std::string input_name(Input in) {
   return "?";
 }
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 uint64_t to_bits(double f) {
   uint64_t u;
   std::memcpy(&u, &f, sizeof u);
@@ -126,11 +119,6 @@ std::vector<float> make_input(Input kind, uint64_t n, uint64_t seed, uint64_t sg
     }
   }
   return x;
-}
-
-// A seed that differs for every parameter combination but is fixed from run to run.
-uint64_t case_seed(uint64_t n, uint64_t a, uint64_t b, uint64_t c) {
-  return 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull) ^ (a << 40) ^ (b << 20) ^ (c << 8);
 }
 
 // --- comparisons ---------------------------------------------------------------------------------

@@ -32,105 +32,7 @@
 namespace ccsim::kern {
 namespace {
 
-using testing::DeviceBuffer;
-
-// --- inputs --------------------------------------------------------------------------------------
-
-enum class Input { kNormal, kZeros, kDenormals, kHuge, kMixed, kNonFinite };
-
-std::string input_name(Input in) {
-  switch (in) {
-    case Input::kNormal: return "normal";
-    case Input::kZeros: return "zeros";
-    case Input::kDenormals: return "denormals";
-    case Input::kHuge: return "huge";
-    case Input::kMixed: return "mixed";
-    case Input::kNonFinite: return "nonfinite";
-  }
-  return "?";
-}
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-// Seeded inputs of one family. kNormal spans 16 decades; kMixed draws each element from zeros,
-// denormals, bf16 rounding ties, ordinary values and values near FLT_MAX, with random signs.
-std::vector<float> make_input(Input kind, uint64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> unit(0.5f, 1.0f);
-  std::uniform_int_distribution<int> decade(-8, 8);
-  std::bernoulli_distribution negative(0.5);
-  std::vector<float> x(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    const float sign = negative(rng) ? -1.0f : 1.0f;
-    switch (kind) {
-      case Input::kNormal: x[i] = normal(rng) * std::pow(10.0f, static_cast<float>(decade(rng))); break;
-      case Input::kZeros: x[i] = sign * 0.0f; break;
-      case Input::kDenormals: x[i] = sign * (i % 7 == 0 ? from_bits(1) : 1e-40f * unit(rng)); break;
-      case Input::kHuge: x[i] = sign * 3e38f * unit(rng) * (i % 5 == 0 ? 1.1f : 1.0f); break;
-      case Input::kMixed: {
-        switch (rng() % 8) {
-          case 0: x[i] = sign * 0.0f; break;
-          case 1: x[i] = sign * 1e-40f * unit(rng); break;
-          case 2: x[i] = sign * from_bits(0x3F808000u | static_cast<uint32_t>(rng() & 0x10000u)); break;  // tie
-          case 3: x[i] = sign * FLT_MAX; break;
-          case 4: x[i] = sign * 3e38f * unit(rng); break;
-          case 5: x[i] = sign * FLT_MIN; break;
-          default: x[i] = normal(rng) * std::pow(10.0f, static_cast<float>(decade(rng))); break;
-        }
-        break;
-      }
-      case Input::kNonFinite: {
-        const uint64_t r = rng() % 6;
-        x[i] = r == 0   ? sign * INFINITY
-               : r == 1 ? from_bits(0x7FC00000u | static_cast<uint32_t>(rng() & 0x3FFFFF))  // quiet NaN
-               : r == 2 ? from_bits(0xFF800001u | static_cast<uint32_t>(rng() & 0x3FFFFF))  // signaling NaN
-                        : normal(rng);
-        break;
-      }
-    }
-  }
-  return x;
-}
-
-// A seed that differs for every parameter combination but is fixed from run to run.
-uint64_t case_seed(uint64_t n, uint64_t a, uint64_t b, uint64_t c) {
-  return 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull) ^ (a << 40) ^ (b << 20) ^ (c << 8);
-}
-
-// Float arrays equal bit for bit. With `nan_payload_may_differ`, a NaN matches any NaN: the GPU
-// returns the canonical NaN from arithmetic, the CPU an operand's payload (see quant_cuda.hpp).
-void expect_same_floats(const std::vector<float>& cpu, const std::vector<float>& gpu, bool nan_payload_may_differ) {
-  ASSERT_EQ(cpu.size(), gpu.size());
-  uint64_t mismatches = 0;
-  for (uint64_t i = 0; i < cpu.size(); ++i) {
-    if (nan_payload_may_differ && std::isnan(cpu[i]) && std::isnan(gpu[i])) continue;
-    if (to_bits(cpu[i]) != to_bits(gpu[i]) && ++mismatches <= 5) {
-      ADD_FAILURE() << fmt::format("element {}: cpu {:#010x} ({}) gpu {:#010x} ({})", i, to_bits(cpu[i]), cpu[i],
-                                   to_bits(gpu[i]), gpu[i]);
-    }
-  }
-  EXPECT_EQ(mismatches, 0u);
-}
-
-void expect_same_bytes(const void* cpu, const void* gpu, uint64_t bytes) {
-  if (std::memcmp(cpu, gpu, bytes) == 0) return;
-  const auto* c = static_cast<const uint8_t*>(cpu);
-  const auto* g = static_cast<const uint8_t*>(gpu);
-  uint64_t i = 0;
-  while (c[i] == g[i]) ++i;
-  ADD_FAILURE() << fmt::format("encoded bytes differ, first at byte {} of {}: cpu {:#04x} gpu {:#04x}", i, bytes, c[i],
-                               g[i]);
-}
+using namespace ::ccsim::kern::testing;
 
 // --- BF16 ----------------------------------------------------------------------------------------
 
@@ -207,7 +109,6 @@ TEST(Bf16CudaUnaligned, MatchesReferenceWithMisalignedBuffers) {
 
 // --- block int8 ----------------------------------------------------------------------------------
 
-std::string rounding_name(Rounding r) { return r == Rounding::kNearest ? "nearest" : "stochastic"; }
 
 // Runs encode, decode and decode-accumulate on both sides and compares. The offsets shift the
 // device float buffers (by multiples of 4 bytes) and the wire buffer (by any byte count).

@@ -1,0 +1,219 @@
+#pragma once
+// Internal to kernels/cuda/block_cuda_*.cu: launch helpers, the CPU's NaN rules for fp32
+// arithmetic, group reductions, the 32-point Hadamard butterflies of a warp, and the packing of
+// sub-byte codes by groups of lanes. Not part of the public API (kernels/cuda/block_cuda.hpp).
+//
+// Thread layout shared by the block kernels (MX blocks, quantization groups, QSGD buckets): a
+// "group" of kGroup threads (a power of two: 1..32 lanes of one warp, or the whole CTA of
+// kThreads) owns one block at a time; groups stride over the blocks. Element k of a block
+// (0 <= k < block) belongs to lane k % kGroup at step t = k / kGroup, so a warp reads 32
+// consecutive floats per step (coalesced). Every loop that contains a shuffle or a barrier runs
+// the same trip count on every thread of the CTA (blocks past the end and elements past a block's
+// end take part with neutral values), so full-mask shuffles and __syncthreads are safe.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/quant_cuda.hpp"
+#include "kernels/float_bits.hpp"
+#include "kernels/transform/hadamard.hpp"
+
+namespace ccsim::kern::cuda_detail {
+
+inline constexpr int kThreads = 256;        // threads per CTA for every kernel here
+inline constexpr uint64_t kMaxGrid = 4096;  // grid-stride loops cover the rest
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+// Steps of a block whose values a lane keeps in registers between the passes of an encoder
+// (block maximum, then codes); later steps re-read them from global memory (L2).
+inline constexpr uint32_t kCacheSteps = 8;
+
+CCSIM_HD uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Elements of the block starting at `begin` of a chunk of `count`: min(count - begin, block).
+CCSIM_HD uint32_t block_length(uint64_t count, uint64_t begin, uint32_t block) {
+  return count - begin < block ? static_cast<uint32_t>(count - begin) : block;
+}
+
+// Steps of kGroup elements that cover the longest block of a chunk (a chunk shorter than one
+// block needs fewer than the block size suggests). The same for every thread of a launch.
+template <int kGroup>
+CCSIM_HD uint32_t block_steps(uint64_t count, uint32_t block) {
+  return static_cast<uint32_t>(ceil_div(count < block ? count : block, kGroup));
+}
+
+inline unsigned grid_for(uint64_t work_items, uint64_t items_per_cta) {
+  return static_cast<unsigned>(std::clamp<uint64_t>(ceil_div(work_items, items_per_cta), 1, kMaxGrid));
+}
+
+inline bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+inline Status launch_status(const char* op) { return cuda_status(cudaGetLastError(), op); }
+
+inline Status null_pointer(const char* op) { return invalid_argument(std::string(op) + ": null device pointer"); }
+
+// Threads per block: the next power of two up to a warp; a warp up to 2048 elements (64 steps);
+// the whole CTA above (as quant_cuda.cu's block-int8 encoder).
+inline int group_threads(uint32_t block) {
+  if (block > 2048) return kThreads;
+  int g = 1;
+  while (g < 32 && static_cast<uint32_t>(g) < block) g *= 2;
+  return g;
+}
+
+// Elements per packing unit: the largest power of two <= 8 dividing `block`. When block * bits is
+// a multiple of 8 (every format here requires it), a unit's codes fill whole bytes and start on a
+// byte, so the lanes of one unit write bytes no other unit touches.
+CCSIM_HD uint32_t unit_elements(uint32_t block) {
+  return block % 8 == 0 ? 8u : block % 4 == 0 ? 4u : block % 2 == 0 ? 2u : 1u;
+}
+
+// Calls launch(std::integral_constant<int, kGroup>{}) with kGroup = group_threads(block).
+template <class Launch>
+void dispatch_group(uint32_t block, Launch&& launch) {
+  switch (group_threads(block)) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    case 8: launch(std::integral_constant<int, 8>{}); break;
+    case 16: launch(std::integral_constant<int, 16>{}); break;
+    case 32: launch(std::integral_constant<int, 32>{}); break;
+    default: launch(std::integral_constant<int, kThreads>{}); break;
+  }
+}
+
+// uniform_at(key, index), the same bits, selecting the Philox word with compares: indexing the
+// block by `index & 3` would put it in local memory.
+__device__ __forceinline__ float philox_uniform(const RngKey& key, uint64_t index) {
+  const U32x4 r = philox_block(key, index >> 2);
+  const uint32_t j = static_cast<uint32_t>(index & 3u);
+  return u32_to_unit_float(j == 0 ? r.v[0] : j == 1 ? r.v[1] : j == 2 ? r.v[2] : r.v[3]);
+}
+
+// --- fp32 arithmetic with the CPU references' NaN results ----------------------------------------
+//
+// Non-NaN results are IEEE round-to-nearest on both sides (the _rn intrinsics are never contracted
+// into an FMA). A NaN result differs: the GPU returns the canonical NaN 0x7FFFFFFF, while x86-64
+// SSE, where the CPU references run, returns the first NaN operand (quieted), or the "default NaN"
+// 0xFFC00000 (sign set) when an invalid operation (inf - inf, 0 * inf, inf / inf, 0 / 0) makes one
+// from non-NaN operands. The sign of that NaN reaches the wire where a format keeps it (E4M3, E5M2
+// and FP16 NaN codes), so every fp32 operation whose result can be encoded goes through these.
+// When both operands are NaN, which one x86 returns is the compiler's operand order; the callers
+// pass them in the order GCC emits (see the call sites).
+
+__device__ __forceinline__ bool is_nan(float x) { return (__float_as_uint(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+
+__device__ __forceinline__ float x86_nan(float r, float a, float b) {
+  if (!is_nan(r)) return r;
+  if (is_nan(a)) return __uint_as_float(__float_as_uint(a) | 0x00400000u);
+  if (is_nan(b)) return __uint_as_float(__float_as_uint(b) | 0x00400000u);
+  return __uint_as_float(0xFFC00000u);
+}
+
+__device__ __forceinline__ float x86_add(float a, float b) { return x86_nan(__fadd_rn(a, b), a, b); }
+__device__ __forceinline__ float x86_sub(float a, float b) { return x86_nan(__fsub_rn(a, b), a, b); }
+__device__ __forceinline__ float x86_mul(float a, float b) { return x86_nan(__fmul_rn(a, b), a, b); }
+__device__ __forceinline__ float x86_div(float a, float b) { return x86_nan(__fdiv_rn(a, b), a, b); }
+
+// acc + v as the CPU's `acc[i] += v` computes it: GCC -O3 emits v as the first operand (checked
+// on every decode-accumulate of kernels/quant/: acc = NaN_1 plus v = NaN_2 gives NaN_2).
+__device__ __forceinline__ float accumulate(float acc, float v) { return x86_add(v, acc); }
+
+// --- group reductions ----------------------------------------------------------------------------
+
+// Combines `v` over the kGroup threads of a group with the associative, commutative `op` (all
+// threads get the result). Called by every thread of the CTA.
+template <int kGroup, class Op>
+__device__ __forceinline__ float group_reduce(float v, Op op) {
+  constexpr int kWidth = kGroup < 32 ? kGroup : 32;
+  for (int off = kWidth / 2; off > 0; off /= 2) v = op(v, __shfl_xor_sync(kFullMask, v, off));
+  if constexpr (kGroup > 32) {
+    static_assert(kGroup == kThreads, "a group larger than a warp is the whole CTA");
+    __shared__ float warp_value[kThreads / 32];
+    if (threadIdx.x % 32 == 0) warp_value[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = warp_value[0];
+    for (int w = 1; w < kThreads / 32; ++w) v = op(v, warp_value[w]);
+    __syncthreads();  // warp_value is rewritten by the next block
+  }
+  return v;
+}
+
+// std::max(m, |v|) of the CPU loops, written as std::max is, (m < a) ? a : m: a NaN (quiet or
+// signaling) leaves m unchanged, as a compare-and-select on both sides, so m is never NaN. The
+// maximum of non-NaN values is exact, so any reduction order gives the CPU's value.
+__device__ __forceinline__ float max_abs_step(float m, float v) {
+  const float a = fabsf(v);
+  return m < a ? a : m;
+}
+
+// Combines two partial maxima of max_abs_step (never NaN).
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return a < b ? b : a; }
+};
+
+// --- Hadamard ------------------------------------------------------------------------------------
+
+// H_32 · (the values of the warp's 32 lanes, lane j holding element j): the butterflies of
+// fwht_unnormalized(v, 32), stage h = 1, 2, ..., 16 pairing elements j and j + h (bit h of j
+// clear) into (a + b, a - b) with a = x[j], b = x[j + h], then one multiply by
+// hadamard_scale(32). Each lane computes exactly the CPU's operation on the same operands, so the
+// result is the same bit for bit. Called by all 32 lanes of the warp.
+__device__ __forceinline__ float warp_hadamard32(float v) {
+  const unsigned lane = threadIdx.x % 32;
+  for (unsigned h = 1; h < 32; h <<= 1) {
+    const float other = __shfl_xor_sync(kFullMask, v, static_cast<int>(h));
+    v = (lane & h) == 0 ? x86_add(v, other) : x86_sub(other, v);
+  }
+  return x86_mul(v, hadamard_scale(32));
+}
+
+// --- sub-byte code packing -----------------------------------------------------------------------
+
+// The codes of a unit of `unit` consecutive lanes (unit a power of two dividing the group, lane l
+// holding element l of the unit in the low bits first, as kernels/pack/bitpack.hpp orders them),
+// OR-ed into one little-endian word held by every lane of the unit. Called by all lanes of the
+// warp with the same `unit`.
+__device__ __forceinline__ uint64_t gather_unit(uint32_t code, uint32_t unit, uint32_t bits) {
+  const uint32_t slot = (threadIdx.x % 32) % unit;
+  uint64_t word = static_cast<uint64_t>(code) << (slot * bits);
+  for (uint32_t off = 1; off < unit; off <<= 1) word |= __shfl_xor_sync(kFullMask, word, static_cast<int>(off));
+  return word;
+}
+
+// Stores the low `n` (1..8) bytes of `word` at p, little-endian, in one store when p is aligned.
+__device__ __forceinline__ void store_bytes(uint8_t* p, uint64_t word, uint32_t n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (n == 8 && a % 8 == 0) {
+    *reinterpret_cast<uint64_t*>(p) = word;
+  } else if (n == 4 && a % 4 == 0) {
+    *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(word);
+  } else if (n == 2 && a % 2 == 0) {
+    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(word);
+  } else {
+    for (uint32_t j = 0; j < n; ++j) p[j] = static_cast<uint8_t>(word >> (8 * j));
+  }
+}
+
+// Stores the word of the packing unit whose first element is element `first` of the chunk (a
+// multiple of the unit): min(rest, unit) codes of `bits` bits, i.e. their packed bytes, from bit
+// first * bits (a byte boundary). `rest` counts the block's elements from `first` on.
+__device__ __forceinline__ void store_unit(uint8_t* codes, uint64_t first, uint64_t word, uint32_t rest, uint32_t unit,
+                                           uint32_t bits) {
+  const uint32_t valid = rest < unit ? rest : unit;
+  store_bytes(codes + first * bits / 8, word, static_cast<uint32_t>(packed_bytes(valid, bits)));
+}
+
+// An fp32 stored at any byte address (a block's scale in a wire buffer).
+__device__ __forceinline__ float load_f32(const uint8_t* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 4 == 0) return *reinterpret_cast<const float*>(p);
+  uint32_t u = 0;
+  for (int j = 0; j < 4; ++j) u |= static_cast<uint32_t>(p[j]) << (8 * j);
+  return __uint_as_float(u);
+}
+
+__device__ __forceinline__ void store_f32(uint8_t* p, float v) { store_bytes(p, __float_as_uint(v), 4); }
+
+}  // namespace ccsim::kern::cuda_detail
