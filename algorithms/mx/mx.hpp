@@ -128,6 +128,8 @@ class MxCompressor final : public UnfusedHopCompressor {
   double mu() const { return mu_; }
   /// The committed round's layer scales (empty before the first plan_commit()).
   std::span<const LayerScale> layer_scales() const { return scales_; }
+  /// Block scaling: the committed round's agreed scale code of every block (empty otherwise).
+  std::span<const uint32_t> block_codes() const { return block_codes_; }
   /// Elements encoded, and those beyond FPX_MAX or non-finite, since the last plan_commit().
   uint64_t encoded_elements() const { return encoded_.load(std::memory_order_relaxed); }
   uint64_t overflow_elements() const { return overflows_.load(std::memory_order_relaxed); }

@@ -1,44 +1,56 @@
 #pragma once
 /// \file
-/// Timing of the CUDA kernels for `ccsim bench-kernels --device cuda`: each kernel's median time
-/// over repeated launches measured with CUDA events (one untimed launch first), and the device's
-/// copy bandwidth (cudaMemcpyDeviceToDevice, bytes read + written per second). No CUDA header
-/// needed; built only with nvcc, and callable only when cuda_device_available().
-///
-/// Cases are named by the compressor they implement and its op, with that compressor's default
-/// parameters ("int8": block 256, stochastic rounding), so that a profile's curves apply to the
-/// schemes a scenario runs.
+/// Timing harness of the CUDA kernels for `ccsim bench-kernels --device cuda`: device memory owned
+/// by the bench, one stream, each op's median time over repeated launches measured with CUDA events
+/// (one untimed launch first), and the device's copy bandwidth (cudaMemcpyDeviceToDevice, bytes
+/// read + written per second). No CUDA header needed, so the cases (which kernels, on which inputs;
+/// tools/app/bench_cuda_cases.hpp) are plain C++ over the kernels' host APIs.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/quant_cuda.hpp"
 #include "sim/base/status.hpp"
 
 namespace ccsim::kern {
 
-/// One measured kernel size.
-struct CudaKernelTiming {
-  std::string scheme;     ///< registered compressor name
-  std::string op;         ///< "encode", "decode", "decode_accumulate", "decode_accumulate_encode"
-  uint64_t elements = 0;  ///< fp32 elements of the chunk
-  double seconds = 0;     ///< median time of one launch
+/// The current CUDA device, for timing. Not thread-safe; one per bench.
+class CudaBench {
+ public:
+  /// kInternal "no CUDA device" when none is present; kInternal for another CUDA failure.
+  static Result<std::unique_ptr<CudaBench>> open();
+  ~CudaBench();
+  CudaBench(const CudaBench&) = delete;
+  CudaBench& operator=(const CudaBench&) = delete;
+
+  /// cudaDeviceProp::name.
+  const std::string& device_name() const { return name_; }
+  /// `bytes` of device memory (at least 16), owned by the bench until it is destroyed.
+  Result<void*> allocate(uint64_t bytes);
+  /// Releases everything allocate() handed out.
+  void release_all();
+  /// Copies `bytes` from host memory to device memory (synchronously).
+  Status upload(void* d_dst, const void* src, uint64_t bytes);
+  /// Copies `bytes` from device memory to host memory (synchronously).
+  Status download(void* dst, const void* d_src, uint64_t bytes);
+  /// Waits for all work on the device (set-up launches run on the legacy default stream, which the
+  /// bench's non-blocking stream does not wait for).
+  Status synchronize();
+  /// Median seconds of `repeats` launches of `op` on the bench's stream, after one untimed launch.
+  Status median_seconds(uint32_t repeats, const std::function<Status(CudaStream)>& op, double& seconds);
+  /// Device-to-device copy of `bytes`, as bytes read + written per second (median of `repeats`).
+  Status copy_bandwidth(uint64_t bytes, uint32_t repeats, double& bytes_per_second);
+
+ private:
+  CudaBench() = default;
+  struct Events;
+  std::string name_;
+  CudaStream stream_ = nullptr;
+  std::unique_ptr<Events> events_;
+  std::vector<void*> owned_;
 };
-
-/// What a CUDA bench measured.
-struct CudaBenchReport {
-  std::string device;       ///< cudaDeviceProp::name
-  double copy_Bps = 0;      ///< device-to-device copy of the largest size, bytes read + written per second
-  std::vector<CudaKernelTiming> timings;
-};
-
-/// Schemes with CUDA kernels in this build.
-std::vector<std::string> cuda_bench_schemes();
-
-/// Times every CUDA kernel of `schemes` (each must be in cuda_bench_schemes()) at each of `sizes`
-/// (fp32 elements, ascending), on N(0,1) inputs drawn from `seed`. kNotFound when no device is
-/// present; kInternal for a CUDA failure (out of memory included).
-Status cuda_bench(const std::vector<std::string>& schemes, const std::vector<uint64_t>& sizes, uint32_t repeats,
-                  uint64_t seed, CudaBenchReport& out);
 
 }  // namespace ccsim::kern

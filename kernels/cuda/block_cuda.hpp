@@ -113,14 +113,6 @@ Status group_quant_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t c
                                                  const GroupQuantFormat& out_format, const RngKey& key,
                                                  uint64_t index_base, uint8_t* d_out, CudaStream stream = nullptr);
 
-/// The fused hop of block int8 (kernels/quant/block_int8.hpp; EQuARX's int8 mode):
-/// block_int8_decode_accumulate then block_int8_encode, in one pass. Block int8 is group
-/// quantization with kInt, 8 bits, group = block, no Hadamard, bit for bit (same codes, scales
-/// and layout), so this runs the group kernel. REQUIRES: 1 <= block <= kBlockCudaMaxBlock.
-Status block_int8_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t count, uint32_t block, float* d_acc,
-                                                Rounding rounding, const RngKey& key, uint64_t index_base,
-                                                uint8_t* d_out, CudaStream stream = nullptr);
-
 // --- TFP (kernels/quant/tfp.hpp) -----------------------------------------------------------------
 
 /// kInvalidArgument unless f.valid().

@@ -49,6 +49,8 @@ inline unsigned grid_for(uint64_t work_items, uint64_t items_per_cta) {
 }
 
 inline bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+// A pointer an op does not use (nullptr) does not stand in the way of vector access.
+inline bool aligned_or_null(const void* p, uintptr_t bytes) { return p == nullptr || aligned(p, bytes); }
 
 inline Status launch_status(const char* op) { return cuda_status(cudaGetLastError(), op); }
 
@@ -215,5 +217,85 @@ __device__ __forceinline__ float load_f32(const uint8_t* p) {
 }
 
 __device__ __forceinline__ void store_f32(uint8_t* p, float v) { store_bytes(p, __float_as_uint(v), 4); }
+
+// --- elementwise 16-bit codecs (BF16, FP16) ------------------------------------------------------
+
+enum class Elem16Op : uint8_t { kEncode, kDecode, kDecodeAccumulate, kFused };
+
+// A codec is a type with static __device__ `uint16_t encode(float)` and `float decode(uint16_t)`.
+// One element: `f` is the float (x, the decoded output or acc), `h` the code (in; out for encode
+// and fused). Decoded values are added as the CPU's `acc[i] += v` (accumulate(), its NaN rules).
+template <class Codec, Elem16Op kOp>
+__device__ __forceinline__ void elem16_apply(float& f, uint16_t& h) {
+  if constexpr (kOp == Elem16Op::kEncode) {
+    h = Codec::encode(f);
+  } else if constexpr (kOp == Elem16Op::kDecode) {
+    f = Codec::decode(h);
+  } else if constexpr (kOp == Elem16Op::kDecodeAccumulate) {
+    f = accumulate(f, Codec::decode(h));
+  } else {
+    f = accumulate(f, Codec::decode(h));
+    h = Codec::encode(f);
+  }
+}
+
+// Elementwise, grid-stride; with kVec four elements per step through float4/ushort4 (the pointers
+// used are aligned to them). Pointers: x (encode input), in (codes read), acc (floats written, and
+// read by the accumulating ops), out (codes written).
+template <class Codec, Elem16Op kOp, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    elem16_kernel(const float* __restrict__ x, const uint16_t* __restrict__ in, float* __restrict__ acc,
+                uint16_t* __restrict__ out, uint64_t n) {
+  constexpr bool kReadsCodes = kOp != Elem16Op::kEncode;
+  constexpr bool kReadsAcc = kOp == Elem16Op::kDecodeAccumulate || kOp == Elem16Op::kFused;
+  constexpr bool kWritesFloats = kOp != Elem16Op::kEncode;
+  constexpr bool kWritesCodes = kOp == Elem16Op::kEncode || kOp == Elem16Op::kFused;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint64_t head = 0;
+  if constexpr (kVec) {
+    head = n / 4 * 4;
+    for (uint64_t v = tid; v < n / 4; v += stride) {
+      float4 f{};
+      ushort4 h{};
+      if constexpr (kOp == Elem16Op::kEncode) f = reinterpret_cast<const float4*>(x)[v];
+      if constexpr (kReadsAcc) f = reinterpret_cast<const float4*>(acc)[v];
+      if constexpr (kReadsCodes) h = reinterpret_cast<const ushort4*>(in)[v];
+      elem16_apply<Codec, kOp>(f.x, h.x);
+      elem16_apply<Codec, kOp>(f.y, h.y);
+      elem16_apply<Codec, kOp>(f.z, h.z);
+      elem16_apply<Codec, kOp>(f.w, h.w);
+      if constexpr (kWritesFloats) reinterpret_cast<float4*>(acc)[v] = f;
+      if constexpr (kWritesCodes) reinterpret_cast<ushort4*>(out)[v] = h;
+    }
+  }
+  for (uint64_t i = head + tid; i < n; i += stride) {
+    float f = 0.0f;
+    uint16_t h = 0;
+    if constexpr (kOp == Elem16Op::kEncode) f = x[i];
+    if constexpr (kReadsAcc) f = acc[i];
+    if constexpr (kReadsCodes) h = in[i];
+    elem16_apply<Codec, kOp>(f, h);
+    if constexpr (kWritesFloats) acc[i] = f;
+    if constexpr (kWritesCodes) out[i] = h;
+  }
+}
+
+template <class Codec, Elem16Op kOp>
+Status launch_elem16(const float* x, const uint16_t* in, float* acc, uint16_t* out, uint64_t count,
+                     CudaStream stream, const char* name) {
+  if (count == 0) return ok_status();
+  const bool missing = kOp == Elem16Op::kEncode  ? x == nullptr || out == nullptr
+                       : kOp == Elem16Op::kFused ? in == nullptr || acc == nullptr || out == nullptr
+                                                 : in == nullptr || acc == nullptr;
+  if (missing) return null_pointer(name);
+  if (aligned_or_null(x, 16) && aligned_or_null(acc, 16) && aligned_or_null(in, 8) && aligned_or_null(out, 8)) {
+    elem16_kernel<Codec, kOp, true>
+        <<<grid_for(count / 4 + count % 4, kThreads), kThreads, 0, stream>>>(x, in, acc, out, count);
+  } else {
+    elem16_kernel<Codec, kOp, false><<<grid_for(count, kThreads), kThreads, 0, stream>>>(x, in, acc, out, count);
+  }
+  return launch_status(name);
+}
 
 }  // namespace ccsim::kern::cuda_detail

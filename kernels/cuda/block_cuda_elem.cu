@@ -25,7 +25,11 @@ namespace {
 
 using namespace cuda_detail;
 
-bool aligned_to(const void* p, uintptr_t bytes) { return p == nullptr || aligned(p, bytes); }
+// FP16 codes for the elementwise 16-bit kernels (block_cuda_common.cuh).
+struct Fp16Codec {
+  __device__ static uint16_t encode(float x) { return float_to_fp16_rne(x); }
+  __device__ static float decode(uint16_t h) { return fp16_to_float(h); }
+};
 
 // --- TFP -----------------------------------------------------------------------------------------
 
@@ -249,84 +253,6 @@ Status launch_qsgd_decode(const uint8_t* d_in, uint64_t count, uint32_t bucket, 
   return launch_status(name);
 }
 
-// --- FP16 ----------------------------------------------------------------------------------------
-
-enum class Fp16Op : uint8_t { kEncode, kDecode, kDecodeAccumulate, kFused };
-
-// One element: `f` is the float (x, the decoded output or acc), `h` the code (in; out for encode
-// and fused).
-template <Fp16Op kOp>
-__device__ __forceinline__ void fp16_apply(float& f, uint16_t& h) {
-  if constexpr (kOp == Fp16Op::kEncode) {
-    h = float_to_fp16_rne(f);
-  } else if constexpr (kOp == Fp16Op::kDecode) {
-    f = fp16_to_float(h);
-  } else if constexpr (kOp == Fp16Op::kDecodeAccumulate) {
-    f = accumulate(f, fp16_to_float(h));
-  } else {
-    f = accumulate(f, fp16_to_float(h));
-    h = float_to_fp16_rne(f);
-  }
-}
-
-// Elementwise, grid-stride; with kVec four elements per step through float4/ushort4 (the pointers
-// used are aligned to them). Pointers: x (encode input), in (codes read), acc (floats written, and
-// read by the accumulating ops), out (codes written).
-template <Fp16Op kOp, bool kVec>
-__global__ void __launch_bounds__(kThreads)
-    fp16_kernel(const float* __restrict__ x, const uint16_t* __restrict__ in, float* __restrict__ acc,
-                uint16_t* __restrict__ out, uint64_t n) {
-  constexpr bool kReadsCodes = kOp != Fp16Op::kEncode;
-  constexpr bool kReadsAcc = kOp == Fp16Op::kDecodeAccumulate || kOp == Fp16Op::kFused;
-  constexpr bool kWritesFloats = kOp != Fp16Op::kEncode;
-  constexpr bool kWritesCodes = kOp == Fp16Op::kEncode || kOp == Fp16Op::kFused;
-  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  uint64_t head = 0;
-  if constexpr (kVec) {
-    head = n / 4 * 4;
-    for (uint64_t v = tid; v < n / 4; v += stride) {
-      float4 f{};
-      ushort4 h{};
-      if constexpr (kOp == Fp16Op::kEncode) f = reinterpret_cast<const float4*>(x)[v];
-      if constexpr (kReadsAcc) f = reinterpret_cast<const float4*>(acc)[v];
-      if constexpr (kReadsCodes) h = reinterpret_cast<const ushort4*>(in)[v];
-      fp16_apply<kOp>(f.x, h.x);
-      fp16_apply<kOp>(f.y, h.y);
-      fp16_apply<kOp>(f.z, h.z);
-      fp16_apply<kOp>(f.w, h.w);
-      if constexpr (kWritesFloats) reinterpret_cast<float4*>(acc)[v] = f;
-      if constexpr (kWritesCodes) reinterpret_cast<ushort4*>(out)[v] = h;
-    }
-  }
-  for (uint64_t i = head + tid; i < n; i += stride) {
-    float f = 0.0f;
-    uint16_t h = 0;
-    if constexpr (kOp == Fp16Op::kEncode) f = x[i];
-    if constexpr (kReadsAcc) f = acc[i];
-    if constexpr (kReadsCodes) h = in[i];
-    fp16_apply<kOp>(f, h);
-    if constexpr (kWritesFloats) acc[i] = f;
-    if constexpr (kWritesCodes) out[i] = h;
-  }
-}
-
-template <Fp16Op kOp>
-Status launch_fp16(const float* x, const uint16_t* in, float* acc, uint16_t* out, uint64_t count, CudaStream stream,
-                   const char* name) {
-  if (count == 0) return ok_status();
-  const bool missing = kOp == Fp16Op::kEncode ? x == nullptr || out == nullptr
-                       : kOp == Fp16Op::kFused ? in == nullptr || acc == nullptr || out == nullptr
-                                               : in == nullptr || acc == nullptr;
-  if (missing) return null_pointer(name);
-  if (aligned_to(x, 16) && aligned_to(acc, 16) && aligned_to(in, 8) && aligned_to(out, 8)) {
-    fp16_kernel<kOp, true><<<grid_for(count / 4 + count % 4, kThreads), kThreads, 0, stream>>>(x, in, acc, out, count);
-  } else {
-    fp16_kernel<kOp, false><<<grid_for(count, kThreads), kThreads, 0, stream>>>(x, in, acc, out, count);
-  }
-  return launch_status(name);
-}
-
 }  // namespace
 
 // --- TFP -----------------------------------------------------------------------------------------
@@ -416,21 +342,22 @@ Status qsgd_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t count, u
 // --- FP16 ----------------------------------------------------------------------------------------
 
 Status fp16_encode_cuda(const float* d_x, uint64_t count, uint16_t* d_out, CudaStream stream) {
-  return launch_fp16<Fp16Op::kEncode>(d_x, nullptr, nullptr, d_out, count, stream, "fp16_encode_cuda");
+  return launch_elem16<Fp16Codec, Elem16Op::kEncode>(d_x, nullptr, nullptr, d_out, count, stream, "fp16_encode_cuda");
 }
 
 Status fp16_decode_cuda(const uint16_t* d_in, uint64_t count, float* d_out, CudaStream stream) {
-  return launch_fp16<Fp16Op::kDecode>(nullptr, d_in, d_out, nullptr, count, stream, "fp16_decode_cuda");
+  return launch_elem16<Fp16Codec, Elem16Op::kDecode>(nullptr, d_in, d_out, nullptr, count, stream, "fp16_decode_cuda");
 }
 
 Status fp16_decode_accumulate_cuda(const uint16_t* d_in, uint64_t count, float* d_acc, CudaStream stream) {
-  return launch_fp16<Fp16Op::kDecodeAccumulate>(nullptr, d_in, d_acc, nullptr, count, stream,
-                                                "fp16_decode_accumulate_cuda");
+  return launch_elem16<Fp16Codec, Elem16Op::kDecodeAccumulate>(nullptr, d_in, d_acc, nullptr, count, stream,
+                                                               "fp16_decode_accumulate_cuda");
 }
 
 Status fp16_decode_accumulate_encode_cuda(const uint16_t* d_in, uint64_t count, float* d_acc, uint16_t* d_out,
                                           CudaStream stream) {
-  return launch_fp16<Fp16Op::kFused>(nullptr, d_in, d_acc, d_out, count, stream, "fp16_decode_accumulate_encode_cuda");
+  return launch_elem16<Fp16Codec, Elem16Op::kFused>(nullptr, d_in, d_acc, d_out, count, stream,
+                                                    "fp16_decode_accumulate_encode_cuda");
 }
 
 }  // namespace ccsim::kern

@@ -315,17 +315,4 @@ Status group_quant_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t c
   return launch_group_encode(args, true, stream, "group_quant_decode_accumulate_encode_cuda");
 }
 
-Status block_int8_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t count, uint32_t block, float* d_acc,
-                                                Rounding rounding, const RngKey& key, uint64_t index_base,
-                                                uint8_t* d_out, CudaStream stream) {
-  GroupQuantFormat f;
-  f.element = GroupElement::kInt;
-  f.bits = 8;
-  f.group = block;
-  f.rounding = rounding;
-  f.hadamard = false;
-  const GroupEncodeArgs args{nullptr, d_in, d_acc, count, f, f, key, index_base, d_out};
-  return launch_group_encode(args, true, stream, "block_int8_decode_accumulate_encode_cuda");
-}
-
 }  // namespace ccsim::kern

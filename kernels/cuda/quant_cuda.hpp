@@ -6,9 +6,9 @@
 /// Every op is bit-identical to its CPU reference: the kernels call the same CCSIM_HD element
 /// functions, write the same wire layout and draw the same Philox numbers (element i of a chunk at
 /// index `index_base + i`), and the target is compiled with --fmad=false so no multiply-add is
-/// contracted differently. The one exception is the payload of a NaN produced by arithmetic
-/// (decode-accumulate, or decoding a block whose maximum is ±inf): the GPU returns the canonical
-/// NaN, the CPU one of the operands. NaN-ness itself matches.
+/// contracted differently. NaNs produced by arithmetic follow the CPU's x86-64 rules too (see
+/// block_cuda.hpp): block int8 runs the group-quantization kernels of block_cuda.hpp and BF16 the
+/// elementwise kernels FP16 uses.
 ///
 /// Entry points follow CUB's shape: device pointers (prefix `d_`), an optional stream, a Status.
 /// They never allocate (the codecs need no workspace) and never synchronize: they check the
@@ -58,6 +58,12 @@ Status bf16_decode_cuda(const uint16_t* d_in, uint64_t count, float* d_out, Cuda
 /// REQUIRES: d_in holds `count` uint16 and d_acc `count` floats; they do not overlap.
 Status bf16_decode_accumulate_cuda(const uint16_t* d_in, uint64_t count, float* d_acc, CudaStream stream = nullptr);
 
+/// BF16 fused intermediate hop, elementwise in one pass: d_acc[i] += bf16_to_float(d_in[i]), then
+/// d_out[i] = float_to_bf16_rne(d_acc[i]).
+/// REQUIRES: d_in and d_out hold `count` uint16, d_acc `count` floats; no two overlap.
+Status bf16_decode_accumulate_encode_cuda(const uint16_t* d_in, uint64_t count, float* d_acc, uint16_t* d_out,
+                                          CudaStream stream = nullptr);
+
 /// Checks that the CUDA block-int8 kernels can serve a chunk: kInvalidArgument unless
 /// 1 <= block <= kBlockInt8CudaMaxBlock. Called by every block_int8_*_cuda entry point.
 Status block_int8_cuda_can_implement(uint64_t count, uint32_t block);
@@ -79,5 +85,14 @@ Status block_int8_decode_cuda(const uint8_t* d_in, uint64_t count, uint32_t bloc
 /// REQUIRES: d_in holds block_int8_bytes(count, block) bytes; d_acc holds `count` floats.
 Status block_int8_decode_accumulate_cuda(const uint8_t* d_in, uint64_t count, uint32_t block, float* d_acc,
                                          CudaStream stream = nullptr);
+
+/// Block-int8 fused intermediate hop (the int8 compressor; EQuARX's int8 mode):
+/// block_int8_decode_accumulate into d_acc, then block_int8_encode of the new d_acc into d_out, in
+/// one pass over memory.
+/// REQUIRES: d_in and d_out hold block_int8_bytes(count, block) bytes, d_acc `count` floats; no two
+/// overlap.
+Status block_int8_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t count, uint32_t block, float* d_acc,
+                                                Rounding rounding, const RngKey& key, uint64_t index_base,
+                                                uint8_t* d_out, CudaStream stream = nullptr);
 
 }  // namespace ccsim::kern

@@ -22,3 +22,10 @@ if(CCSIM_HAVE_CUDA)
     DEPS ccsim_kernels_cuda ccsim_cuda_test_support fmt::fmt
     LABELS gpu unit)
 endif()
+# The cases of `ccsim bench-kernels --device cuda` (tools/app/bench_cuda_cases.hpp).
+if(CCSIM_HAVE_CUDA)
+  ccsim_add_test(NAME bench_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/bench_cuda_test.cpp
+    DEPS ccsim_app
+    LABELS gpu unit)
+endif()

@@ -73,6 +73,28 @@ void check_bf16(const std::vector<float>& x, uint64_t seed, uint64_t float_offse
     SCOPED_TRACE("decode_accumulate");
     expect_same_floats(cpu_acc, gpu_acc, nan_payload_may_differ);
   }
+
+  // Fused hop: decode_accumulate then encode on the CPU; the GPU output starts as garbage.
+  std::vector<float> cpu_fused = make_input(Input::kNormal, n, seed + 2), gpu_fused(n);
+  std::vector<uint16_t> cpu_out(n), gpu_out(n);
+  DeviceBuffer<uint16_t> d_out(n, bf16_offset);
+  ASSERT_NE(d_out.get(), nullptr);
+  ASSERT_CUDA_OK(d_dec.upload(cpu_fused));
+  ASSERT_CUDA_OK(d_out.fill(0xA5));
+  bf16_decode_accumulate(cpu_enc.data(), n, cpu_fused.data());
+  bf16_encode(cpu_fused.data(), n, cpu_out.data());
+  ASSERT_STATUS_OK(bf16_decode_accumulate_encode_cuda(d_enc.get(), n, d_dec.get(), d_out.get()));
+  ASSERT_CUDA_OK(d_dec.download(gpu_fused));
+  ASSERT_CUDA_OK(d_out.download(gpu_out));
+  {
+    SCOPED_TRACE("decode_accumulate_encode");
+    expect_same_floats(cpu_fused, gpu_fused, nan_payload_may_differ);
+    // Codes compared through their exact expansion to fp32, so that NaN codes follow the same rule.
+    std::vector<float> cpu_codes(n), gpu_codes(n);
+    bf16_decode(cpu_out.data(), n, cpu_codes.data());
+    bf16_decode(gpu_out.data(), n, gpu_codes.data());
+    expect_same_floats(cpu_codes, gpu_codes, nan_payload_may_differ);
+  }
 }
 
 class Bf16Cuda : public ::testing::TestWithParam<std::tuple<uint64_t, Input>> {};
@@ -217,6 +239,7 @@ TEST(QuantCudaArguments, RejectsBadBlockSizeAndNullPointers) {
   EXPECT_EQ(bf16_encode_cuda(d_x, 10, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bf16_decode_cuda(nullptr, 10, d_x).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bf16_decode_accumulate_cuda(nullptr, 10, d_x).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bf16_decode_accumulate_encode_cuda(nullptr, 10, d_x, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(QuantCudaArguments, EmptyChunkIsANoOp) {

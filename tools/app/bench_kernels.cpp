@@ -20,6 +20,7 @@
 #include "traces/synthetic_gradients.hpp"
 #ifdef CCSIM_HAVE_CUDA
 #include "kernels/cuda/bench_cuda.hpp"
+#include "tools/app/bench_cuda_cases.hpp"
 #endif
 
 namespace ccsim::app {
@@ -158,11 +159,13 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
 }
 
 #ifdef CCSIM_HAVE_CUDA
-// The CUDA kernels: timed by kernels/cuda/bench_cuda, with each point's bytes the compressor's
-// declared memory traffic (default parameters, as the CUDA cases use).
+// The CUDA kernels (tools/app/bench_cuda_cases.hpp), timed with CUDA events by kern::CudaBench on
+// the same synthetic gradients as the CPU bench; each point's bytes the compressor's declared memory
+// traffic (default parameters, as the CUDA cases use).
 Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& schemes,
+                  std::span<const float> x0, std::span<const float> x1,
                   const std::function<void(const std::string&)>& progress, kern::DeviceCostProfile& p) {
-  const std::vector<std::string> have = kern::cuda_bench_schemes();
+  const std::vector<std::string> have = cuda_case_schemes();
   std::vector<std::string> run;
   for (const auto& s : schemes) {
     if (std::find(have.begin(), have.end(), s) != have.end())
@@ -171,34 +174,37 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
       return invalid_argument(fmt::format("--algo {}: no CUDA kernels for it in this build; CUDA schemes: {}", s,
                                           fmt::join(have, ", ")));
   }
-  std::vector<uint64_t> sizes = {256};  // the launch-overhead point
-  for (uint64_t n : bench_sizes(o)) sizes.push_back(n);
-  if (progress) progress(fmt::format("CUDA kernels of {}", fmt::join(run, ", ")));
-  kern::CudaBenchReport rep;
-  CCSIM_RETURN_IF_ERROR(kern::cuda_bench(run, sizes, o.repeats, o.seed, rep));
-  p.name = rep.device;
-  p.copy_bandwidth_Bps = rep.copy_Bps;
-  for (const kern::CudaKernelTiming& t : rep.timings) {
-    kern::KernelCostCurve* c = nullptr;
-    for (auto& k : p.kernels)
-      if (k.scheme == t.scheme && k.op == t.op) c = &k;
-    if (c == nullptr) {
-      p.kernels.push_back({t.scheme, t.op, "{}", 0, {}});
-      c = &p.kernels.back();
+  CCSIM_ASSIGN_OR_RETURN(std::unique_ptr<kern::CudaBench> dev, kern::CudaBench::open());
+  p.name = dev->device_name();
+  const std::vector<uint64_t> sizes = bench_sizes(o);
+  CCSIM_RETURN_IF_ERROR(dev->copy_bandwidth(4 * sizes.back(), o.repeats, p.copy_bandwidth_Bps));
+  dev->release_all();
+  for (const std::string& scheme : run) {
+    if (progress) progress(fmt::format("{} (CUDA)", scheme));
+    std::vector<kern::KernelCostCurve> curves(std::size(kKinds));
+    for (size_t k = 0; k < curves.size(); ++k)
+      curves[k] = {scheme, std::string(topo::kernel_kind_name(kKinds[k])), "{}", 0, {}};
+    std::vector<uint64_t> points = {256};  // the launch-overhead point
+    for (uint64_t n : sizes) points.push_back(n);
+    for (size_t si = 0; si < points.size(); ++si) {
+      std::vector<CudaCase> cases;
+      CCSIM_RETURN_IF_ERROR(cuda_cases(scheme, points[si], x0, x1, o.seed, *dev, cases));
+      CCSIM_RETURN_IF_ERROR(dev->synchronize());
+      for (const CudaCase& c : cases) {
+        double t = 0;
+        CCSIM_RETURN_IF_ERROR(dev->median_seconds(o.repeats, c.launch, t));
+        const auto* kind = std::find(std::begin(kKinds), std::end(kKinds), c.kind);
+        const auto k = static_cast<size_t>(kind - std::begin(kKinds));
+        if (si == 0)
+          curves[k].launch_s = t;
+        else
+          curves[k].points.push_back({points[si], c.bytes, t});
+      }
+      dev->release_all();
     }
-    if (t.elements == sizes.front()) {
-      c->launch_s = t.seconds;
-      continue;
-    }
-    auto comp = algo::CompressorRegistry::global().create(t.scheme, nlohmann::json::object());
-    if (!comp.ok()) return comp.status();
-    KernelKind kind = KernelKind::kEncode;
-    for (KernelKind k : kKinds)
-      if (topo::kernel_kind_name(k) == t.op) kind = k;
-    const algo::HopContext hop{kind == KernelKind::kDecode ? kRanks : 1u, kRanks};
-    c->points.push_back({t.elements, (*comp)->memory_bytes(kind, algo::TensorSpec{0, t.elements}, hop), t.seconds});
+    for (auto& c : curves) p.kernels.push_back(std::move(c));
   }
-  return ok_status();
+  return dev->synchronize();
 }
 #endif
 
@@ -237,16 +243,9 @@ Result<kern::DeviceCostProfile> bench_kernels(const KernelBenchOptions& o,
   p.source = fmt::format("ccsim bench-kernels --device {} --min-size {} --max-size {} --repeats {}", o.device,
                          o.min_bytes, o.max_bytes, o.repeats);
 #ifdef CCSIM_HAVE_CUDA
-  if (o.device == "cuda") {
-    p.kind = "cuda";
-    CCSIM_RETURN_IF_ERROR(bench_cuda(o, schemes, progress, p));
-    return p;
-  }
+  if (o.device == "cuda" && !kern::cuda_device_available())
+    return internal_error("no CUDA device: --device cuda needs a GPU");
 #endif
-  p.kind = "cpu";
-  p.threads = static_cast<uint32_t>(kern::worker_threads());
-  p.name = fmt::format("{}, {} worker thread(s), CPU reference kernels", cpu_name(), p.threads);
-
   // Two workers' synthetic gradients (layered scales, local envelopes: what adaptive schemes plan on).
   const uint64_t max_n = bench_sizes(o).back();
   std::vector<float> x0(max_n), x1(max_n);
@@ -254,6 +253,17 @@ Result<kern::DeviceCostProfile> bench_kernels(const KernelBenchOptions& o,
   spec.elements = max_n;
   const std::vector<std::span<float>> workers = {x0, x1};
   traces::generate_synthetic_gradients(spec, o.seed, workers);
+#ifdef CCSIM_HAVE_CUDA
+  if (o.device == "cuda") {
+    p.kind = "cuda";
+    CCSIM_RETURN_IF_ERROR(bench_cuda(o, schemes, x0, x1, progress, p));
+    return p;
+  }
+#endif
+  p.kind = "cpu";
+  p.threads = static_cast<uint32_t>(kern::worker_threads());
+  p.name = fmt::format("{}, {} worker thread(s), CPU reference kernels", cpu_name(), p.threads);
+
   // The copy bandwidth is the fastest of copies measured before every scheme (a busy machine
   // only ever slows a copy down).
   std::vector<float> copy(max_n);

@@ -1,0 +1,68 @@
+// The CUDA kernel bench's cases (tools/app/bench_cuda_cases.hpp): every scheme it names is a
+// registered compressor, and on a GPU every case builds (which checks the device's leaf message
+// against the CPU compressor's, byte for byte) and launches cleanly. Without a device the GPU
+// cases skip and opening the bench fails with a clear message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/registry.hpp"
+#include "kernels/cuda/bench_cuda.hpp"
+#include "tools/app/bench_cuda_cases.hpp"
+#include "traces/synthetic_gradients.hpp"
+
+namespace ccsim::app {
+namespace {
+
+TEST(CudaBenchCases, EverySchemeIsARegisteredCompressor) {
+  const std::vector<std::string> all = algo::CompressorRegistry::global().names();
+  const std::vector<std::string> cuda = cuda_case_schemes();
+  EXPECT_GE(cuda.size(), 14u);
+  for (const auto& s : cuda) EXPECT_NE(std::find(all.begin(), all.end(), s), all.end()) << s;
+}
+
+TEST(CudaBenchCases, OpeningWithoutADeviceFailsClearly) {
+  if (kern::cuda_device_available()) GTEST_SKIP() << "a CUDA device is present";
+  auto dev = kern::CudaBench::open();
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(dev.status().message().find("no CUDA device"), std::string::npos) << dev.status().message();
+}
+
+class CudaBenchScheme : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaBenchScheme, CasesBuildAndLaunch) {
+  if (!kern::cuda_device_available()) GTEST_SKIP() << "no CUDA device: skipping GPU test";
+  constexpr uint64_t kMax = 1 << 16;
+  std::vector<float> x0(kMax), x1(kMax);
+  traces::SyntheticGradientSpec spec;
+  spec.elements = kMax;
+  const std::vector<std::span<float>> workers = {x0, x1};
+  traces::generate_synthetic_gradients(spec, 7, workers);
+  auto dev = kern::CudaBench::open();
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  for (const uint64_t n : {uint64_t{4096}, uint64_t{kMax}}) {
+    SCOPED_TRACE(n);
+    std::vector<CudaCase> cases;
+    const Status built = cuda_cases(GetParam(), n, x0, x1, 7, **dev, cases);
+    ASSERT_TRUE(built.ok()) << built.message();
+    ASSERT_EQ(cases.size(), 4u);
+    ASSERT_TRUE((*dev)->synchronize().ok());
+    for (const CudaCase& c : cases) {
+      EXPECT_GT(c.bytes, 0u);
+      double t = 0;
+      const Status timed = (*dev)->median_seconds(2, c.launch, t);
+      ASSERT_TRUE(timed.ok()) << timed.message();
+      EXPECT_GT(t, 0.0);
+    }
+    (*dev)->release_all();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, CudaBenchScheme, ::testing::ValuesIn(cuda_case_schemes()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace ccsim::app
