@@ -154,6 +154,22 @@ Status ThcCompressor::plan_commit(const PlanStats& combined, uint64_t elements, 
   return ok_status();
 }
 
+kern::ThcLattice ThcCompressor::committed_lattice() const {
+  CCSIM_CHECK(lattice_ != Lattice::kNone, "thc: no committed plan");
+  kern::ThcLattice l;
+  l.kind = lattice_ == Lattice::kZero        ? kern::ThcLattice::Kind::kZero
+           : lattice_ == Lattice::kNonFinite ? kern::ThcLattice::Kind::kNonFinite
+                                              : kern::ThcLattice::Kind::kValid;
+  if (lattice_ == Lattice::kValid) {
+    l.k = k_;
+    l.m = m_;
+    l.step = step_;
+    l.inv_step = inv_step_;
+  }
+  l.levels = levels();
+  return l;
+}
+
 std::vector<PlanDecision> ThcCompressor::plan_decisions() const {
   if (lattice_ == Lattice::kNone) return {};
   const uint32_t bits = aggregation_bits(planned_ranks_);

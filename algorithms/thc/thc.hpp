@@ -46,6 +46,7 @@
 #include <span>
 
 #include "algorithms/registry.hpp"
+#include "kernels/quant/thc.hpp"
 
 namespace ccsim::algo {
 
@@ -108,11 +109,14 @@ class ThcCompressor final : public UnfusedHopCompressor {
   uint32_t levels() const { return (1u << q_) - 1u; }
   /// The committed global max |rotated value| M (0 before a plan).
   double lattice_max() const { return std::ldexp(static_cast<double>(m_), k_); }
+  /// The committed lattice as prepare() and finish() apply it (what the CUDA kernels take).
+  /// REQUIRES (checked): a committed plan.
+  kern::ThcLattice committed_lattice() const;
+  /// The shared sign key of the round whose keys have key's seed and round.
+  static kern::RngKey shared_key(const kern::RngKey& key) { return {key.seed, key.round, kThcSharedRank, 0}; }
 
  private:
   enum class Lattice : uint8_t { kNone, kZero, kNonFinite, kValid };
-  /// The shared sign key of a round.
-  static kern::RngKey shared_key(const kern::RngKey& key) { return {key.seed, key.round, kThcSharedRank, 0}; }
   /// The power of two the metadata entry divides by, 2^(ceil(log2(B) / 2) + 1).
   static double entry_divisor(uint64_t block);
 

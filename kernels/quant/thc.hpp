@@ -28,6 +28,21 @@
 
 namespace ccsim::kern {
 
+/// A committed THC lattice as prepare() and finish() of algorithms/thc/thc.hpp apply it: the round
+/// works on x 2^-k, where the lattice half-width is m = M' in [1, 2), with step = fl(2m / L),
+/// inv_step = fl(L / 2m) and levels = L = 2^q - 1. kZero (every rank's tensor is zero) and
+/// kNonFinite (a gradient was not finite) carry no lattice: prepare() gives zeros, finish() zeros
+/// or NaNs. The CUDA kernels (kernels/cuda/thc_cuda.hpp) take the CPU compressor's plan as this.
+struct ThcLattice {
+  enum class Kind : uint8_t { kZero, kNonFinite, kValid };
+  Kind kind = Kind::kZero;
+  int k = 0;
+  float m = 0.0f;
+  float step = 0.0f;
+  float inv_step = 0.0f;
+  uint32_t levels = 0;
+};
+
 /// Bytes of `count` aggregation fields of `bits` bits: ceil(count * bits / 8).
 CCSIM_HD constexpr uint64_t thc_bytes(uint64_t count, uint32_t bits) { return (count * bits + 7) / 8; }
 

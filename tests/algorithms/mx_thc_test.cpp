@@ -649,6 +649,34 @@ TEST(ThcRing, WholePipelineIsUnbiasedOverSeeds) {
   EXPECT_TRUE(fixed.unbiased());
 }
 
+// committed_lattice() hands the CUDA kernels the plan prepare() and finish() apply: the frame 2^k
+// and half-width M' with lattice_max() = M' 2^k, the step and its inverse as plan_commit rounds
+// them, and the kind of an all-zero or non-finite round.
+TEST(ThcPlan, CommittedLatticeIsThePlansLattice) {
+  auto comp = make("thc");
+  auto& thc = as<ThcCompressor>(*comp);
+  const auto x = normal_vector(3000, 90), y = normal_vector(3000, 91);
+  std::vector<std::span<const float>> ins = {x, y};
+  ASSERT_TRUE(plan_round(*comp, ins, {9, 0}).ok());
+  const kern::ThcLattice l = thc.committed_lattice();
+  EXPECT_EQ(l.kind, kern::ThcLattice::Kind::kValid);
+  EXPECT_GE(l.m, 1.0f);
+  EXPECT_LT(l.m, 2.0f);
+  EXPECT_EQ(std::ldexp(static_cast<double>(l.m), l.k), thc.lattice_max());
+  EXPECT_EQ(l.levels, thc.levels());
+  EXPECT_EQ(l.step, (2.0f * l.m) / static_cast<float>(l.levels));
+  EXPECT_EQ(l.inv_step, static_cast<float>(l.levels) / (2.0f * l.m));
+  const std::vector<float> zeros(3000, 0.0f);
+  std::vector<float> nan = x;
+  nan[17] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::span<const float>> zero_ins = {zeros, zeros}, nan_ins = {x, nan};
+  ASSERT_TRUE(plan_round(*comp, zero_ins, {9, 1}).ok());
+  EXPECT_EQ(thc.committed_lattice().kind, kern::ThcLattice::Kind::kZero);
+  ASSERT_TRUE(plan_round(*comp, nan_ins, {9, 2}).ok());
+  EXPECT_EQ(thc.committed_lattice().kind, kern::ThcLattice::Kind::kNonFinite);
+  EXPECT_EQ(ThcCompressor::shared_key({5, 6, 7, 8}).rank, ThcCompressor::kThcSharedRank);
+}
+
 TEST(ThcPadding, ATensorOf1000ElementsRoundTripsThroughItsPaddedBlock) {
   auto comp = make("thc");
   auto& thc = as<ThcCompressor>(*comp);

@@ -29,3 +29,12 @@ if(CCSIM_HAVE_CUDA)
     DEPS ccsim_app
     LABELS gpu unit)
 endif()
+# THC's kernels (kernels/cuda/thc_cuda.hpp: Hadamard transforms, max |x|, plan_local, prepare,
+# finish and the wire) against the CPU references and the CPU compressor, the shipped dump included.
+if(CCSIM_HAVE_CUDA)
+  ccsim_add_test(NAME thc_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/thc_cuda_test.cu
+    DEPS ccsim_kernels_cuda ccsim_algorithms ccsim_traces fmt::fmt
+    LABELS gpu unit)
+  target_compile_definitions(thc_cuda_test PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endif()
