@@ -34,7 +34,7 @@ endif()
 if(CCSIM_HAVE_CUDA)
   ccsim_add_test(NAME thc_cuda_test
     SRCS ${CMAKE_CURRENT_LIST_DIR}/thc_cuda_test.cu
-    DEPS ccsim_kernels_cuda ccsim_algorithms ccsim_traces fmt::fmt
+    DEPS ccsim_kernels_cuda ccsim_cuda_test_support ccsim_algorithms ccsim_traces fmt::fmt
     LABELS gpu unit)
   target_compile_definitions(thc_cuda_test PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()

@@ -50,7 +50,10 @@ namespace {
 using algo::HopContext;
 using algo::ThcCompressor;
 using algo::TensorSpec;
+using testing::case_seed;
 using testing::DeviceBuffer;
+using testing::from_bits;
+using testing::to_bits;
 
 // --- inputs --------------------------------------------------------------------------------------
 
@@ -66,17 +69,6 @@ std::string input_name(Input in) {
     case Input::kMixed: return "mixed";
   }
   return "?";
-}
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
 }
 
 // Seeded inputs of one family. kNormal spans 9 decades entry by entry; kNonFinite mixes ±inf, quiet
@@ -114,11 +106,6 @@ std::vector<float> make_input(Input kind, uint64_t n, uint64_t seed) {
     }
   }
   return x;
-}
-
-// A seed that differs for every parameter combination but is fixed from run to run.
-uint64_t case_seed(uint64_t n, uint64_t a, uint64_t b, uint64_t c) {
-  return 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull) ^ (a << 40) ^ (b << 20) ^ (c << 8);
 }
 
 // --- comparisons and buffers ---------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include "kernels/cuda/block_cuda.hpp"
 #include "kernels/cuda/dynamiq_cuda.hpp"
 #include "kernels/cuda/quant_cuda.hpp"
+#include "kernels/cuda/thc_cuda.hpp"
 #include "kernels/quant/group_quant.hpp"
 #include "kernels/quant/mx.hpp"
 #include "kernels/quant/qsgd.hpp"
@@ -228,6 +229,24 @@ Result<Ops> scheme_ops(const std::string& scheme, const algo::Compressor& comp, 
     };
     return o;
   }
+  if (scheme == "thc") {  // the collective's ops on the lattice codes: b-bit fields (8 bits for 4 ranks)
+    const auto bits = static_cast<uint32_t>(comp.wire_bytes(algo::TensorSpec{0, n}, kLeaf) * 8 / n);
+    Ops o;
+    o.encode_leaf = [=](const float* in, uint8_t* out, kern::CudaStream s) {
+      return kern::thc_pack_cuda(in, n, bits, out, nullptr, s);
+    };
+    o.encode_full = o.encode_leaf;
+    o.decode_full = [=](const uint8_t* in, float* out, kern::CudaStream s) {
+      return kern::thc_unpack_cuda(in, n, bits, out, s);
+    };
+    o.decode_accumulate_leaf = [=](const uint8_t* in, float* acc, kern::CudaStream s) {
+      return kern::thc_unpack_accumulate_cuda(in, n, bits, acc, s);
+    };
+    o.fused = [=](const uint8_t* in, float* acc, uint8_t* out, kern::CudaStream s) {
+      return kern::thc_unpack_accumulate_pack_cuda(in, n, bits, acc, out, nullptr, s);
+    };
+    return o;
+  }
   if (scheme == "mxfp8") return mx_ops(comp, kern::MinifloatKind::kFp8E4M3, n, key, dev);
   if (scheme == "mxfp6") return mx_ops(comp, kern::MinifloatKind::kFp6E3M2, n, key, dev);
   if (scheme == "mxfp4") return mx_ops(comp, kern::MinifloatKind::kFp4E2M1, n, key, dev);
@@ -243,7 +262,7 @@ Result<Ops> scheme_ops(const std::string& scheme, const algo::Compressor& comp, 
 
 std::vector<std::string> cuda_case_schemes() {
   return {"fp16", "bf16", "int8", "equarx", "sdp4bit_q", "sdp4bit_tlq", "sdp4bit_qw", "sdp4bit_qwd",
-          "tfp",  "qsgd", "mxfp8", "mxfp6", "mxfp4",    "dynamiq"};
+          "tfp",  "qsgd", "mxfp8", "mxfp6", "mxfp4",    "dynamiq",     "thc"};
 }
 
 Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> x0, std::span<const float> x1,
