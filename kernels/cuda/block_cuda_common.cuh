@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/quant_cuda.hpp"
 #include "kernels/float_bits.hpp"
+#include "kernels/pack/bitpack.hpp"
 #include "kernels/transform/hadamard.hpp"
 
 namespace ccsim::kern::cuda_detail {

@@ -38,3 +38,25 @@ if(CCSIM_HAVE_CUDA)
     LABELS gpu unit)
   target_compile_definitions(thc_cuda_test PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
+# OmniReduce's chunk selection, the entropy histogram and the PowerSGD kernels against their CPU
+# references (the compressor, kernels/stats/, kernels/linalg/), on synthetic inputs and the
+# shipped gradient dump. The host side of these tests replays the kernels' double arithmetic
+# (cr_math.cuh), so it must not contract multiply-adds either.
+if(CCSIM_HAVE_CUDA)
+  ccsim_add_test(NAME select_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/select_cuda_test.cu
+    DEPS ccsim_kernels_cuda ccsim_algorithms ccsim_traces fmt::fmt
+    LABELS gpu unit)
+  ccsim_add_test(NAME entropy_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/entropy_cuda_test.cu
+    DEPS ccsim_kernels_cuda ccsim_traces fmt::fmt
+    LABELS gpu unit)
+  ccsim_add_test(NAME lowrank_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/lowrank_cuda_test.cu
+    DEPS ccsim_kernels_cuda ccsim_traces fmt::fmt
+    LABELS gpu unit)
+  foreach(t select_cuda_test entropy_cuda_test lowrank_cuda_test)
+    target_compile_definitions(${t} PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false -Xcompiler=-ffp-contract=off>)
+  endforeach()
+endif()
