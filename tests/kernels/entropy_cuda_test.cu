@@ -40,6 +40,9 @@ namespace ccsim::kern {
 namespace {
 
 using testing::DeviceBuffer;
+using testing::from_bits;
+using testing::to_bits;
+using testing::case_seed;
 
 // --- inputs --------------------------------------------------------------------------------------
 
@@ -64,16 +67,6 @@ constexpr Input kInputs[] = {Input::kNormal, Input::kEdges,     Input::kConstant
                              Input::kDenormals, Input::kHuge,  Input::kNonFinite, Input::kSignedZeros,
                              Input::kAllNaN};
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 uint64_t to_bits(double d) {
   uint64_t u;
   std::memcpy(&u, &d, sizeof u);
@@ -237,10 +230,6 @@ void check_sampled(std::span<const float> x, uint32_t bins, float fraction, cons
       << fmt::format("gpu {:.17g} cpu {:.17g}", gpu.entropy, cpu);
   ++g_stats.total;
   g_stats.exact += to_bits(gpu.entropy) == to_bits(cpu);
-}
-
-uint64_t case_seed(uint64_t n, uint64_t a, uint64_t b, uint64_t c) {
-  return 0x9E3779B97F4A7C15ull ^ (n * 0x100000001B3ull) ^ (a << 40) ^ (b << 20) ^ (c << 8);
 }
 
 // --- GPU tests -----------------------------------------------------------------------------------

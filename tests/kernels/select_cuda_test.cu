@@ -43,6 +43,7 @@ namespace {
 using algo::OmniReduceCompressor;
 using algo::PlanStats;
 using testing::DeviceBuffer;
+using testing::from_bits;
 
 // --- inputs --------------------------------------------------------------------------------------
 
@@ -64,11 +65,6 @@ const char* input_name(Input in) {
 constexpr Input kInputs[] = {Input::kNormal,     Input::kPermuted,    Input::kTies,     Input::kZeroChunks,
                              Input::kNonFinite, Input::kMixedScales, Input::kDenormals};
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 uint64_t to_bits(double d) {
   uint64_t u;
   std::memcpy(&u, &d, sizeof u);
