@@ -172,8 +172,8 @@ inline uint64_t case_seed(uint64_t n, uint64_t a, uint64_t b, uint64_t c) {
 
 // Float arrays equal bit for bit. With `nan_payload_may_differ`, a NaN matches any NaN (see the
 // NaN rules of block_cuda.hpp).
-inline void expect_same_floats(const std::vector<float>& cpu, const std::vector<float>& gpu,
-                               bool nan_payload_may_differ) {
+inline void expect_same_floats(std::span<const float> cpu, std::span<const float> gpu,
+                               bool nan_payload_may_differ = false) {
   ASSERT_EQ(cpu.size(), gpu.size());
   uint64_t mismatches = 0;
   for (uint64_t i = 0; i < cpu.size(); ++i) {
@@ -186,7 +186,7 @@ inline void expect_same_floats(const std::vector<float>& cpu, const std::vector<
   EXPECT_EQ(mismatches, 0u);
 }
 
-inline void expect_same_bytes(const std::vector<uint8_t>& cpu, const std::vector<uint8_t>& gpu) {
+inline void expect_same_bytes(std::span<const uint8_t> cpu, std::span<const uint8_t> gpu) {
   ASSERT_EQ(cpu.size(), gpu.size());
   if (cpu.empty() || std::memcmp(cpu.data(), gpu.data(), cpu.size()) == 0) return;
   uint64_t first = 0, differing = 0;
@@ -203,7 +203,7 @@ inline void expect_same_bytes(const std::vector<uint8_t>& cpu, const std::vector
 inline void expect_same_bytes(const void* cpu, const void* gpu, uint64_t bytes) {
   const auto* c = static_cast<const uint8_t*>(cpu);
   const auto* g = static_cast<const uint8_t*>(gpu);
-  expect_same_bytes(std::vector<uint8_t>(c, c + bytes), std::vector<uint8_t>(g, g + bytes));
+  expect_same_bytes(std::span<const uint8_t>(c, bytes), std::span<const uint8_t>(g, bytes));
 }
 
 }  // namespace ccsim::kern::testing

@@ -45,6 +45,7 @@ using algo::HopContext;
 using algo::TensorSpec;
 
 using testing::case_seed;
+using testing::expect_same_floats;
 using testing::DeviceBuffer;
 using testing::from_bits;
 using testing::to_bits;
@@ -132,18 +133,6 @@ std::vector<float> make_input(Input kind, uint64_t n, uint64_t seed, uint64_t sg
 
 // --- comparisons ---------------------------------------------------------------------------------
 
-// Float arrays equal bit for bit.
-void expect_same_floats(std::span<const float> cpu, std::span<const float> gpu) {
-  ASSERT_EQ(cpu.size(), gpu.size());
-  uint64_t mismatches = 0;
-  for (uint64_t i = 0; i < cpu.size(); ++i) {
-    if (to_bits(cpu[i]) != to_bits(gpu[i]) && ++mismatches <= 5) {
-      ADD_FAILURE() << fmt::format("element {}: cpu {:#010x} ({}) gpu {:#010x} ({})", i, to_bits(cpu[i]), cpu[i],
-                                   to_bits(gpu[i]), gpu[i]);
-    }
-  }
-  EXPECT_EQ(mismatches, 0u);
-}
 
 // Double arrays equal bit for bit, except that a NaN matches any NaN: the GPU's double arithmetic
 // returns the canonical NaN, the CPU's an operand's payload (see dynamiq_cuda.hpp).

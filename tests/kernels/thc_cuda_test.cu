@@ -51,6 +51,8 @@ using algo::HopContext;
 using algo::ThcCompressor;
 using algo::TensorSpec;
 using testing::case_seed;
+using testing::expect_same_bytes;
+using testing::expect_same_floats;
 using testing::DeviceBuffer;
 using testing::from_bits;
 using testing::to_bits;
@@ -110,26 +112,7 @@ std::vector<float> make_input(Input kind, uint64_t n, uint64_t seed) {
 
 // --- comparisons and buffers ---------------------------------------------------------------------
 
-void expect_same_floats(std::span<const float> cpu, std::span<const float> gpu) {
-  ASSERT_EQ(cpu.size(), gpu.size());
-  uint64_t mismatches = 0;
-  for (uint64_t i = 0; i < cpu.size(); ++i) {
-    if (to_bits(cpu[i]) != to_bits(gpu[i]) && ++mismatches <= 5) {
-      ADD_FAILURE() << fmt::format("element {}: cpu {:#010x} ({}) gpu {:#010x} ({})", i, to_bits(cpu[i]), cpu[i],
-                                   to_bits(gpu[i]), gpu[i]);
-    }
-  }
-  EXPECT_EQ(mismatches, 0u);
-}
 
-void expect_same_bytes(std::span<const uint8_t> cpu, std::span<const uint8_t> gpu) {
-  ASSERT_EQ(cpu.size(), gpu.size());
-  if (std::memcmp(cpu.data(), gpu.data(), cpu.size()) == 0) return;
-  uint64_t i = 0;
-  while (cpu[i] == gpu[i]) ++i;
-  ADD_FAILURE() << fmt::format("bytes differ, first at byte {} of {}: cpu {:#04x} gpu {:#04x}", i, cpu.size(), cpu[i],
-                               gpu[i]);
-}
 
 // Fills `bytes` bytes at p with garbage, so that an element a kernel does not write is seen.
 ::testing::AssertionResult fill_garbage(void* p, uint64_t bytes) {
