@@ -32,6 +32,28 @@ CCSIM_HD float bits_to_float(uint32_t u) {
 #endif
 }
 
+/// The IEEE-754 bit pattern of the double `x`.
+CCSIM_HD uint64_t double_to_bits(double x) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(x));
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+
+/// The double whose IEEE-754 bit pattern is `u`.
+CCSIM_HD double bits_to_double(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
 /// 2^e as a float for -149 <= e <= 127, built from its bits (exact, subnormals included).
 CCSIM_HD float exact_pow2(int e) {
   return e >= -126 ? bits_to_float(static_cast<uint32_t>(e + 127) << 23) : bits_to_float(1u << (e + 149));

@@ -18,8 +18,8 @@
 // whatever --fmad says); host callers must compile with -ffp-contract=off.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "kernels/float_bits.hpp"
 #include "kernels/philox.hpp"
 
 namespace ccsim::kern::cr {
@@ -59,24 +59,6 @@ CCSIM_HD double fma_rn(double a, double b, double c) {
   return __fma_rn(a, b, c);
 #else
   return std::fma(a, b, c);
-#endif
-}
-CCSIM_HD uint64_t double_bits(double x) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<uint64_t>(__double_as_longlong(x));
-#else
-  uint64_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-CCSIM_HD double bits_double(uint64_t u) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(u));
-#else
-  double x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
 #endif
 }
 
@@ -167,9 +149,9 @@ CCSIM_HD DD log_reduced(double m) {
 
 // x = 2^e m with m in [sqrt(2)/2, sqrt(2)]. REQUIRES x positive, normal and finite.
 CCSIM_HD void split_exponent(double x, int& e, double& m) {
-  const uint64_t u = double_bits(x);
+  const uint64_t u = double_to_bits(x);
   e = static_cast<int>((u >> 52) & 0x7FF) - 1023;
-  m = bits_double((u & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull);
+  m = bits_to_double((u & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull);
   if (m > kSqrt2) {
     m = mul(m, 0.5);  // exact
     ++e;

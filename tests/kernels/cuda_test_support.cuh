@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cuda/quant_cuda.hpp"
+#include "kernels/float_bits.hpp"
 #include "kernels/philox.hpp"
 #include "kernels/quant/block_int8.hpp"
 #include "sim/base/status.hpp"
@@ -94,16 +95,9 @@ inline std::string input_name(Input in) {
 
 inline std::string rounding_name(Rounding r) { return r == Rounding::kNearest ? "nearest" : "stochastic"; }
 
-inline float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-inline uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+inline float from_bits(uint32_t u) { return bits_to_float(u); }
+inline uint32_t to_bits(float f) { return float_to_bits(f); }
+inline uint64_t to_bits(double d) { return double_to_bits(d); }
 
 // Seeded inputs of one family. kNormal spans 16 decades; kMixed draws each element from zeros,
 // denormals, bf16 rounding ties, ordinary values and values near FLT_MAX, with random signs;

@@ -66,12 +66,6 @@ std::string input_name(Input in) {
   return "?";
 }
 
-uint64_t to_bits(double f) {
-  uint64_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
 // Seeded inputs of one family. kNormal spans 16 decades entry by entry. kMixedScales gives every
 // run of `sg` entries (a super-group) its own regime: all zero, denormal, near FLT_MAX, or a scale
 // between 1e-30 and 1e30, with a few exact zeros inside. kNonFinite mixes ±inf, quiet and

@@ -67,12 +67,6 @@ constexpr Input kInputs[] = {Input::kNormal, Input::kEdges,     Input::kConstant
                              Input::kDenormals, Input::kHuge,  Input::kNonFinite, Input::kSignedZeros,
                              Input::kAllNaN};
 
-uint64_t to_bits(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
-
 // kEdges: small integers in [-8, 8], so that many values fall exactly on bin edges for bin counts
 // dividing 16; kSignedZeros: non-negative values with +0 and -0 (the minimum, in either order), or
 // non-positive ones with both zeros as the maximum.

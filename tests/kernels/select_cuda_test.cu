@@ -44,6 +44,7 @@ using algo::OmniReduceCompressor;
 using algo::PlanStats;
 using testing::DeviceBuffer;
 using testing::from_bits;
+using testing::to_bits;
 
 // --- inputs --------------------------------------------------------------------------------------
 
@@ -64,12 +65,6 @@ const char* input_name(Input in) {
 
 constexpr Input kInputs[] = {Input::kNormal,     Input::kPermuted,    Input::kTies,     Input::kZeroChunks,
                              Input::kNonFinite, Input::kMixedScales, Input::kDenormals};
-
-uint64_t to_bits(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
 
 // n values in chunks of `chunk`. kPermuted: every full chunk is a shuffle of the same values
 // (spanning 12 decades, so the double sums depend on the order); kTies: chunks copied from three
