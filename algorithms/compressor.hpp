@@ -155,7 +155,10 @@ class Compressor {
   }
 
   /// Bytes of memory traffic of one kernel op on a chunk (what a roofline cost model charges).
-  /// Default: fp32 reads/writes of the chunk plus the encoded bytes read/written.
+  /// Default: fp32 reads/writes of the chunk plus the encoded bytes read/written. Round ops
+  /// (topo::is_round_op: plan_local, prepare, finish) see the rank's whole tensor as `spec` and
+  /// hop {1, ranks}, after the round's plan; 0 (the default) says the scheme does no work there (a
+  /// copy the interpreter elides, or no metadata phase), and the timing interpreter runs no op.
   virtual uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const;
   /// Preferred chunk alignment in elements (a block size); schedules align chunk boundaries to it.
   virtual uint64_t alignment() const { return 1; }

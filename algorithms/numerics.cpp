@@ -86,6 +86,13 @@ void bind_ops(topo::Schedule& schedule, const Compressor& compressor, topo::OpId
   }
 }
 
+std::vector<KernelKind> round_ops(const Compressor& compressor, uint64_t elements, uint32_t ranks) {
+  std::vector<KernelKind> out;
+  for (KernelKind k : {KernelKind::kPlanLocal, KernelKind::kPrepare, KernelKind::kFinish})
+    if (compressor.memory_bytes(k, TensorSpec{0, elements}, HopContext{1, ranks}) > 0) out.push_back(k);
+  return out;
+}
+
 void bind_schedule(topo::Schedule& schedule, const Compressor& compressor) {
   bind_ops(schedule, compressor, schedule.id_base(), schedule.id_end());
 }
@@ -214,6 +221,11 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
         compressor.decode_accumulate_encode(messages[op.message], spec, in_hop, acc, HopContext{op.summed, ranks}, key,
                                             new_message(op.summed));
         break;
+      case KernelKind::kPlanLocal:
+      case KernelKind::kPrepare:
+      case KernelKind::kFinish:
+        CCSIM_CHECK(false, "op {}: round op {} in a collective schedule (run_numerics runs the round phases itself)",
+                    id, topo::kernel_kind_name(op.kernel));
     }
     if (op.message != topo::kNoOp) release(op.message);
     if (options.hop_errors && topo::Schedule::produces_message(op.kernel)) {

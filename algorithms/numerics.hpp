@@ -19,6 +19,9 @@ namespace ccsim::algo {
 void bind_schedule(topo::Schedule& schedule, const Compressor& compressor);
 /// Binds only the ops [first, end) of a schedule window (the streaming timing interpreter's binder).
 void bind_ops(topo::Schedule& schedule, const Compressor& compressor, topo::OpId first, topo::OpId end);
+/// The round ops (plan_local, prepare, finish, in that order) `compressor` runs on a rank's tensor of
+/// `elements` entries on `ranks` ranks, after the round's plan: those whose memory_bytes() is not 0.
+std::vector<topo::KernelKind> round_ops(const Compressor& compressor, uint64_t elements, uint32_t ranks);
 
 /// Identifies the random streams of one numerics run.
 struct NumericsOptions {

@@ -27,6 +27,9 @@ uint64_t Compressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,
       ++out.summed;
       return wire_in + 2 * f32 + wire_bytes(spec, out);
     }
+    case topo::KernelKind::kPlanLocal:
+    case topo::KernelKind::kPrepare:
+    case topo::KernelKind::kFinish: return 0;  // no round work unless a scheme declares it
   }
   return 0;
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sim/base/units.hpp"
 
 namespace ccsim::sim {
@@ -33,7 +35,7 @@ Duration KernelCostModel::cost(topo::KernelKind kind, uint64_t elements, uint64_
   return launch + Duration::from_seconds_ceil(static_cast<double>(memory_bytes) / memory_Bps);
 }
 
-std::string KernelCostModel::describe() const {
+std::string KernelCostModel::describe(std::span<const topo::KernelKind> round_ops) const {
   const std::string roofline = memory_Bps > 0 ? fmt::format("roofline ({}, {} launch)",
                                                             format_quantity(memory_Bps, UnitKind::kBandwidth),
                                                             format_quantity(launch.seconds(), UnitKind::kTime))
@@ -41,6 +43,8 @@ std::string KernelCostModel::describe() const {
   if (profile == nullptr) return roofline;
   std::string ops, missing;
   for (size_t k = 0; k < measured.size(); ++k) {
+    const auto kind = static_cast<topo::KernelKind>(k);
+    if (topo::is_round_op(kind) && std::find(round_ops.begin(), round_ops.end(), kind) == round_ops.end()) continue;
     std::string& list = measured[k] != nullptr ? ops : missing;
     list += fmt::format("{}{}", list.empty() ? "" : ", ", topo::kernel_kind_name(static_cast<topo::KernelKind>(k)));
   }

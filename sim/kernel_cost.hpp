@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "kernels/cost_profile.hpp"
@@ -24,7 +25,7 @@ struct KernelCostModel {
   Duration launch = Duration::zero();  ///< roofline launch overhead
 
   /// Measured curves by topo::KernelKind (nullptr: roofline), pointing into `profile`.
-  std::array<const kern::KernelCostCurve*, 4> measured{};
+  std::array<const kern::KernelCostCurve*, topo::kNumKernelKinds> measured{};
   std::shared_ptr<const kern::DeviceCostProfile> profile;
   std::string profile_name;  ///< the profile's file, for describe()
   std::string scheme;        ///< the scheme whose kernels `measured` holds
@@ -39,7 +40,9 @@ struct KernelCostModel {
   /// Time of a kernel op of `kind` on `elements` that must move `memory_bytes`.
   Duration cost(topo::KernelKind kind, uint64_t elements, uint64_t memory_bytes) const;
   /// "ideal (...)", "roofline (2 TB/s, 5 us launch)", or "measured (FILE: device, date; ops ...)".
-  std::string describe() const;
+  /// The collective ops and, of the round ops, those in `round_ops` (the ones the scheme runs) are
+  /// listed as measured or charged by the roofline.
+  std::string describe(std::span<const topo::KernelKind> round_ops = {}) const;
 };
 
 }  // namespace ccsim::sim

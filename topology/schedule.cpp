@@ -10,6 +10,9 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::kDecode: return "decode";
     case KernelKind::kDecodeAccumulate: return "decode_accumulate";
     case KernelKind::kDecodeAccumulateEncode: return "decode_accumulate_encode";
+    case KernelKind::kPlanLocal: return "plan_local";
+    case KernelKind::kPrepare: return "prepare";
+    case KernelKind::kFinish: return "finish";
   }
   return "?";
 }
@@ -177,6 +180,39 @@ Schedule materialize(ScheduleGenerator& generator) {
   while (generator.next_step(s)) {
   }
   return s;
+}
+
+namespace {
+
+class RoundOpsGenerator final : public ScheduleGenerator {
+ public:
+  RoundOpsGenerator(KernelKind kind, uint32_t ranks, uint64_t elements)
+      : kind_(kind), ranks_(ranks), elements_(elements) {}
+  Schedule begin() override {
+    // The header's operation is nominal: round ops reduce nothing.
+    Schedule s(std::string(kernel_kind_name(kind_)), CollectiveOp::kAllReduce, ranks_, elements_);
+    s.add_chunk(0, elements_);
+    return s;
+  }
+  bool next_step(Schedule& out) override {
+    if (done_) return false;
+    for (uint32_t r = 0; r < ranks_; ++r) out.add_kernel(kind_, r, 0, MessageRef{}, 1, {});
+    done_ = true;
+    return true;
+  }
+
+ private:
+  KernelKind kind_;
+  uint32_t ranks_;
+  uint64_t elements_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ScheduleGenerator> make_round_ops(KernelKind kind, uint32_t ranks, uint64_t elements) {
+  CCSIM_CHECK(is_round_op(kind) && ranks > 0, "round ops of kind {} on {} ranks", kernel_kind_name(kind), ranks);
+  return std::make_unique<RoundOpsGenerator>(kind, ranks, elements);
 }
 
 std::vector<AggregationEdge> aggregation_edges(const Schedule& schedule) {

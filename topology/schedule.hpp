@@ -47,8 +47,18 @@ enum class KernelKind : uint8_t {
   kDecode,                  ///< acc = decode(message)                        (all-gather receive)
   kDecodeAccumulate,        ///< acc += decode(message)                       (last reduce hop)
   kDecodeAccumulateEncode,  ///< acc += decode(message); message' = encode(acc) (fused intermediate hop)
+  // Round ops: a compressor's per-rank work around the collective, on the rank's whole tensor (the
+  // op's chunk is [0, elements)); no message. Only round-op schedules (make_round_ops) hold them:
+  // the timing interpreter charges them like any kernel, while the numerics interpreter runs the
+  // compressor's round phases around the collective itself (algorithms/numerics.hpp).
+  kPlanLocal,               ///< the rank's statistics for the metadata phase (Compressor::plan_local)
+  kPrepare,                 ///< tensor -> the vector the collective reduces (Compressor::prepare)
+  kFinish,                  ///< the reduced vector -> the tensor (Compressor::finish)
 };
+inline constexpr size_t kNumKernelKinds = 7;
 std::string_view kernel_kind_name(KernelKind k);
+/// Whether `k` is a round op (kPlanLocal, kPrepare, kFinish).
+inline bool is_round_op(KernelKind k) { return k >= KernelKind::kPlanLocal; }
 
 /// The collective operation a schedule implements; it fixes what every rank must end with
 /// (see the contract on Schedule::shards()).
@@ -172,7 +182,9 @@ class Schedule {
   /// Whether `k` produces a message.
   static bool produces_message(KernelKind k) { return k == KernelKind::kEncode || k == KernelKind::kDecodeAccumulateEncode; }
   /// Whether `k` consumes a message.
-  static bool consumes_message(KernelKind k) { return k != KernelKind::kEncode; }
+  static bool consumes_message(KernelKind k) {
+    return k == KernelKind::kDecode || k == KernelKind::kDecodeAccumulate || k == KernelKind::kDecodeAccumulateEncode;
+  }
 
   /// Total bytes over the window's transfers (valid after binding).
   uint64_t wire_bytes() const;
@@ -213,6 +225,11 @@ class ScheduleGenerator {
 
 /// Runs a generator to the end: the whole DAG.
 Schedule materialize(ScheduleGenerator& generator);
+
+/// A one-step schedule of round op `kind` (REQUIRES: is_round_op(kind)): one independent kernel per
+/// rank on its whole tensor of `elements` entries (chunk 0 = [0, elements)). The timing interpreter
+/// runs it before (kPlanLocal, kPrepare) or after (kFinish) a compressor's collective.
+std::unique_ptr<ScheduleGenerator> make_round_ops(KernelKind kind, uint32_t ranks, uint64_t elements);
 
 /// One edge of a chunk's aggregation tree: rank `to` adds the partial sum of `summed`
 /// contributions that rank `from` sent (a decode-accumulate kernel fed by a transfer).

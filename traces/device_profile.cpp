@@ -22,7 +22,8 @@ using detail::read_string;
 
 constexpr const char* kFormatName = "ccsim-device-profile";
 constexpr int64_t kVersion = 1;
-const std::vector<std::string> kOps = {"encode", "decode", "decode_accumulate", "decode_accumulate_encode"};
+const std::vector<std::string> kOps = {"encode",     "decode",  "decode_accumulate", "decode_accumulate_encode",
+                                       "plan_local", "prepare", "finish"};
 
 void read_device(const json& d, kern::DeviceCostProfile& p, Diagnostics& diag) {
   if (!d.is_object()) return diag.add("/device", fmt::format("expected an object, found {}", describe_json(d)));

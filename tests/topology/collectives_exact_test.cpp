@@ -255,6 +255,10 @@ std::string run_case(const CollectiveInfo& info, uint32_t n, uint64_t elements, 
             buf[x] += in->values[i];
             mask[x] |= in->masks[i];
             break;
+          case KernelKind::kPlanLocal:
+          case KernelKind::kPrepare:
+          case KernelKind::kFinish:
+            EXACT_REQUIRE(false, "{}: a round op in a collective schedule", describe(op, id));
         }
         EXACT_REQUIRE(static_cast<uint32_t>(std::popcount(mask[x])) == op.summed,
                       "{}: summed {} but element {} holds {} contributions ({:#x})", describe(op, id), op.summed,
