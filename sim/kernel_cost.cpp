@@ -44,7 +44,9 @@ std::string KernelCostModel::describe(std::span<const topo::KernelKind> round_op
   std::string ops, missing;
   for (size_t k = 0; k < measured.size(); ++k) {
     const auto kind = static_cast<topo::KernelKind>(k);
-    if (topo::is_round_op(kind) && std::find(round_ops.begin(), round_ops.end(), kind) == round_ops.end()) continue;
+    if (topo::is_round_op(kind) && measured[k] == nullptr &&
+        std::find(round_ops.begin(), round_ops.end(), kind) == round_ops.end())
+      continue;  // a round op the scheme does not run is neither measured nor charged
     std::string& list = measured[k] != nullptr ? ops : missing;
     list += fmt::format("{}{}", list.empty() ? "" : ", ", topo::kernel_kind_name(static_cast<topo::KernelKind>(k)));
   }

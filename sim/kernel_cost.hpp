@@ -40,8 +40,8 @@ struct KernelCostModel {
   /// Time of a kernel op of `kind` on `elements` that must move `memory_bytes`.
   Duration cost(topo::KernelKind kind, uint64_t elements, uint64_t memory_bytes) const;
   /// "ideal (...)", "roofline (2 TB/s, 5 us launch)", or "measured (FILE: device, date; ops ...)".
-  /// The collective ops and, of the round ops, those in `round_ops` (the ones the scheme runs) are
-  /// listed as measured or charged by the roofline.
+  /// The collective ops, the measured round ops and those in `round_ops` (the ones the scheme
+  /// runs) are listed as measured or charged by the roofline.
   std::string describe(std::span<const topo::KernelKind> round_ops = {}) const;
 };
 

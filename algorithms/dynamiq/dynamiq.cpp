@@ -290,6 +290,17 @@ void DynamiqCompressor::decode_accumulate(std::span<const uint8_t> in, const Ten
   });
 }
 
+uint64_t DynamiqCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,
+                                         const HopContext& hop) const {
+  const uint64_t groups = (spec.count + options_.super_group - 1) / options_.super_group;
+  switch (kind) {
+    case topo::KernelKind::kPlanLocal: return 4 * spec.count + 16 * groups;
+    case topo::KernelKind::kPrepare:
+    case topo::KernelKind::kFinish: return 8 * spec.count + 4 * groups;
+    default: return Compressor::memory_bytes(kind, spec, hop);
+  }
+}
+
 void DynamiqCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t,
                                 const kern::RngKey&) {
   CCSIM_CHECK(x.size() == elements_ && out.size() == elements_, "dynamiq: planned {} entries, got {}", elements_,

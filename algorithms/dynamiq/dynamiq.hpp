@@ -95,6 +95,10 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
 
   uint64_t alignment() const override { return options_.super_group; }
+  /// Round ops: plan_local reads the tensor and writes two doubles per super-group; prepare
+  /// (reorder, subtract the means) and finish (scatter back, add ranks x the means) read and
+  /// write it once and read one float mean per super-group. Collective ops: the default.
+  uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   /// Byte-balanced shards (byte_balanced_cuts): chunk sizes vary with the round's plan.
   std::vector<uint64_t> shard_cuts(uint64_t elements, uint32_t parts) const override {
     return byte_balanced_cuts(*this, elements, parts, {1, parts});

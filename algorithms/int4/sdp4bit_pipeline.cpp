@@ -112,6 +112,12 @@ void Sdp4bitTlqCompressor::decode_accumulate(std::span<const uint8_t> in, const 
   kern::group_quant_decode_accumulate(in.data(), spec.count, format(hop), acc.data());
 }
 
+uint64_t Sdp4bitTlqCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,
+                                            const HopContext& hop) const {
+  if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
+  return hadamard_ && kind != topo::KernelKind::kPlanLocal ? 8 * spec.count : 0;
+}
+
 void Sdp4bitTlqCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t,
                                    const kern::RngKey&) {
   if (hadamard_) hadamard_blocks(x, out);
@@ -170,6 +176,17 @@ void Sdp4bitWeightCompressor::decode(std::span<const uint8_t> in, const TensorSp
 void Sdp4bitWeightCompressor::decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec,
                                                 const HopContext&, std::span<float> acc) {
   kern::group_quant_decode_accumulate(in.data(), spec.count, format_, acc.data());
+}
+
+uint64_t Sdp4bitWeightCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,
+                                               const HopContext& hop) const {
+  if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
+  if (!differences_) return 0;
+  switch (kind) {
+    case topo::KernelKind::kPrepare: return 12 * spec.count;
+    case topo::KernelKind::kFinish: return 16 * spec.count;
+    default: return 0;
+  }
 }
 
 void Sdp4bitWeightCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t,

@@ -76,6 +76,9 @@ class Sdp4bitTlqCompressor final : public UnfusedHopCompressor {
   /// With `hadamard`: the same transform again (H·H = I).
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
   uint64_t alignment() const override { return intra_.group; }
+  /// Round ops: with `hadamard`, prepare and finish read and write the tensor once (H_32); none
+  /// without. Collective ops: the default.
+  uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   /// Stochastic rounding is unbiased at every hop (and H is linear); nearest is not.
   bool unbiased() const override { return intra_.rounding == kern::Rounding::kStochastic; }
   /// Plain IEEE float operations in a fixed order and integer rounding decisions.
@@ -114,6 +117,9 @@ class Sdp4bitWeightCompressor final : public UnfusedHopCompressor {
   /// qWD: out = reduced + R, and R = out after rank ranks - 1; qW: copy.
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
   uint64_t alignment() const override { return format_.group; }
+  /// Round ops: qWD's prepare reads x and R and writes x - R (12 bytes per entry), its finish
+  /// reads the sum and R and writes the weights and the new R (16); qW has none (copies). Collective ops: the default.
+  uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   bool unbiased() const override { return format_.rounding == kern::Rounding::kStochastic; }
   Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
 

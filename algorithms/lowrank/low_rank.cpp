@@ -64,6 +64,27 @@ std::vector<LowRankCompressor::Slot> LowRankCompressor::slots(uint64_t elements)
   return out;
 }
 
+uint64_t LowRankCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,
+                                         const HopContext& hop) const {
+  if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
+  uint64_t c = 0, u = 0, q = 0;
+  for (const Slot& s : slots(spec.count)) {
+    (s.compressed ? c : u) += s.shape.count;
+    if (s.compressed) q += s.shape.cols * rank_;
+  }
+  const uint64_t ef = error_feedback_ ? 1 : 0;
+  switch (kind) {
+    case topo::KernelKind::kPlanLocal: {
+      const PlanFormat f = plan_format(spec.count, hop.ranks);
+      return f.empty() ? 0 : 4 * c * (3 + ef) + f.wire_bytes();
+    }
+    case topo::KernelKind::kPrepare:
+      return 4 * c * (1 + 2 * ef) + 4 * q + (c == 0 && ef == 0 ? 0 : 4 * u * (2 + 2 * ef));
+    case topo::KernelKind::kFinish: return c == 0 ? 0 : 4 * q + 4 * c + 8 * u;
+    default: return 0;
+  }
+}
+
 void LowRankCompressor::set_layout(std::span<const LayerShape> layers) {
   if (std::equal(layers.begin(), layers.end(), layout_.begin(), layout_.end(), [](const auto& a, const auto& b) {
         return a.offset == b.offset && a.count == b.count && a.rows == b.rows && a.cols == b.cols;

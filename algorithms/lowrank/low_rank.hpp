@@ -79,6 +79,15 @@ class LowRankCompressor : public UnfusedHopCompressor {
   void set_layout(std::span<const LayerShape> layers) override;
   /// Σ cols·r over the compressed layers + Σ count over the others.
   uint64_t reduced_elements(uint64_t elements) const override;
+  /// Round ops, for compressed layers of c entries in all (P and Q the factors), uncompressed ones
+  /// of u, fp32 (ef = 1 with error feedback, else 0): plan_local forms M = x + e and P_i = M Q
+  /// (reads x and e, writes M, the product reads it: 4 c (3 + ef)) and writes its metadata entries;
+  /// prepare computes Q_i = M^T P^ (reads M, writes Q_i) and, with error feedback, e = M - P^ Q_i^T
+  /// (reads M, writes e: 4 c (1 + 2 ef)), and moves the uncompressed layers into the reduced
+  /// vector (reads x, e; writes them and clears e: 4 u (2 + 2 ef); nothing when no layer is
+  /// compressed and there is no error feedback); finish writes P^ (Σ Q_i)^T (reads Σ Q_i, writes c)
+  /// and copies the uncompressed layers back (8 u; nothing when no layer is compressed).
+  uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,
                const kern::RngKey& key) override;
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;

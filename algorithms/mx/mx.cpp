@@ -195,6 +195,13 @@ std::vector<PlanDecision> MxCompressor::plan_decisions() const {
   return {{"mu", mu_, std::move(detail)}};
 }
 
+uint64_t MxCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const {
+  if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
+  const PlanFormat f = plan_format(spec.count, hop.ranks);
+  if (f.empty()) return 0;  // no global scaling: no round work
+  return kind == topo::KernelKind::kPlanLocal ? 4 * spec.count + f.wire_bytes() : 8 * spec.count;
+}
+
 void MxCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t, const kern::RngKey&) {
   if (scales_.empty()) return copy_unless_same(x, out);
   CCSIM_CHECK(x.size() == planned_elements_ && out.size() == x.size(), "mx: prepare of {} elements, planned {}",

@@ -242,6 +242,16 @@ void OmniReduceCompressor::decode_accumulate(std::span<const uint8_t> in, const 
   });
 }
 
+uint64_t OmniReduceCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,
+                                            const HopContext& hop) const {
+  if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
+  if (kind == topo::KernelKind::kPlanLocal) return 4 * spec.count + plan_format(spec.count, hop.ranks).wire_bytes();
+  const uint64_t u = !prefix_.empty() && spec.count == elements_ ? prefix_.back() : spec.count;
+  if (u == spec.count) return 0;  // every chunk in the union: the tensor is the reduced vector
+  if (!compact_) return kind == topo::KernelKind::kPrepare ? 4 * (spec.count - u) : 0;
+  return kind == topo::KernelKind::kPrepare ? 8 * u : 4 * u + 4 * spec.count;
+}
+
 void OmniReduceCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t,
                                    const kern::RngKey&) {
   CCSIM_CHECK(!prefix_.empty() && x.size() == elements_ && out.size() == reduced_elements(x.size()),

@@ -109,6 +109,12 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
 
   uint64_t alignment() const override { return chunk_; }
+  /// Round ops: plan_local reads the tensor (chunk norms) and writes the bitmap; compact, prepare
+  /// gathers the union's u entries (reads and writes them) and finish scatters them back (reads u,
+  /// writes the tensor, zeros outside the union), nothing when the union is everything; not
+  /// compact, prepare zero-fills the chunks outside the union in place and finish is elided.
+  /// Collective ops: the default.
+  uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   /// Byte-balanced shards (byte_balanced_cuts): chunk sizes vary with the round's plan.
   std::vector<uint64_t> shard_cuts(uint64_t elements, uint32_t parts) const override {
     return byte_balanced_cuts(*this, elements, parts, {1, parts});

@@ -11,8 +11,8 @@
 #include "kernels/quant/minifloat.hpp"
 #include "kernels/quant/thc.hpp"
 #include "kernels/quant/uniform_stream.hpp"
-#include "kernels/stats/entropy.hpp"
 #include "kernels/transform/hadamard.hpp"
+#include "kernels/stats/entropy.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
@@ -93,6 +93,14 @@ uint64_t ThcCompressor::rotation_block_for(uint64_t elements) const {
 uint64_t ThcCompressor::reduced_elements(uint64_t elements) const {
   const uint64_t block = rotation_block_for(elements);
   return (elements + block - 1) / block * block;
+}
+
+uint64_t ThcCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const {
+  if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
+  const uint64_t padded = reduced_elements(spec.count);
+  const uint64_t passes = kern::hadamard_tiled_passes(rotation_block_for(spec.count));
+  if (kind == topo::KernelKind::kPlanLocal) return 4 * spec.count + (8 * passes - 4) * padded;
+  return 8 * passes * padded;
 }
 
 double ThcCompressor::entry_divisor(uint64_t block) {

@@ -38,8 +38,12 @@
 /// (default 2^20, power of two in [1, 2^24]).
 ///
 /// Memory traffic: DynamiQ Table 2 charges THC 74 + 2 AR bytes per coordinate, most of it the
-/// O(log d) passes of the rotation in prepare() and finish(); those are not kernel ops of a
-/// schedule, so memory_bytes() (per collective kernel op) keeps the default reads and writes.
+/// O(log d) passes of the rotation in prepare() and finish(). The collective's kernel ops keep the
+/// default reads and writes; the round ops are charged the rotation's passes over the padded
+/// tensor as the tiled CUDA transform makes them (kern::hadamard_tiled_passes, p = 2 for the
+/// default block): plan_local 4 bytes per entry (max |x|) + (8 p - 4) per padded entry (its last
+/// pass keeps only the maximum), prepare and finish 8 p per padded entry (the steps before and
+/// after the butterflies fused into the first and last pass).
 
 #include <cmath>
 #include <cstdint>
@@ -88,6 +92,9 @@ class ThcCompressor final : public UnfusedHopCompressor {
   std::vector<PlanDecision> plan_decisions() const override;
   /// The tensor padded to a multiple of rotation_block_for(elements).
   uint64_t reduced_elements(uint64_t elements) const override;
+  /// Round ops (plan_local, prepare, finish): the rotation's passes (see the file comment);
+  /// collective ops: the default.
+  uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   /// Pad, scale, rotate, map to lattice codes. REQUIRES (checked): a committed plan for x.size();
   /// `key` has the seed and round the plan's keys had (or M may not bound the rotated values).
   void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,

@@ -60,6 +60,16 @@ CCSIM_HD float hadamard_sign_at(const RngKey& key, uint64_t index) {
   return (random_bits_at(key, index) >> 31) != 0u ? -1.0f : 1.0f;
 }
 
+/// Passes over memory of a tiled transform of blocks of `block` entries (a power of two), as the
+/// CUDA kernels run it (kernels/cuda/thc_cuda.hpp): the first pass does the stages inside an
+/// 8192-entry tile, every further pass up to 8 higher stages. 1 pass for blocks up to 2^13, 2 up
+/// to 2^21, 3 above: the memory traffic a roofline charges a rotation, 8 bytes per entry and pass.
+constexpr uint32_t hadamard_tiled_passes(uint64_t block) {
+  uint32_t log2_block = 0;
+  while ((uint64_t{1} << log2_block) < block) ++log2_block;
+  return log2_block <= 13 ? 1 : log2_block <= 21 ? 2 : 3;
+}
+
 /// x[b*block, (b+1)*block) <- H_block · x[b*block, (b+1)*block) for every block b, in place.
 /// block == count transforms the whole array.
 /// REQUIRES (checked): block a power of two, count a multiple of block.

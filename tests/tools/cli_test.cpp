@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -262,6 +263,72 @@ TEST_F(Cli, RunWritesCompleteReproducibleOutputs) {
   ASSERT_EQ(rerun.code, 0) << show(rerun);
   EXPECT_EQ(read_file(c / "summary.json"), read_file(a / "summary.json"));
   EXPECT_EQ(read_file(c / "results.csv"), read_file(a / "results.csv"));
+}
+
+// Round ops under the roofline (1 GB/s: a byte costs a nanosecond; 5 us launch per op): every
+// rank runs the scheme's plan_local, prepare and finish on its whole tensor, each charged its
+// declared traffic (algorithms/*.hpp), reported apart from the collective's kernels and included
+// in the time; a profile measuring one of them charges it from its curve instead.
+TEST_F(Cli, RunChargesRoundOpsAndReportsThemApart) {
+  const uint64_t n = 1'000'000;  // 4 MB of fp32
+  json doc = {{"name", "round-ops"},
+              {"cluster", {{"topology", "star"}, {"nodes", 4}, {"nic_bandwidth", "100Gbps"}, {"link_latency", "1us"},
+                           {"gpu", {{"kernel_cost", "roofline"}, {"memory_bandwidth", "1GBps"},
+                                    {"kernel_launch", "5us"}}}}},
+              {"collective", {{"operation", "allreduce"}, {"algorithm", "ring"}}},
+              {"gradients", {{"source", "synthetic"}, {"size", "4MB"}}},
+              {"compression", json::array({{{"scheme", "bf16"}}, {{"scheme", "dynamiq"}}, {{"scheme", "thc"}}})}};
+  const fs::path file = tmp_.write("round_ops.json", doc.dump(2));
+  const fs::path out = tmp_ / "round_ops";
+  const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  EXPECT_TRUE(contains(o.out, "round ops")) << show(o);
+  const json summary = json::parse(read_file(out / "summary.json"));
+  std::map<std::string, json> res;
+  for (const json& r : summary["results"]) res[r["scheme"].get<std::string>()] = r;
+  auto ns = [](uint64_t bytes) { return 5e-6 + static_cast<double>(bytes) * 1e-9; };  // one op
+  // DynamiQ (S = 256): plan_local 4n + 16 G, prepare and finish 8n + 4 G, G super-groups.
+  const uint64_t groups = (n + 255) / 256;
+  const double dynamiq = ns(4 * n + 16 * groups) + 2 * ns(8 * n + 4 * groups);
+  // THC: the tensor padded to the 2^20 block, 2 rotation passes: plan_local 4n + 12 padded,
+  // prepare and finish 16 padded.
+  const uint64_t padded = uint64_t{1} << 20;
+  const double thc = ns(4 * n + 12 * padded) + 2 * ns(16 * padded);
+  // (Each op's time is rounded up to the simulator's picosecond.)
+  EXPECT_NEAR(res["dynamiq"]["round_kernel_time_s"].get<double>(), dynamiq, 4e-12);
+  EXPECT_NEAR(res["thc"]["round_kernel_time_s"].get<double>(), thc, 4e-12);
+  EXPECT_EQ(res["bf16"]["round_kernel_time_s"].get<double>(), 0.0);
+  for (const char* scheme : {"dynamiq", "thc"}) {
+    const json& r = res[scheme];
+    // plan_local runs before the metadata all-reduce, inside plan_time_s; the whole sync, round
+    // ops included, is time_s.
+    EXPECT_GT(r["plan_time_s"].get<double>(), ns(4 * n)) << scheme;
+    EXPECT_GT(r["time_s"].get<double>(),
+              r["round_kernel_time_s"].get<double>() + r["kernel_time_s"].get<double>()) << scheme;
+  }
+  const std::string csv = read_file(out / "results.csv");
+  EXPECT_TRUE(contains(csv, ",kernel_time_s,round_kernel_time_s,vnmse,")) << csv;
+
+  // A profile with DynamiQ's prepare measured at 1 ms flat: the other two ops stay on the roofline.
+  const json profile = {
+      {"format", "ccsim-device-profile"}, {"version", 1},
+      {"device", {{"kind", "cuda"}, {"name", "test GPU"}, {"measured", "2026-11-21"}, {"source", "test"}}},
+      {"copy_bandwidth", 1e9},
+      {"kernels", json::array({{{"scheme", "dynamiq"}, {"op", "prepare"}, {"launch", 1e-3},
+                                {"points", json::array({{{"elements", n}, {"bytes", 8 * n}, {"seconds", 1e-3}}})}}})}};
+  tmp_.write("prepare_profile.json", profile.dump(2));
+  doc["cluster"]["gpu"]["kernel_cost"] = "profile";
+  doc["cluster"]["gpu"]["profile"] = "prepare_profile.json";
+  doc["compression"] = json::array({{{"scheme", "dynamiq"}}});
+  const fs::path file2 = tmp_.write("round_ops_profile.json", doc.dump(2));
+  const fs::path out2 = tmp_ / "round_ops_profile";
+  const Outcome o2 = run(fmt::format("run {} --out {}", quote(file2.string()), quote(out2.string())));
+  ASSERT_EQ(o2.code, 0) << show(o2);
+  const json r2 = json::parse(read_file(out2 / "summary.json"))["results"][0];
+  EXPECT_NEAR(r2["round_kernel_time_s"].get<double>(), ns(4 * n + 16 * groups) + 1e-3 + ns(8 * n + 4 * groups), 4e-12);
+  const std::string how = r2["kernel_cost"].get<std::string>();
+  EXPECT_TRUE(contains(how, "(prepare)")) << how;
+  EXPECT_TRUE(contains(how, "decode_accumulate_encode, plan_local, finish")) << how;
 }
 
 TEST_F(Cli, RunSeedOptionChangesTheSeed) {

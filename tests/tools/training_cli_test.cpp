@@ -679,6 +679,41 @@ json kernel_cost_scenario(const std::string& kernel_cost, const std::string& pro
   return d;
 }
 
+// Round ops in training: every bucket's synchronization runs DynamiQ's plan_local, prepare and
+// finish on every worker. With a profile charging each of them a flat L, doubling L adds exactly
+// 3 L per bucket to a worker's compression time in every round.
+TEST_F(Training, RoundOpsAreChargedOncePerBucketAndRound) {
+  std::map<double, json> result;
+  std::map<double, size_t> buckets_per_round;
+  for (const double L : {1e-4, 2e-4}) {
+    json kernels = json::array();
+    for (const char* op : {"plan_local", "prepare", "finish"})
+      kernels.push_back({{"scheme", "dynamiq"}, {"op", op}, {"launch", L},
+                         {"points", json::array({{{"elements", 1000}, {"bytes", 8000}, {"seconds", L}}})}});
+    const std::string profile = fmt::format("profile_round_ops_{}.json", L * 1e4);
+    tmp_.write(profile, json{{"format", "ccsim-device-profile"}, {"version", 1},
+                             {"device", {{"kind", "cuda"}, {"name", "test GPU"}, {"measured", "2026-11-21"},
+                                         {"source", "test"}}},
+                             {"copy_bandwidth", 1e9}, {"kernels", kernels}}.dump(2));
+    json doc = kernel_cost_scenario("profile", profile);
+    doc["compression"] = json::array({{{"scheme", "dynamiq"}}});
+    const fs::path file = write_scenario(fmt::format("round_ops_{}", L * 1e4), doc);
+    const fs::path out = tmp_ / fmt::format("round_ops_{}_out", L * 1e4);
+    const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+    ASSERT_EQ(o.code, 0) << show(o);
+    result[L] = json::parse(read_file(out / "summary.json"))["results"][0];
+    const std::string how = result[L]["kernel_cost"].get<std::string>();
+    EXPECT_TRUE(contains(how, "(plan_local, prepare, finish)")) << how;
+    for (const auto& row : parse_csv(read_file(out / "buckets.csv")).rows)
+      buckets_per_round[L] += row.at("round") == "0";
+  }
+  ASSERT_EQ(buckets_per_round[1e-4], buckets_per_round[2e-4]);
+  ASSERT_GT(buckets_per_round[1e-4], 1u);
+  const double added = result[2e-4]["compression_s"].get<double>() - result[1e-4]["compression_s"].get<double>();
+  EXPECT_NEAR(added, 3 * 1e-4 * static_cast<double>(buckets_per_round[1e-4]), 1e-9);
+  EXPECT_GT(result[2e-4]["round_s"].get<double>(), result[1e-4]["round_s"].get<double>());
+}
+
 TEST_F(Training, MeasuredProfileChargesItsKernelsAndTheRooflineTheRest) {
   tmp_.write("same.json", bf16_profile(5e-6, 1e-9).dump(2));  // = the roofline, curve by curve
   tmp_.write("slow.json", bf16_profile(10e-6, 2e-9).dump(2));  // every bf16 kernel twice as long

@@ -239,6 +239,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
       }
     }
     std::string build_error;
+    std::vector<topo::KernelKind> round_charged;  // round ops the phases charged
     auto factory = [&](uint32_t round, uint32_t stage, uint32_t, uint64_t params) {
       std::vector<sim::SyncPhase> phases;
       algo::Compressor* comp = nullptr;
@@ -286,7 +287,6 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
         comps[{round, stage}] = std::move(*made);
       }
       const algo::PlanFormat pf = comp->plan_format(params, dp);
-      if (!pf.empty()) phases.push_back(detail::metadata_phase(pf.wire_bytes(), dp, kernel_costs));
       topo::CollectiveOptions opt;
       opt.segments = static_cast<uint32_t>(s.collective.segments);
       const uint64_t reduced = comp->reduced_elements(params);
@@ -296,7 +296,8 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
                                   s.collective.algorithm, reduced, dp, st.message());
         return std::vector<sim::SyncPhase>{};
       }
-      phases.push_back(detail::compressor_phase("collective", collective->make(dp, reduced, opt), *comp, kernel_costs));
+      detail::append_sync_phases(phases, "collective", collective->make(dp, reduced, opt), *comp, params, dp,
+                                 pf.wire_bytes(), kernel_costs, false, &round_charged);
       return phases;
     };
     sim::ParallelJobOptions po;
@@ -318,7 +319,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     engine.run();
     if (!build_error.empty()) return invalid_argument(fmt::format("/collective/algorithm: {}", build_error));
     CCSIM_CHECK((*job)->finished(), "the 3D-parallel job did not finish its {} rounds", wl.rounds);
-    res.kernel_cost = po.kernel_costs.describe();
+    res.kernel_cost = po.kernel_costs.describe(round_charged);
     res.sync_desc = fmt::format("per stage and TP index: {} all-reduce over DP {} of the stage's share, {}{}",
                                 s.collective.algorithm, dp, cc.scheme,
                                 cc.controller.kind == "edgc"

@@ -245,12 +245,12 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     std::vector<std::unique_ptr<topo::ScheduleGenerator>> generators;
     std::vector<std::unique_ptr<sim::ScheduleRunner>> runners;
     const sim::KernelCostModel scheme_costs = kernel_costs.scheme(cc.scheme);
-    r.kernel_cost = scheme_costs.describe();
-    auto run_groups = [&](const topo::CollectiveInfo& info, uint64_t elements, const topo::CollectiveOptions& opts,
-                          const sim::ScheduleBinder& binder, const sim::KernelCostModel& costs) {
+    using MakeGenerator = std::function<std::unique_ptr<topo::ScheduleGenerator>()>;
+    auto run_groups = [&](const MakeGenerator& make, const sim::ScheduleBinder& binder,
+                          const sim::KernelCostModel& costs) {
       const size_t first = runners.size();
       for (size_t gi = 0; gi < groups.size(); ++gi) {
-        generators.push_back(info.make(g, elements, opts));
+        generators.push_back(make());
         sim::RunnerOptions ro;
         ro.rank_map = groups[gi];
         ro.ecmp_salt = gi;
@@ -263,30 +263,46 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
         CCSIM_CHECK(runners[k]->done(), "schedule {} did not complete", runners[k]->window().name());
       return std::span<const std::unique_ptr<sim::ScheduleRunner>>(runners).subspan(first);
     };
+    const auto comp_binder = [&comp](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
+      algo::bind_ops(sched, comp, first, end);
+    };
+    // Round ops (one per rank on its whole tensor) where the scheme does round work.
+    const std::vector<topo::KernelKind> round = algo::round_ops(comp, report.elements, g);
+    std::vector<Duration> round_busy(groups.size() * g, Duration::zero());  // per group and group rank
+    auto run_round = [&](topo::KernelKind kind) {
+      if (std::find(round.begin(), round.end(), kind) == round.end()) return;
+      const auto runs = run_groups([&] { return topo::make_round_ops(kind, g, report.elements); }, comp_binder,
+                                   scheme_costs);
+      for (size_t gi = 0; gi < runs.size(); ++gi)
+        for (uint32_t rk = 0; rk < g; ++rk) round_busy[gi * g + rk] += runs[gi]->timing().kernel_busy[rk];
+    };
+    r.kernel_cost = scheme_costs.describe(round);
     const SimTime plan_start = engine.now();
     if (r.plan_bytes_per_rank > 0) {
+      run_round(topo::KernelKind::kPlanLocal);
       CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* plan_ar, topo::find_collective("allreduce", "ring"));
       const uint64_t words = (r.plan_bytes_per_rank + 3) / 4;
       topo::CollectiveOptions plan_options;
       plan_options.align = 1;
       algo::Fp32Compressor fp32;
-      run_groups(*plan_ar, std::max<uint64_t>(words, g), plan_options,
+      run_groups([&] { return plan_ar->make(g, std::max<uint64_t>(words, g), plan_options); },
                  [&fp32](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
                    algo::bind_ops(sched, fp32, first, end);
                  },
                  kernel_costs.scheme(std::string(fp32.name())));
       r.plan_time_s = (engine.now() - plan_start).seconds();
     }
-    const auto main = run_groups(*collective, reduced, options,
-                                 [&comp](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
-                                   algo::bind_ops(sched, comp, first, end);
-                                 },
-                                 scheme_costs);
+    run_round(topo::KernelKind::kPrepare);
+    const auto main = run_groups([&] { return collective->make(g, reduced, options); }, comp_binder, scheme_costs);
+    const SimTime main_end = engine.now();
+    run_round(topo::KernelKind::kFinish);
+    const double finish_s = (engine.now() - main_end).seconds();
+    for (const Duration d : round_busy) r.round_kernel_time_s = std::max(r.round_kernel_time_s, d.seconds());
     r.time_min_s = std::numeric_limits<double>::infinity();
     for (const auto& run : main) {
       const sim::ScheduleTiming& t = run->timing();
-      r.time_s = std::max(r.time_s, (t.end - plan_start).seconds());
-      r.time_min_s = std::min(r.time_min_s, (t.end - plan_start).seconds());
+      r.time_s = std::max(r.time_s, (t.end - plan_start).seconds() + finish_s);
+      r.time_min_s = std::min(r.time_min_s, (t.end - plan_start).seconds() + finish_s);
       r.wire_bytes_total += t.wire_bytes;
       r.transfers += t.transfers;
       for (const Duration d : t.kernel_busy) r.kernel_time_s = std::max(r.kernel_time_s, d.seconds());
@@ -343,6 +359,7 @@ json summary_json(const RunReport& report) {
               {"time_s", r.time_s},
               {"time_min_s", r.time_min_s},
               {"kernel_time_s", r.kernel_time_s},
+              {"round_kernel_time_s", r.round_kernel_time_s},
               {"kernel_cost", r.kernel_cost},
               {"events", r.events},
               {"vnmse", std::isnan(r.vnmse) ? json(nullptr) : std::isfinite(r.vnmse) ? json(r.vnmse) : json("inf")},
@@ -378,17 +395,18 @@ std::string results_csv(const RunReport& report) {
   const Scenario& s = report.loaded.scenario;
   std::string out =
       "scenario,scheme,params,ranks,group_size,groups,operation,algorithm,elements,bits_per_element,tensor_wire_bytes,"
-      "wire_bytes_total,transfers,time_s,time_min_s,analytic_time_s,time_vs_analytic,kernel_time_s,vnmse,vnmse_max_rank,"
-      "unbiased\n";
+      "wire_bytes_total,transfers,time_s,time_min_s,analytic_time_s,time_vs_analytic,kernel_time_s,round_kernel_time_s,"
+      "vnmse,vnmse_max_rank,unbiased\n";
   auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{}", x); };
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, r.scheme,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, r.scheme,
                        csv_field(r.params.dump()), report.ranks, report.group_size, report.groups,
                        s.collective.operation, s.collective.algorithm, report.elements, r.bits_per_element,
                        r.tensor_wire_bytes, r.wire_bytes_total, r.transfers, r.time_s, r.time_min_s,
                        has ? fmt::format("{}", r.analytic_time_s) : "",
-                       has ? fmt::format("{}", r.time_s / r.analytic_time_s - 1.0) : "", r.kernel_time_s, num(r.vnmse),
+                       has ? fmt::format("{}", r.time_s / r.analytic_time_s - 1.0) : "", r.kernel_time_s,
+                       r.round_kernel_time_s, num(r.vnmse),
                        num(r.vnmse_max_rank), r.unbiased ? "true" : "false");
   }
   return out;
@@ -496,17 +514,19 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
   out += fmt::format("  numerics    {}\n", report.numerics_note);
   out += fmt::format("  kernels     {}\n", report.kernel_cost_desc);
   out += fmt::format("  analytic    {}\n\n", report.analytic_desc);
-  out += fmt::format("  {:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12}\n", "scheme", "bits/elem", "wire/rank",
-                     "time", "analytic", "vs formula", "vNMSE", "kernels");
+  out += fmt::format("  {:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", "scheme", "bits/elem",
+                     "wire/rank", "time", "analytic", "vs formula", "vNMSE", "kernels", "round ops");
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
-    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12}\n", r.scheme, r.bits_per_element,
+    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", r.scheme,
+                       r.bits_per_element,
                        format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(report.ranks), UnitKind::kBytes),
                        format_quantity(r.time_s, UnitKind::kTime),
                        has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
                        has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
                        std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
-                       format_quantity(r.kernel_time_s, UnitKind::kTime));
+                       format_quantity(r.kernel_time_s, UnitKind::kTime),
+                       format_quantity(r.round_kernel_time_s, UnitKind::kTime));
   }
   if (s.cluster.gpu.kernel_cost == "profile")
     for (const auto& r : report.results) out += fmt::format("  {:<8} kernels: {}\n", r.scheme, r.kernel_cost);

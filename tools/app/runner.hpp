@@ -27,10 +27,12 @@ struct SchemeResult {
   double bits_per_element = 0;     ///< 8·S / elements
   uint64_t wire_bytes_total = 0;   ///< bytes over all transfers of the schedule
   uint64_t transfers = 0;
-  double time_s = 0;               ///< simulated time: the metadata phase, then the collective
-  double plan_time_s = 0;          ///< of which the metadata all-reduce (0: none)
+  double time_s = 0;               ///< simulated time: plan_local and the metadata phase, prepare, the
+                                   ///< collective, finish (the round ops where the scheme has them)
+  double plan_time_s = 0;          ///< of which plan_local and the metadata all-reduce (0: none)
   double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
-  double kernel_time_s = 0;        ///< max over ranks of time spent in compression kernels
+  double kernel_time_s = 0;        ///< max over ranks of time spent in the collective's compression kernels
+  double round_kernel_time_s = 0;  ///< max over ranks of time spent in round ops (plan_local, prepare, finish)
   std::string kernel_cost;         ///< how this scheme's kernels were charged (KernelCostModel::describe)
   double time_min_s = 0;           ///< fastest of the concurrent groups (time_s is the slowest)
   double vnmse = 0;                ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)

@@ -220,6 +220,30 @@ sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks, const KernelC
                           costs);
 }
 
+void append_sync_phases(std::vector<sim::SyncPhase>& out, const std::string& name,
+                        std::unique_ptr<topo::ScheduleGenerator> collective, const algo::Compressor& comp,
+                        uint64_t elements, uint32_t ranks, uint64_t plan_bytes, const KernelCosts& costs,
+                        bool name_all, std::vector<topo::KernelKind>* charged) {
+  const std::vector<topo::KernelKind> round = algo::round_ops(comp, elements, ranks);
+  auto round_phase = [&](topo::KernelKind kind) {
+    if (std::find(round.begin(), round.end(), kind) == round.end()) return;
+    if (charged != nullptr && std::find(charged->begin(), charged->end(), kind) == charged->end()) {
+      charged->push_back(kind);
+      std::sort(charged->begin(), charged->end());
+    }
+    out.push_back(compressor_phase(name_all ? name : std::string(topo::kernel_kind_name(kind)),
+                                   topo::make_round_ops(kind, ranks, elements), comp, costs));
+  };
+  if (plan_bytes > 0) {
+    round_phase(topo::KernelKind::kPlanLocal);
+    out.push_back(metadata_phase(plan_bytes, ranks, costs));
+    if (name_all) out.back().name = name;
+  }
+  round_phase(topo::KernelKind::kPrepare);
+  out.push_back(compressor_phase(name, std::move(collective), comp, costs));
+  round_phase(topo::KernelKind::kFinish);
+}
+
 sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::ScheduleGenerator> generator,
                                 const algo::Compressor& comp, const KernelCosts& costs) {
   sim::SyncPhase p;
@@ -318,6 +342,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     sim::BucketCollectiveSync* bucket_sync = nullptr;
     sim::BroadcastSync* broadcast = nullptr;
     sim::TrainingJob* job_ptr = nullptr;  // set once the job exists (the factory logs decisions into it)
+    std::vector<topo::KernelKind> round_charged, weight_round_charged;  // round ops the phases charged
     if (bucketed) {
       if (cc.controller.kind != "none")
         return invalid_argument(fmt::format("{}/controller/kind: {} drives a broadcast (sync.mode broadcast); with "
@@ -423,8 +448,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
                         fmt::format("bucket={} {}", bucket, d.detail)});
       };
       // Captures by reference only what outlives this block (codecs, weight_codecs, s, m).
-      auto factory = [&codecs, &weight_codecs, &s, &kernel_costs, m, codec_of, op, collective, weight_ag, replanned,
-                      replan, log_plan](uint32_t round, uint32_t bucket, uint64_t params) {
+      auto factory = [&codecs, &weight_codecs, &s, &kernel_costs, &round_charged, &weight_round_charged, m, codec_of,
+                      op, collective, weight_ag, replanned, replan, log_plan](uint32_t round, uint32_t bucket,
+                                                                               uint64_t params) {
         BucketCodec& codec = codecs[codec_of[bucket]];
         if (replanned && round > 0 && round % replan == 0) {
           // The controller's next decision, from fresh synthetic gradients of this round and bucket,
@@ -439,14 +465,13 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         }
         if (codec.plan_bytes > 0 && (round == 0 || (replanned && round % replan == 0))) log_plan(round, bucket, codec);
         std::vector<sim::SyncPhase> phases;
-        if (codec.plan_bytes > 0) phases.push_back(detail::metadata_phase(codec.plan_bytes, m, kernel_costs));
-        phases.push_back(detail::compressor_phase(weight_ag ? "gradients" : "collective",
-                                                  collective->make(m, codec.reduced, codec.options), *codec.comp,
-                                                  kernel_costs));
+        detail::append_sync_phases(phases, weight_ag ? "gradients" : "collective",
+                                   collective->make(m, codec.reduced, codec.options), *codec.comp, params, m,
+                                   codec.plan_bytes, kernel_costs, false, &round_charged);
         if (weight_ag) {
           BucketCodec& wc = weight_codecs.at(params);
-          phases.push_back(
-              detail::compressor_phase("weights", weight_ag->make(m, wc.reduced, wc.options), *wc.comp, kernel_costs));
+          detail::append_sync_phases(phases, "weights", weight_ag->make(m, wc.reduced, wc.options), *wc.comp, params,
+                                     m, wc.plan_bytes, kernel_costs, true, &weight_round_charged);
         }
         return phases;
       };
@@ -487,9 +512,6 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       sync = std::move(b);
     }
     res.sync_desc = sync->describe();
-    res.kernel_cost = kernel_costs.scheme(cc.scheme).describe();
-    if (s.sync.mode == "sharded" && cc.weights.scheme != cc.scheme)
-      res.kernel_cost += fmt::format("; weights: {}", kernel_costs.scheme(cc.weights.scheme).describe());
 
     sim::TrainingOptions topt;
     topt.rounds = static_cast<uint32_t>(wl.rounds);
@@ -503,6 +525,16 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     job.start();
     const SimTime horizon = wl.duration_s > 0 ? SimTime::zero() + Duration::from_seconds(wl.duration_s) : SimTime::infinite();
     engine.run_until(horizon);
+    // After the run: the round ops its phases charged (a scheme may start planning later).
+    if (cc.weights.scheme == cc.scheme) {
+      for (topo::KernelKind k : weight_round_charged)
+        if (std::find(round_charged.begin(), round_charged.end(), k) == round_charged.end()) round_charged.push_back(k);
+      std::sort(round_charged.begin(), round_charged.end());
+    }
+    res.kernel_cost = kernel_costs.scheme(cc.scheme).describe(round_charged);
+    if (s.sync.mode == "sharded" && cc.weights.scheme != cc.scheme)
+      res.kernel_cost += fmt::format("; weights: {}",
+                                     kernel_costs.scheme(cc.weights.scheme).describe(weight_round_charged));
     const std::vector<SimTime> done = job.round_completion();
     res.rounds_completed = static_cast<uint32_t>(
         std::count_if(done.begin(), done.end(), [&](SimTime t) { return t <= horizon; }));

@@ -127,6 +127,17 @@ sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::Schedule
                                 const algo::Compressor& comp, const KernelCosts& costs);
 /// A compressor's metadata phase: a ring all-reduce of its plan_bytes per rank as fp32 words.
 sim::SyncPhase metadata_phase(uint64_t plan_bytes, uint32_t ranks, const KernelCosts& costs);
+/// Appends the phases of one synchronization of a tensor of `elements` entries per rank through
+/// `comp` on `ranks` ranks: when it plans (`plan_bytes` > 0) its plan_local ops and the metadata
+/// all-reduce, its prepare ops, `collective` (a phase named `name`), its finish ops. Round-op
+/// phases (one op per rank on its whole tensor, charged like any kernel) only where the scheme
+/// does round work (algo::round_ops), named "plan_local", "prepare", "finish", or all `name`
+/// with `name_all` (so that BucketRecord::time_in(name) covers them). Adds the round-op kinds it
+/// appended to `charged` (kept sorted, no duplicates) when given.
+void append_sync_phases(std::vector<sim::SyncPhase>& out, const std::string& name,
+                        std::unique_ptr<topo::ScheduleGenerator> collective, const algo::Compressor& comp,
+                        uint64_t elements, uint32_t ranks, uint64_t plan_bytes, const KernelCosts& costs,
+                        bool name_all = false, std::vector<topo::KernelKind>* charged = nullptr);
 /// controller.csv: per run, its decisions; `who` names the column of ControlDecision::worker.
 std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
                           const std::string& who);
