@@ -1,10 +1,12 @@
 // The CUDA kernel bench's cases (tools/app/bench_cuda_cases.hpp): every scheme it names is a
-// registered compressor, and on a GPU every case builds (which checks the device's leaf message
-// against the CPU compressor's, byte for byte) and launches cleanly. Without a device the GPU
+// registered compressor, and on a GPU every case builds (which checks the device's leaf message,
+// and each round op's output, against the CPU compressor's, byte for byte) and launches cleanly,
+// with the collective ops and the round ops each scheme has kernels for. Without a device the GPU
 // cases skip and opening the bench fails with a clear message.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "algorithms/registry.hpp"
 #include "kernels/cuda/bench_cuda.hpp"
 #include "tools/app/bench_cuda_cases.hpp"
+#include "topology/schedule.hpp"
 #include "traces/synthetic_gradients.hpp"
 
 namespace ccsim::app {
@@ -22,6 +25,24 @@ TEST(CudaBenchCases, EverySchemeIsARegisteredCompressor) {
   const std::vector<std::string> cuda = cuda_case_schemes();
   EXPECT_GE(cuda.size(), 15u);
   for (const auto& s : cuda) EXPECT_NE(std::find(all.begin(), all.end(), s), all.end()) << s;
+}
+
+// The round ops with CUDA kernels in the bench, per scheme (none for the others).
+std::vector<topo::KernelKind> expected_round_ops(const std::string& scheme) {
+  using topo::KernelKind;
+  static const std::map<std::string, std::vector<KernelKind>> kRoundOps = {
+      {"thc", {KernelKind::kPlanLocal, KernelKind::kPrepare, KernelKind::kFinish}},
+      {"dynamiq", {KernelKind::kPlanLocal}},
+      {"omnireduce", {KernelKind::kPlanLocal}},
+  };
+  const auto it = kRoundOps.find(scheme);
+  return it == kRoundOps.end() ? std::vector<KernelKind>{} : it->second;
+}
+
+TEST(CudaBenchCases, SchemesWithRoundKernelsAreInTheBench) {
+  const std::vector<std::string> cuda = cuda_case_schemes();
+  for (const char* s : {"thc", "dynamiq", "omnireduce"})
+    EXPECT_NE(std::find(cuda.begin(), cuda.end(), s), cuda.end()) << s;
 }
 
 TEST(CudaBenchCases, OpeningWithoutADeviceFailsClearly) {
@@ -48,10 +69,23 @@ TEST_P(CudaBenchScheme, CasesBuildAndLaunch) {
     std::vector<CudaCase> cases;
     const Status built = cuda_cases(GetParam(), n, x0, x1, 7, **dev, cases);
     ASSERT_TRUE(built.ok()) << built.message();
-    ASSERT_EQ(cases.size(), 4u);
+    // The collective ops (all four, except for omnireduce, whose collective has no CUDA kernels),
+    // then the round ops the scheme has kernels for, in KernelKind order.
+    std::vector<topo::KernelKind> kinds, expected;
+    for (const CudaCase& c : cases) kinds.push_back(c.kind);
+    if (GetParam() != "omnireduce") {
+      expected = {topo::KernelKind::kEncode, topo::KernelKind::kDecode, topo::KernelKind::kDecodeAccumulate,
+                  topo::KernelKind::kDecodeAccumulateEncode};
+    }
+    for (topo::KernelKind k : expected_round_ops(GetParam())) expected.push_back(k);
+    EXPECT_EQ(kinds, expected);
     ASSERT_TRUE((*dev)->synchronize().ok());
     for (const CudaCase& c : cases) {
-      EXPECT_GT(c.bytes, 0u);
+      SCOPED_TRACE(topo::kernel_kind_name(c.kind));
+      // A round op's bytes are what the scheme declares (0 until it does); a collective op always moves some.
+      if (!topo::is_round_op(c.kind)) {
+        EXPECT_GT(c.bytes, 0u);
+      }
       double t = 0;
       const Status timed = (*dev)->median_seconds(2, c.launch, t);
       ASSERT_TRUE(timed.ok()) << timed.message();

@@ -3,17 +3,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <utility>
 
 #include "algorithms/dynamiq/dynamiq.hpp"
 #include "algorithms/mx/mx.hpp"
 #include "algorithms/numerics.hpp"
+#include "algorithms/omnireduce/omnireduce.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/thc/thc.hpp"
 #include "kernels/cuda/block_cuda.hpp"
 #include "kernels/cuda/dynamiq_cuda.hpp"
 #include "kernels/cuda/quant_cuda.hpp"
+#include "kernels/cuda/select_cuda.hpp"
 #include "kernels/cuda/thc_cuda.hpp"
 #include "kernels/quant/group_quant.hpp"
 #include "kernels/quant/mx.hpp"
@@ -258,15 +264,10 @@ Result<Ops> scheme_ops(const std::string& scheme, const algo::Compressor& comp, 
   return invalid_argument(fmt::format("no CUDA kernels for scheme '{}'", scheme));
 }
 
-}  // namespace
-
-std::vector<std::string> cuda_case_schemes() {
-  return {"fp16", "bf16", "int8", "equarx", "sdp4bit_q", "sdp4bit_tlq", "sdp4bit_qw", "sdp4bit_qwd",
-          "tfp",  "qsgd", "mxfp8", "mxfp6", "mxfp4",    "dynamiq",     "thc"};
-}
-
-Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> x0, std::span<const float> x1,
-                  uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out) {
+// The four collective ops of a scheme with scheme_ops() on a chunk of n elements (the file comment
+// of bench_cuda_cases.hpp).
+Status collective_cases(const std::string& scheme, uint64_t n, std::span<const float> x0, std::span<const float> x1,
+                        uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out) {
   CCSIM_ASSIGN_OR_RETURN(auto comp, algo::CompressorRegistry::global().create(scheme, nlohmann::json::object()));
   const algo::LayerShape layer{0, n, n, 1};
   comp->set_layout(std::span<const algo::LayerShape>(&layer, 1));
@@ -322,6 +323,255 @@ Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> 
   out.push_back({KernelKind::kDecodeAccumulateEncode,
                  comp->memory_bytes(KernelKind::kDecodeAccumulateEncode, spec, kLeaf),
                  [=](kern::CudaStream s) { return ops.fused(buf.leaf, buf.acc, buf.out, s); }});
+  return ok_status();
+}
+
+// ---- Round ops -----------------------------------------------------------------------------------
+
+// The rank whose round ops the cases run (not rank 0, whose keys are the closest to a default key: a
+// kernel that ignored the rank could still match there).
+constexpr uint32_t kTimedRank = 1;
+
+// What a scheme's round cases work on: a fresh compressor whose layout is one layer of the tensor of
+// n elements, the ranks' tensors (ranks 0 .. kRanks - 1 hold x0, x1, x0, x1, as the collective
+// cases plan the round), and rank kTimedRank's tensor uploaded to d_x.
+struct RoundContext {
+  std::string scheme;
+  algo::Compressor* comp = nullptr;
+  uint64_t n = 0;
+  uint64_t seed = 0;
+  std::span<const float> x0, x1;
+  const float* d_x = nullptr;
+  kern::CudaBench* dev = nullptr;
+  bool planned = false;
+
+  std::span<const float> tensor(uint32_t rank) const { return rank % 2 == 0 ? x0 : x1; }
+  // The keys the numerics interpreter draws (algorithms/numerics.cpp), round 0.
+  kern::RngKey plan_key(uint32_t rank) const { return {seed, 0, rank, algo::kPlanStream}; }
+  kern::RngKey prepare_key(uint32_t rank) const { return {seed, 0, rank, algo::kPrepareStream}; }
+};
+
+// The round's plan on the CPU, once: plan_round() over the kRanks tensors, keys {seed, 0, r,
+// kPlanStream}. Nothing to plan for a scheme without a metadata phase.
+Status plan_once(RoundContext& c) {
+  if (c.planned) return ok_status();
+  c.planned = true;
+  if (c.comp->plan_format(c.n, kRanks).empty()) return ok_status();
+  const std::vector<std::span<const float>> ins = {c.tensor(0), c.tensor(1), c.tensor(2), c.tensor(3)};
+  return algo::plan_round(*c.comp, ins, algo::NumericsOptions{c.seed, 0, false}).status();
+}
+
+// Rank kTimedRank's metadata statistics on the CPU, as plan_round() computes them: sized by
+// plan_format(), under the rank's plan key.
+algo::PlanStats cpu_plan_local(const RoundContext& c) {
+  const algo::PlanFormat f = c.comp->plan_format(c.n, kRanks);
+  algo::PlanStats s;
+  s.sum.assign(f.sum_entries, 0.0);
+  s.max.assign(f.max_entries, 0.0f);
+  s.bits.assign(f.bit_words, 0);
+  c.comp->plan_local(c.tensor(kTimedRank), kTimedRank, c.plan_key(kTimedRank), s);
+  return s;
+}
+
+// Rank kTimedRank's prepared vector on the CPU (reduced_elements(n) entries), under its prepare key.
+// REQUIRES: plan_once().
+std::vector<float> cpu_prepare(const RoundContext& c) {
+  std::vector<float> out(c.comp->reduced_elements(c.n));
+  c.comp->prepare(c.tensor(kTimedRank), out, kTimedRank, kRanks, c.prepare_key(kTimedRank));
+  return out;
+}
+
+// A fully reduced vector for finish(): kRanks times a prepared vector (as the collective cases' fully
+// reduced message).
+std::vector<float> full_sum(std::vector<float> prepared) {
+  for (float& v : prepared) v *= static_cast<float>(kRanks);
+  return prepared;
+}
+
+// Runs `launch` once (on the legacy default stream, as the set-up launches), checks the
+// `cpu.size()` values it wrote at d_out against the CPU compressor's `cpu`, byte for byte, and adds
+// it as the case of `kind` (its bytes are filled in by round_cases()). A difference is an internal
+// error naming the scheme, op and size: the case would not time the scheme it names.
+template <class T>
+Status add_round_case(const RoundContext& c, KernelKind kind, std::function<Status(kern::CudaStream)> launch,
+                      const std::vector<T>& cpu, const void* d_out, std::vector<CudaCase>& out) {
+  const std::string_view op = topo::kernel_kind_name(kind);
+  CCSIM_RETURN_IF_ERROR(launch(nullptr).with_context(fmt::format("{} {}", c.scheme, op)));
+  CCSIM_RETURN_IF_ERROR(c.dev->synchronize());
+  const uint64_t bytes = cpu.size() * sizeof(T);
+  std::vector<T> gpu(cpu.size());
+  CCSIM_RETURN_IF_ERROR(c.dev->download(gpu.data(), d_out, bytes));
+  if (std::memcmp(gpu.data(), cpu.data(), bytes) != 0)
+    return internal_error(fmt::format("{}: the CUDA {} of a tensor of {} elements differs from the CPU compressor's "
+                                      "({} bytes): the kernel does not reproduce the scheme",
+                                      c.scheme, op, c.n, bytes));
+  out.push_back({kind, 0, std::move(launch)});
+  return ok_status();
+}
+
+// THC (kernels/cuda/thc_cuda.hpp), as tests/kernels/thc_cuda_test.cu drives it: plan_local (the one
+// max entry, with the plan key's shared signs), then, under the CPU's committed lattice and the
+// round's shared sign key, prepare (the lattice codes) and finish (of kRanks times those codes).
+Status thc_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  auto* thc = dynamic_cast<algo::ThcCompressor*>(c.comp);
+  if (thc == nullptr) return internal_error("thc: the registry made another compressor");
+  const uint64_t n = c.n, block = thc->rotation_block_for(n), padded = thc->reduced_elements(n);
+  if (padded != kern::thc_padded_elements(n, block))
+    return internal_error(fmt::format("thc: {} reduced elements for a tensor of {} in blocks of {}", padded, n, block));
+  const float* d_x = c.d_x;
+
+  const algo::PlanStats stats = cpu_plan_local(c);
+  if (stats.max.size() != 1) return internal_error(fmt::format("thc: {} max entries, expected 1", stats.max.size()));
+  const uint64_t temp_bytes = kern::thc_plan_local_cuda_temp_bytes(n, block);
+  CCSIM_ASSIGN_OR_RETURN(void* d_temp, c.dev->allocate(temp_bytes));
+  CCSIM_ASSIGN_OR_RETURN(void* d_entry, c.dev->allocate(sizeof(float)));
+  const kern::RngKey plan_signs = algo::ThcCompressor::shared_key(c.plan_key(kTimedRank));
+  auto* entry = static_cast<float*>(d_entry);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPlanLocal,
+      [=](kern::CudaStream s) {
+        return kern::thc_plan_local_cuda(d_x, n, block, plan_signs, d_temp, temp_bytes, entry, s);
+      },
+      stats.max, d_entry, out));
+
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  const kern::ThcLattice lattice = thc->committed_lattice();
+  const kern::RngKey code_key = c.prepare_key(kTimedRank), signs = algo::ThcCompressor::shared_key(code_key);
+  const std::vector<float> codes = cpu_prepare(c);
+  CCSIM_ASSIGN_OR_RETURN(void* d_codes, c.dev->allocate(4 * padded));
+  auto* codes_out = static_cast<float*>(d_codes);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPrepare,
+      [=](kern::CudaStream s) {
+        return kern::thc_prepare_cuda(d_x, n, block, lattice, signs, code_key, codes_out, s);
+      },
+      codes, d_codes, out));
+
+  // finish's CPU side needs the planned ranks (kRanks).
+  const std::vector<float> sum = full_sum(codes);
+  std::vector<float> tensor(n);
+  thc->finish(sum, tensor, kTimedRank, kRanks);
+  CCSIM_ASSIGN_OR_RETURN(void* d_sum, c.dev->allocate(4 * padded));
+  CCSIM_ASSIGN_OR_RETURN(void* d_out, c.dev->allocate(4 * n));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_sum, sum.data(), 4 * padded));
+  auto* sums = static_cast<float*>(d_sum);
+  auto* finished = static_cast<float*>(d_out);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kFinish,
+      [=](kern::CudaStream s) { return kern::thc_finish_cuda(sums, n, block, lattice, kRanks, signs, finished, s); },
+      tensor, d_out, out));
+  // A rotation of more than one pass works in place in d_sum: the timed launches start from the sums
+  // again (the later ones rotate what the earlier left there: the same passes over the same bytes).
+  return c.dev->upload(d_sum, sum.data(), 4 * padded);
+}
+
+// DynamiQ (kernels/cuda/dynamiq_cuda.hpp): plan_local, the sums and sums of squares of every
+// super-group (doubles).
+Status dynamiq_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  const uint32_t sg = algo::DynamiqCompressor::Options{}.super_group;  // the default, as dynamiq_ops()
+  const uint64_t n = c.n, groups = (n + sg - 1) / sg;
+  const algo::PlanStats stats = cpu_plan_local(c);
+  if (stats.sum.size() != 2 * groups)
+    return internal_error(fmt::format("dynamiq: {} statistics for {} super-groups of {} entries", stats.sum.size(),
+                                      groups, sg));
+  CCSIM_ASSIGN_OR_RETURN(void* d_sums, c.dev->allocate(8 * 2 * groups));
+  const float* d_x = c.d_x;
+  auto* sums = static_cast<double*>(d_sums);
+  return add_round_case(
+      c, KernelKind::kPlanLocal,
+      [=](kern::CudaStream s) { return kern::dynamiq_statistics_cuda(d_x, n, sg, sums, s); }, stats.sum, d_sums,
+      out);
+}
+
+// OmniReduce (kernels/cuda/select_cuda.hpp): plan_local, the chunk norms and the bitmap of the local
+// top-k chunks (k of the round before its plan, as plan_round() calls plan_local).
+Status omnireduce_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  const auto* omni = dynamic_cast<const algo::OmniReduceCompressor*>(c.comp);
+  if (omni == nullptr) return internal_error("omnireduce: the registry made another compressor");
+  const uint64_t n = c.n, chunk = omni->alignment();  // alignment() is the chunk
+  const uint64_t chunks = omni->chunks_of(n), k = omni->local_k(chunks), words = kern::topk_bitmap_words(chunks);
+  const algo::PlanStats stats = cpu_plan_local(c);
+  if (chunks != (n + chunk - 1) / chunk || stats.bits.size() != words)
+    return internal_error(fmt::format("omnireduce: {} chunks of {} elements in {} bitmap words for a tensor of {}",
+                                      chunks, chunk, stats.bits.size(), n));
+  size_t temp_bytes = 0;
+  CCSIM_RETURN_IF_ERROR(kern::omnireduce_select_cuda(nullptr, temp_bytes, c.d_x, n, chunk, k, nullptr));
+  CCSIM_ASSIGN_OR_RETURN(void* d_temp, c.dev->allocate(temp_bytes));
+  CCSIM_ASSIGN_OR_RETURN(void* d_bitmap, c.dev->allocate(8 * words));
+  const float* d_x = c.d_x;
+  auto* bitmap = static_cast<uint64_t*>(d_bitmap);
+  return add_round_case(
+      c, KernelKind::kPlanLocal,
+      [=](kern::CudaStream s) {
+        size_t bytes = temp_bytes;
+        return kern::omnireduce_select_cuda(d_temp, bytes, d_x, n, chunk, k, bitmap, s);
+      },
+      stats.bits, d_bitmap, out);
+}
+
+// A scheme's round cases: the round ops it has CUDA kernels for, in KernelKind order.
+using RoundCases = Status (*)(RoundContext& c, std::vector<CudaCase>& out);
+
+// The round cases of `scheme` on a tensor of n elements: a fresh compressor, rank kTimedRank's
+// tensor uploaded, `build`'s checked cases, and their declared memory traffic after the round's plan
+// (as the timing interpreter asks for it).
+Status round_cases(const std::string& scheme, RoundCases build, uint64_t n, std::span<const float> x0,
+                   std::span<const float> x1, uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out) {
+  CCSIM_ASSIGN_OR_RETURN(auto comp, algo::CompressorRegistry::global().create(scheme, nlohmann::json::object()));
+  const algo::LayerShape layer{0, n, n, 1};
+  comp->set_layout(std::span<const algo::LayerShape>(&layer, 1));
+  RoundContext c;
+  c.scheme = scheme;
+  c.comp = comp.get();
+  c.n = n;
+  c.seed = seed;
+  c.x0 = x0.first(n);
+  c.x1 = x1.first(n);
+  c.dev = &dev;
+  CCSIM_ASSIGN_OR_RETURN(void* d_x, dev.allocate(4 * n));
+  CCSIM_RETURN_IF_ERROR(dev.upload(d_x, c.tensor(kTimedRank).data(), 4 * n));
+  c.d_x = static_cast<const float*>(d_x);
+  const size_t first = out.size();
+  CCSIM_RETURN_IF_ERROR(build(c, out));
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  for (size_t i = first; i < out.size(); ++i)
+    out[i].bytes = comp->memory_bytes(out[i].kind, algo::TensorSpec{0, n}, algo::HopContext{1, kRanks});
+  return ok_status();
+}
+
+// The CUDA kernels of a scheme in the bench: the four collective ops (scheme_ops()) and/or round
+// cases. A scheme's further round kernels go into its RoundCases function.
+struct SchemeKernels {
+  std::string_view scheme;
+  bool collective = false;
+  RoundCases round = nullptr;
+};
+
+// In the order the bench runs them.
+constexpr SchemeKernels kSchemeKernels[] = {
+    {"fp16", true, nullptr},        {"bf16", true, nullptr},        {"int8", true, nullptr},
+    {"equarx", true, nullptr},      {"sdp4bit_q", true, nullptr},   {"sdp4bit_tlq", true, nullptr},
+    {"sdp4bit_qw", true, nullptr},  {"sdp4bit_qwd", true, nullptr}, {"tfp", true, nullptr},
+    {"qsgd", true, nullptr},        {"mxfp8", true, nullptr},       {"mxfp6", true, nullptr},
+    {"mxfp4", true, nullptr},       {"dynamiq", true, dynamiq_round_cases},
+    {"thc", true, thc_round_cases}, {"omnireduce", false, omnireduce_round_cases},
+};
+
+}  // namespace
+
+std::vector<std::string> cuda_case_schemes() {
+  std::vector<std::string> out;
+  for (const SchemeKernels& k : kSchemeKernels) out.emplace_back(k.scheme);
+  return out;
+}
+
+Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> x0, std::span<const float> x1,
+                  uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out) {
+  const auto* k = std::find_if(std::begin(kSchemeKernels), std::end(kSchemeKernels),
+                               [&](const SchemeKernels& s) { return s.scheme == scheme; });
+  if (k == std::end(kSchemeKernels)) return invalid_argument(fmt::format("no CUDA kernels for scheme '{}'", scheme));
+  if (k->collective) CCSIM_RETURN_IF_ERROR(collective_cases(scheme, n, x0, x1, seed, dev, out));
+  if (k->round != nullptr) CCSIM_RETURN_IF_ERROR(round_cases(scheme, k->round, n, x0, x1, seed, dev, out));
   return ok_status();
 }
 

@@ -1,14 +1,26 @@
 #pragma once
 /// \file
-/// The CUDA kernels `ccsim bench-kernels --device cuda` times. For every scheme with CUDA kernels,
-/// at the compressor's default parameters, the four schedule ops on one chunk: encode of a leaf
-/// message, decode of a fully reduced message, decode-accumulate of a leaf message and the fused
-/// hop (a leaf message in, a two-rank partial sum out), as the CPU bench runs them
-/// (tools/app/bench_kernels.cpp). Inputs are what the collective reduces: the compressor's plan
-/// over four ranks and its prepared vectors, made by the CPU compressor and uploaded. Each case
-/// carries the compressor's declared memory bytes, and the wire size of every message it uses is
-/// checked against the compressor's wire format (a mismatch is an internal error: the case would
-/// not time the scheme it names).
+/// The CUDA kernels `ccsim bench-kernels --device cuda` times, at the compressors' default
+/// parameters.
+///
+/// Collective ops, for every scheme whose messages have CUDA kernels: the four schedule ops on one
+/// chunk: encode of a leaf message, decode of a fully reduced message, decode-accumulate of a leaf
+/// message and the fused hop (a leaf message in, a two-rank partial sum out), as the CPU bench runs
+/// them (tools/app/bench_kernels.cpp). Inputs are what the collective reduces: the compressor's
+/// plan over four ranks and its prepared vectors, made by the CPU compressor and uploaded. The wire
+/// size of every message a case uses is checked against the compressor's wire format by comparing
+/// the device's leaf message with the CPU compressor's, byte for byte.
+///
+/// Round ops (topo::is_round_op), for the schemes and ops with CUDA kernels (thc: plan_local,
+/// prepare, finish; dynamiq, omnireduce: plan_local): one rank's op on its whole tensor of n
+/// elements, under the CPU compressor's plan of the same four-rank round (its keys those of the
+/// numerics interpreter, round 0). Before it is added, each case runs once and its output is
+/// compared with the CPU compressor's, byte for byte: plan_local's statistics (PlanStats entries),
+/// prepare's vector, finish's tensor (of kRanks times the rank's prepared vector).
+///
+/// Each case carries the compressor's declared memory bytes (memory_bytes(); a round op's on the
+/// whole tensor, hop {1, kRanks}, after the plan). A mismatch is an internal error naming the
+/// scheme, op and size: the case would not time the scheme it names.
 
 #include <cstdint>
 #include <functional>
@@ -34,7 +46,9 @@ std::vector<std::string> cuda_case_schemes();
 
 /// Builds the cases of `scheme` on a chunk of `n` elements (a multiple of the scheme's alignment)
 /// made from two synthetic ranks' gradients `x0`, `x1` (at least n each), allocating what it needs
-/// from `dev` (the caller releases it after timing). REQUIRES: scheme in cuda_case_schemes().
+/// from `dev` (the caller releases it after timing): its collective ops' cases, if it has any, then
+/// its round ops' in KernelKind order (a round op's chunk is the whole tensor of n elements).
+/// REQUIRES: scheme in cuda_case_schemes().
 Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> x0, std::span<const float> x1,
                   uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out);
 

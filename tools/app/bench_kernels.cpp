@@ -161,7 +161,8 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
 #ifdef CCSIM_HAVE_CUDA
 // The CUDA kernels (tools/app/bench_cuda_cases.hpp), timed with CUDA events by kern::CudaBench on
 // the same synthetic gradients as the CPU bench; each point's bytes the compressor's declared memory
-// traffic (default parameters, as the CUDA cases use).
+// traffic (default parameters, as the CUDA cases use). A round op's point is at the whole tensor's
+// elements.
 Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& schemes,
                   std::span<const float> x0, std::span<const float> x1,
                   const std::function<void(const std::string&)>& progress, kern::DeviceCostProfile& p) {
@@ -181,9 +182,11 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
   dev->release_all();
   for (const std::string& scheme : run) {
     if (progress) progress(fmt::format("{} (CUDA)", scheme));
-    std::vector<kern::KernelCostCurve> curves(std::size(kKinds));
+    // A curve per kernel kind, indexed by KernelKind: the collective ops, then plan_local, prepare
+    // and finish; only the kinds the scheme's cases produce get points, and only those are written.
+    std::vector<kern::KernelCostCurve> curves(topo::kNumKernelKinds);
     for (size_t k = 0; k < curves.size(); ++k)
-      curves[k] = {scheme, std::string(topo::kernel_kind_name(kKinds[k])), "{}", 0, {}};
+      curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<KernelKind>(k))), "{}", 0, {}};
     std::vector<uint64_t> points = {256};  // the launch-overhead point
     for (uint64_t n : sizes) points.push_back(n);
     for (size_t si = 0; si < points.size(); ++si) {
@@ -193,8 +196,7 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
       for (const CudaCase& c : cases) {
         double t = 0;
         CCSIM_RETURN_IF_ERROR(dev->median_seconds(o.repeats, c.launch, t));
-        const auto* kind = std::find(std::begin(kKinds), std::end(kKinds), c.kind);
-        const auto k = static_cast<size_t>(kind - std::begin(kKinds));
+        const auto k = static_cast<size_t>(c.kind);
         if (si == 0)
           curves[k].launch_s = t;
         else
@@ -202,7 +204,8 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
       }
       dev->release_all();
     }
-    for (auto& c : curves) p.kernels.push_back(std::move(c));
+    for (auto& c : curves)
+      if (!c.points.empty()) p.kernels.push_back(std::move(c));
   }
   return dev->synchronize();
 }
