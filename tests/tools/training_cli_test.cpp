@@ -824,8 +824,15 @@ TEST_F(Training, BenchKernelsWritesAProfileThatScenariosUse) {
       const uint64_t per = op == "encode" || op == "decode" ? 6 : op == "decode_accumulate" ? 10 : 12;
       EXPECT_EQ(k["points"][1]["bytes"].get<uint64_t>(), per * n) << op;
     }
+    if (scheme == "dynamiq" && k["op"] == "prepare") {  // a round op, on the whole tensor: 8 B + 4 B per 256
+      const uint64_t n = k["points"][1]["elements"].get<uint64_t>();
+      EXPECT_EQ(n, 16384u);
+      EXPECT_EQ(k["points"][1]["bytes"].get<uint64_t>(), 8 * n + 4 * n / 256);
+    }
   }
-  for (const char* s : {"bf16", "dynamiq", "thc", "omnireduce", "powersgd"}) EXPECT_EQ(curves[s], 4) << s;
+  // The four collective ops; the schemes with round work also their plan_local, prepare and finish.
+  EXPECT_EQ(curves["bf16"], 4);
+  for (const char* s : {"dynamiq", "thc", "omnireduce", "powersgd"}) EXPECT_EQ(curves[s], 7) << s;
 
   // A scenario runs with it: bf16's kernels measured, int8's by the roofline.
   const fs::path file = write_scenario("measured", kernel_cost_scenario("profile", prof.string()));

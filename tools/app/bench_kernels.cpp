@@ -91,14 +91,11 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
   auto made = algo::CompressorRegistry::global().create(scheme, nlohmann::json::object());
   if (!made.ok()) return made.status();
   algo::Compressor& comp = **made;
-  std::vector<kern::KernelCostCurve> curves;
-  for (KernelKind k : kKinds) {
-    kern::KernelCostCurve c;
-    c.scheme = scheme;
-    c.op = std::string(topo::kernel_kind_name(k));
-    c.params = "{}";
-    curves.push_back(std::move(c));
-  }
+  // One curve per kernel kind (KernelKind order: the collective ops, then the round ops); the
+  // round ops only where the scheme does round work, each on rank 0's whole tensor.
+  std::vector<kern::KernelCostCurve> curves(topo::kNumKernelKinds);
+  for (size_t k = 0; k < curves.size(); ++k)
+    curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<KernelKind>(k))), "{}", 0, {}};
   const uint64_t align = std::max<uint64_t>(comp.alignment(), 1);
   std::vector<uint64_t> sizes = {aligned_count(256, align)};  // the launch-overhead point
   for (uint64_t n : bench_sizes(o)) sizes.push_back(aligned_count(n, align));
@@ -111,7 +108,8 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
     while (rows * rows * 4 <= n && n % (rows * 2) == 0) rows *= 2;
     const algo::LayerShape layer{0, n, rows, n / rows};
     comp.set_layout(std::span<const algo::LayerShape>(&layer, 1));
-    if (!comp.plan_format(n, kRanks).empty()) {
+    const algo::PlanFormat format = comp.plan_format(n, kRanks);
+    if (!format.empty()) {
       const std::vector<std::span<const float>> ins = {x_a, x_b, x_a, x_b};
       CCSIM_RETURN_IF_ERROR(algo::plan_round(comp, ins, algo::NumericsOptions{o.seed, 0, false}).status());
     }
@@ -147,14 +145,44 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
         median_seconds(o.repeats, reset_acc,
                        [&] { comp.decode_accumulate_encode(leaf_msg, spec, leaf, acc, second, key, second_out); })};
     const algo::HopContext hop_of[4] = {leaf, full, leaf, leaf};
-    for (size_t k = 0; k < 4; ++k) {
-      if (si == 0) {
-        curves[k].launch_s = t[k];
-        continue;
+    auto record = [&](KernelKind kind, uint64_t elements, uint64_t bytes, double seconds) {
+      kern::KernelCostCurve& c = curves[static_cast<size_t>(kind)];
+      if (si == 0)
+        c.launch_s = seconds;
+      else
+        c.points.push_back({elements, bytes, seconds});
+    };
+    for (size_t k = 0; k < 4; ++k) record(kKinds[k], m, comp.memory_bytes(kKinds[k], spec, hop_of[k]), t[k]);
+    // Round ops on rank 0's tensor: its metadata statistics, its prepare, and finish of the fully
+    // reduced vector (kRanks times rank 1's prepared one). The launch point times every round op
+    // the compressor can run (a tiny tensor may leave one with nothing to do, e.g. an OmniReduce
+    // union of every chunk); only the kinds with measured points are kept.
+    std::vector<KernelKind> round = algo::round_ops(comp, n, kRanks);
+    if (si == 0) {
+      round = {KernelKind::kPrepare, KernelKind::kFinish};
+      if (!format.empty()) round.insert(round.begin(), KernelKind::kPlanLocal);
+    }
+    for (const KernelKind kind : round) {
+      const uint64_t bytes = comp.memory_bytes(kind, algo::TensorSpec{0, n}, algo::HopContext{1, kRanks});
+      std::vector<float> out(kind == KernelKind::kPrepare ? m : n);
+      algo::PlanStats stats;
+      std::function<void()> op;
+      if (kind == KernelKind::kPlanLocal) {
+        op = [&] {
+          stats.sum.assign(format.sum_entries, 0.0);
+          stats.max.assign(format.max_entries, 0.0f);
+          stats.bits.assign(format.bit_words, 0);
+          comp.plan_local(x_a, 0, kern::RngKey{o.seed, 0, 0, algo::kPlanStream}, stats);
+        };
+      } else if (kind == KernelKind::kPrepare) {
+        op = [&] { comp.prepare(x_a, out, 0, kRanks, kern::RngKey{o.seed, 0, 0, algo::kPrepareStream}); };
+      } else {
+        op = [&] { comp.finish(x_full, out, 0, kRanks); };
       }
-      curves[k].points.push_back({m, comp.memory_bytes(kKinds[k], spec, hop_of[k]), t[k]});
+      record(kind, n, bytes, median_seconds(o.repeats, [] {}, op));
     }
   }
+  std::erase_if(curves, [](const kern::KernelCostCurve& c) { return c.points.empty(); });
   return curves;
 }
 
