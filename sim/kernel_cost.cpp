@@ -48,7 +48,7 @@ std::string KernelCostModel::describe(std::span<const topo::KernelKind> round_op
         std::find(round_ops.begin(), round_ops.end(), kind) == round_ops.end())
       continue;  // a round op the scheme does not run is neither measured nor charged
     std::string& list = measured[k] != nullptr ? ops : missing;
-    list += fmt::format("{}{}", list.empty() ? "" : ", ", topo::kernel_kind_name(static_cast<topo::KernelKind>(k)));
+    list += fmt::format("{}{}", list.empty() ? "" : ", ", topo::kernel_kind_name(kind));
   }
   const std::string where = fmt::format("{} ({} {}, measured {})", profile_name, profile->kind, profile->name,
                                         profile->measured);

@@ -55,7 +55,7 @@ enum class KernelKind : uint8_t {
   kPrepare,                 ///< tensor -> the vector the collective reduces (Compressor::prepare)
   kFinish,                  ///< the reduced vector -> the tensor (Compressor::finish)
 };
-inline constexpr size_t kNumKernelKinds = 7;
+inline constexpr size_t kNumKernelKinds = static_cast<size_t>(KernelKind::kFinish) + 1;
 std::string_view kernel_kind_name(KernelKind k);
 /// Whether `k` is a round op (kPlanLocal, kPrepare, kFinish).
 inline bool is_round_op(KernelKind k) { return k >= KernelKind::kPlanLocal; }

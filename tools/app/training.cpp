@@ -342,7 +342,10 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     sim::BucketCollectiveSync* bucket_sync = nullptr;
     sim::BroadcastSync* broadcast = nullptr;
     sim::TrainingJob* job_ptr = nullptr;  // set once the job exists (the factory logs decisions into it)
-    std::vector<topo::KernelKind> round_charged, weight_round_charged;  // round ops the phases charged
+    // Round ops the phases charged, per scheme (one list when the weights use the gradients' scheme).
+    std::vector<topo::KernelKind> round_charged, weight_round_charged;
+    std::vector<topo::KernelKind>* weight_charged =
+        cc.weights.scheme == cc.scheme ? &round_charged : &weight_round_charged;
     if (bucketed) {
       if (cc.controller.kind != "none")
         return invalid_argument(fmt::format("{}/controller/kind: {} drives a broadcast (sync.mode broadcast); with "
@@ -448,9 +451,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
                         fmt::format("bucket={} {}", bucket, d.detail)});
       };
       // Captures by reference only what outlives this block (codecs, weight_codecs, s, m).
-      auto factory = [&codecs, &weight_codecs, &s, &kernel_costs, &round_charged, &weight_round_charged, m, codec_of,
-                      op, collective, weight_ag, replanned, replan, log_plan](uint32_t round, uint32_t bucket,
-                                                                               uint64_t params) {
+      auto factory = [&codecs, &weight_codecs, &s, &kernel_costs, &round_charged, weight_charged, m, codec_of, op,
+                      collective, weight_ag, replanned, replan, log_plan](uint32_t round, uint32_t bucket,
+                                                                          uint64_t params) {
         BucketCodec& codec = codecs[codec_of[bucket]];
         if (replanned && round > 0 && round % replan == 0) {
           // The controller's next decision, from fresh synthetic gradients of this round and bucket,
@@ -471,7 +474,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         if (weight_ag) {
           BucketCodec& wc = weight_codecs.at(params);
           detail::append_sync_phases(phases, "weights", weight_ag->make(m, wc.reduced, wc.options), *wc.comp, params,
-                                     m, wc.plan_bytes, kernel_costs, true, &weight_round_charged);
+                                     m, wc.plan_bytes, kernel_costs, true, weight_charged);
         }
         return phases;
       };
@@ -526,11 +529,6 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     const SimTime horizon = wl.duration_s > 0 ? SimTime::zero() + Duration::from_seconds(wl.duration_s) : SimTime::infinite();
     engine.run_until(horizon);
     // After the run: the round ops its phases charged (a scheme may start planning later).
-    if (cc.weights.scheme == cc.scheme) {
-      for (topo::KernelKind k : weight_round_charged)
-        if (std::find(round_charged.begin(), round_charged.end(), k) == round_charged.end()) round_charged.push_back(k);
-      std::sort(round_charged.begin(), round_charged.end());
-    }
     res.kernel_cost = kernel_costs.scheme(cc.scheme).describe(round_charged);
     if (s.sync.mode == "sharded" && cc.weights.scheme != cc.scheme)
       res.kernel_cost += fmt::format("; weights: {}",
