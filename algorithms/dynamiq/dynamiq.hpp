@@ -43,6 +43,7 @@
 /// chosen by measurement: docs/compression.md), variable, hierarchical, correlated, subtract_mean,
 /// reorder (all default true).
 
+#include <span>
 #include <vector>
 
 #include "algorithms/registry.hpp"
@@ -120,6 +121,13 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   /// the metadata phase's own bits).
   uint64_t tensor_bits() const;
   uint64_t super_groups() const { return widths_.size(); }
+  /// The plan's order: entry k is the original super-group at reordered position k (what
+  /// prepare() gathers there; the partial last super-group, if any, stays last). For GPU callers
+  /// (kernels/cuda/round_cuda.hpp: dynamiq_prepare_cuda, dynamiq_finish_cuda).
+  std::span<const uint32_t> order() const { return order_; }
+  /// The plan's mean μ_j of every original super-group (zeros without subtract_mean), as prepare()
+  /// subtracts it and finish() adds ranks · μ_j back.
+  std::span<const float> means() const { return mean_; }
 
  private:
   kern::DynamiqSgCoding coding(uint32_t width) const;

@@ -60,6 +60,7 @@
 /// Biased (top-k drops the other chunks). Thread safety: none; one instance serves one collective
 /// at a time.
 
+#include <span>
 #include <vector>
 
 #include "algorithms/registry.hpp"
@@ -146,6 +147,12 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   bool in_union(uint64_t c) const { return c < n_chunks_ && ((union_[c / 64] >> (c % 64)) & 1u) != 0; }
   /// Whether the compact layout is used.
   bool compact() const { return compact_; }
+  /// The committed union's bitmap, ceil(n_chunks / 64) words (bit c % 64 of word c / 64 set iff
+  /// chunk c is in U; bits past the last chunk clear). For GPU callers (kernels/cuda/round_cuda.hpp).
+  std::span<const uint64_t> union_bitmap() const { return union_; }
+  /// The committed union's prefix, n_chunks + 1 entries: entry c counts the union elements in
+  /// chunks [0, c) (where the compact layout puts chunk c; the last entry is its length).
+  std::span<const uint64_t> union_prefix() const { return prefix_; }
   /// Elements of [spec.offset, spec.offset + spec.count) of the tensor inside the committed union.
   uint64_t union_elements(const TensorSpec& spec) const {
     return union_before(spec.offset + spec.count) - union_before(spec.offset);

@@ -157,18 +157,54 @@ struct MaxOp {
   __device__ float operator()(float a, float b) const { return a < b ? b : a; }
 };
 
+// --- maxima as exact keys ------------------------------------------------------------------------
+//
+// max_abs() (kernels/stats/entropy.hpp) returns the largest |x|, or the first NaN in index order
+// with its bits. As 64-bit keys, that result is the largest key whatever the reduction order:
+// |x|'s bits (ordered as the magnitudes) for a number, and for a NaN a key above every number that
+// is larger for a smaller index (the NaN itself is read back from the input by key_value).
+
+inline constexpr uint64_t kNaNKeyBit = uint64_t{1} << 63;
+
+// The key of x_i, element i of the array key_value() will read a NaN from.
+__device__ __forceinline__ uint64_t abs_key(float x, uint64_t i) {
+  const uint32_t u = __float_as_uint(x) & 0x7FFFFFFFu;
+  return u > 0x7F800000u ? kNaNKeyBit | (~i & (kNaNKeyBit - 1)) : u;
+}
+
+__device__ __forceinline__ uint64_t key_max(uint64_t a, uint64_t b) { return a < b ? b : a; }
+
+// The float a key stands for; a NaN key reads the NaN from x (nullptr: the canonical quiet NaN).
+__device__ __forceinline__ float key_value(uint64_t key, const float* x) {
+  if ((key & kNaNKeyBit) == 0) return __uint_as_float(static_cast<uint32_t>(key));
+  return x != nullptr ? x[~key & (kNaNKeyBit - 1)] : __uint_as_float(0x7FC00000u);
+}
+
 // --- Hadamard ------------------------------------------------------------------------------------
+
+// The operand order of the sum a + b of a butterfly (a = x[j], b = x[j + h], bit h of j clear) in
+// the CPU loop a kernel matches, as its compiler emitted it: b_first(h, j) says whether element j
+// of stage h is computed as b + a. The sum is the same number either way; the order decides which
+// NaN a sum of two NaNs returns. The default: a + b throughout.
+struct ButterflyAFirst {
+  __device__ static constexpr bool b_first(unsigned /*h*/, unsigned /*j*/) { return false; }
+};
 
 // H_32 · (the values of the warp's 32 lanes, lane j holding element j): the butterflies of
 // fwht_unnormalized(v, 32), stage h = 1, 2, ..., 16 pairing elements j and j + h (bit h of j
-// clear) into (a + b, a - b) with a = x[j], b = x[j + h], then one multiply by
-// hadamard_scale(32). Each lane computes exactly the CPU's operation on the same operands, so the
-// result is the same bit for bit. Called by all 32 lanes of the warp.
+// clear) into (a + b, a - b) with a = x[j], b = x[j + h] (the sum's operands in the order `Order`
+// gives), then one multiply by hadamard_scale(32). Each lane computes exactly the CPU's operation
+// on the same operands, so the result is the same bit for bit. Called by all 32 lanes of the warp.
+template <class Order = ButterflyAFirst>
 __device__ __forceinline__ float warp_hadamard32(float v) {
   const unsigned lane = threadIdx.x % 32;
   for (unsigned h = 1; h < 32; h <<= 1) {
     const float other = __shfl_xor_sync(kFullMask, v, static_cast<int>(h));
-    v = (lane & h) == 0 ? x86_add(v, other) : x86_sub(other, v);
+    if ((lane & h) != 0) {
+      v = x86_sub(other, v);
+    } else {
+      v = Order::b_first(h, lane) ? x86_add(other, v) : x86_add(v, other);
+    }
   }
   return x86_mul(v, hadamard_scale(32));
 }

@@ -53,7 +53,6 @@ constexpr int kGroups = 8;                        // float4 groups per thread
 constexpr unsigned kPartials = 1024;              // per-CTA partial maxima (max grid of a max pass)
 constexpr uint64_t kPartialBytes = kPartials * sizeof(uint64_t);
 constexpr uint64_t kPlanScalarBytes = 256;        // plan_local's max |x| slot, padded for alignment
-constexpr uint64_t kNaNKeyBit = uint64_t{1} << 63;
 
 using Group = float[4];
 
@@ -119,16 +118,7 @@ __device__ __forceinline__ uint32_t valid_of(uint64_t g, uint64_t limit) {
   return g >= limit ? 0u : limit - g >= 4 ? 4u : static_cast<uint32_t>(limit - g);
 }
 
-// --- maxima as keys ----------------------------------------------------------------------------
-
-// The key of x_i: |x|'s bits (ordered as the magnitudes), or for a NaN a key above every number
-// that is larger for a smaller index.
-__device__ __forceinline__ uint64_t abs_key(float x, uint64_t i) {
-  const uint32_t u = __float_as_uint(x) & 0x7FFFFFFFu;
-  return u > 0x7F800000u ? kNaNKeyBit | (~i & (kNaNKeyBit - 1)) : u;
-}
-
-__device__ __forceinline__ uint64_t key_max(uint64_t a, uint64_t b) { return a < b ? b : a; }
+// --- maxima as keys (abs_key, key_max, key_value: block_cuda_common.cuh) -----------------------
 
 // The key combined over the CTA (every thread calls it; thread 0 gets the result).
 __device__ uint64_t cta_key_max(uint64_t key) {
@@ -139,12 +129,6 @@ __device__ uint64_t cta_key_max(uint64_t key) {
   if (threadIdx.x == 0)
     for (int w = 1; w < kThreads / 32; ++w) key = key_max(key, warp_key[w]);
   return key;
-}
-
-// The float a key stands for; a NaN key reads the NaN from x (nullptr: the canonical quiet NaN).
-__device__ __forceinline__ float key_value(uint64_t key, const float* x) {
-  if ((key & kNaNKeyBit) == 0) return __uint_as_float(static_cast<uint32_t>(key));
-  return x != nullptr ? x[~key & (kNaNKeyBit - 1)] : __uint_as_float(0x7FC00000u);
 }
 
 // --- the transform pass ------------------------------------------------------------------------

@@ -60,3 +60,12 @@ if(CCSIM_HAVE_CUDA)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false -Xcompiler=-ffp-contract=off>)
   endforeach()
 endif()
+# The round-phase kernels (kernels/cuda/round_cuda.hpp: DynamiQ, OmniReduce, MX global scaling and
+# SDP4Bit prepare / finish / plan_local) against the CPU compressors from the registry.
+if(CCSIM_HAVE_CUDA)
+  ccsim_add_test(NAME round_cuda_test
+    SRCS ${CMAKE_CURRENT_LIST_DIR}/round_cuda_test.cu
+    DEPS ccsim_kernels_cuda ccsim_cuda_test_support ccsim_algorithms ccsim_traces fmt::fmt
+    LABELS gpu unit)
+  target_compile_definitions(round_cuda_test PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endif()
