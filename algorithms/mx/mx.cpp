@@ -199,7 +199,9 @@ uint64_t MxCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spe
   if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
   const PlanFormat f = plan_format(spec.count, hop.ranks);
   if (f.empty()) return 0;  // no global scaling: no round work
-  return kind == topo::KernelKind::kPlanLocal ? 4 * spec.count + f.wire_bytes() : 8 * spec.count;
+  if (kind == topo::KernelKind::kPlanLocal) return 4 * spec.count + f.wire_bytes();
+  // Block scaling folds the agreed scale codes into encode: prepare and finish are copies.
+  return options_.global_scaling == Options::Scaling::kLayer ? 8 * spec.count : 0;
 }
 
 void MxCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t, const kern::RngKey&) {

@@ -112,8 +112,10 @@ class MxCompressor final : public UnfusedHopCompressor {
   void finish(std::span<const float> reduced, std::span<float> out, uint32_t rank, uint32_t ranks) override;
 
   uint64_t alignment() const override { return options_.format.block; }
-  /// Round ops: with global scaling, plan_local reads the tensor and writes its maxima, prepare
-  /// and finish read and write it once (the per-layer scale); none without. Collective ops: the default.
+  /// Round ops: with global scaling, plan_local reads the tensor and writes its maxima; with layer
+  /// scaling, prepare and finish also read and write it once (the per-layer scale), while block
+  /// scaling has none (encode applies the agreed scale codes). None without global scaling.
+  /// Collective ops: the default.
   uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   /// Stochastic rounding with BF16 scales is unbiased (the scale never saturates an element and
   /// the global scaling is linear); nearest rounding and E8M0 scales (saturation) are not.

@@ -93,14 +93,18 @@ TEST(RoundOps, ThcChargesTheRotationsPasses) {
 TEST(RoundOps, MxGlobalScalingReadsTheTensorAndWritesItsMaxima) {
   const uint64_t n = 1 << 16;
   auto block = make("mxfp8");  // block scaling: one max per 32-entry block
-  EXPECT_EQ(round_ops(*block, n, kRanks), (std::vector<KernelKind>{kPlan, kPrep, kFin}));
+  // Block scaling: encode applies the agreed scale codes, so prepare and finish are copies.
+  EXPECT_EQ(round_ops(*block, n, kRanks), (std::vector<KernelKind>{kPlan}));
   EXPECT_EQ(bytes(*block, kPlan, n), 4 * n + 4 * (n / 32));
-  EXPECT_EQ(bytes(*block, kPrep, n), 8 * n);
-  EXPECT_EQ(bytes(*block, kFin, n), 8 * n);
+  EXPECT_EQ(bytes(*block, kPrep, n), 0u);
+  EXPECT_EQ(bytes(*block, kFin, n), 0u);
   auto layer = make("mxfp4", {{"global_scaling", "layer"}});
   const std::vector<LayerShape> layers = {{0, n / 4, n / 4, 1}, {n / 4, 3 * n / 4, 3 * n / 4, 1}};
   layer->set_layout(layers);
+  EXPECT_EQ(round_ops(*layer, n, kRanks), (std::vector<KernelKind>{kPlan, kPrep, kFin}));
   EXPECT_EQ(bytes(*layer, kPlan, n), 4 * n + 4 * 2);  // one max per layer
+  EXPECT_EQ(bytes(*layer, kPrep, n), 8 * n);          // x times its layer's scale
+  EXPECT_EQ(bytes(*layer, kFin, n), 8 * n);
 }
 
 TEST(RoundOps, OmniReduceGathersAndScattersTheUnion) {
