@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/cuda/bench_cuda.hpp"
 #include "tools/app/bench_cuda_cases.hpp"
@@ -27,22 +30,60 @@ TEST(CudaBenchCases, EverySchemeIsARegisteredCompressor) {
   for (const auto& s : cuda) EXPECT_NE(std::find(all.begin(), all.end(), s), all.end()) << s;
 }
 
-// The round ops with CUDA kernels in the bench, per scheme (none for the others).
-std::vector<topo::KernelKind> expected_round_ops(const std::string& scheme) {
-  using topo::KernelKind;
-  static const std::map<std::string, std::vector<KernelKind>> kRoundOps = {
-      {"thc", {KernelKind::kPlanLocal, KernelKind::kPrepare, KernelKind::kFinish}},
-      {"dynamiq", {KernelKind::kPlanLocal}},
-      {"omnireduce", {KernelKind::kPlanLocal}},
+using topo::KernelKind;
+const std::vector<KernelKind> kAllRound = {KernelKind::kPlanLocal, KernelKind::kPrepare, KernelKind::kFinish};
+
+// The round ops with CUDA kernels in the bench, per scheme (none for the others), and the parameters
+// the bench's round cases use (the switch that gives sdp4bit_tlq its round ops).
+struct RoundKernels {
+  std::vector<KernelKind> ops;
+  nlohmann::json params = nlohmann::json::object();
+};
+const std::map<std::string, RoundKernels>& round_kernels() {
+  static const std::map<std::string, RoundKernels> kRound = {
+      {"thc", {kAllRound}},
+      {"dynamiq", {kAllRound}},
+      {"omnireduce", {kAllRound}},
+      {"mxfp8", {{KernelKind::kPlanLocal}}},
+      {"mxfp6", {{KernelKind::kPlanLocal}}},
+      {"mxfp4", {{KernelKind::kPlanLocal}}},
+      {"sdp4bit_tlq", {{KernelKind::kPrepare, KernelKind::kFinish}, {{"hadamard", true}}}},
+      {"sdp4bit_qwd", {{KernelKind::kPrepare, KernelKind::kFinish}}},
   };
-  const auto it = kRoundOps.find(scheme);
-  return it == kRoundOps.end() ? std::vector<KernelKind>{} : it->second;
+  return kRound;
+}
+
+std::vector<KernelKind> expected_round_ops(const std::string& scheme) {
+  const auto it = round_kernels().find(scheme);
+  return it == round_kernels().end() ? std::vector<KernelKind>{} : it->second.ops;
 }
 
 TEST(CudaBenchCases, SchemesWithRoundKernelsAreInTheBench) {
   const std::vector<std::string> cuda = cuda_case_schemes();
-  for (const char* s : {"thc", "dynamiq", "omnireduce"})
-    EXPECT_NE(std::find(cuda.begin(), cuda.end(), s), cuda.end()) << s;
+  for (const auto& [s, k] : round_kernels()) EXPECT_NE(std::find(cuda.begin(), cuda.end(), s), cuda.end()) << s;
+}
+
+// The bench's round cases cover every round op these schemes run (algo::round_ops after a planned
+// four-rank round), so a CUDA profile charges none of them by the roofline.
+TEST(CudaBenchCases, RoundCasesCoverEveryRoundOpOfTheirSchemes) {
+  constexpr uint64_t kN = 1 << 16;
+  std::vector<float> x0(kN), x1(kN);
+  traces::SyntheticGradientSpec spec;
+  spec.elements = kN;
+  const std::vector<std::span<float>> workers = {x0, x1};
+  traces::generate_synthetic_gradients(spec, 7, workers);
+  for (const auto& [scheme, k] : round_kernels()) {
+    SCOPED_TRACE(scheme);
+    auto comp = algo::CompressorRegistry::global().create(scheme, k.params);
+    ASSERT_TRUE(comp.ok()) << comp.status().message();
+    const algo::LayerShape layer{0, kN, kN, 1};
+    (*comp)->set_layout(std::span<const algo::LayerShape>(&layer, 1));
+    if (!(*comp)->plan_format(kN, 4).empty()) {
+      const std::vector<std::span<const float>> ins = {x0, x1, x0, x1};
+      ASSERT_TRUE(algo::plan_round(**comp, ins, algo::NumericsOptions{7, 0, false}).ok());
+    }
+    EXPECT_EQ(algo::round_ops(**comp, kN, 4), k.ops);
+  }
 }
 
 TEST(CudaBenchCases, OpeningWithoutADeviceFailsClearly) {

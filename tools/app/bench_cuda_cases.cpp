@@ -14,11 +14,13 @@
 #include "algorithms/mx/mx.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/omnireduce/omnireduce.hpp"
+#include "algorithms/int4/sdp4bit_pipeline.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/thc/thc.hpp"
 #include "kernels/cuda/block_cuda.hpp"
 #include "kernels/cuda/dynamiq_cuda.hpp"
 #include "kernels/cuda/quant_cuda.hpp"
+#include "kernels/cuda/round_cuda.hpp"
 #include "kernels/cuda/select_cuda.hpp"
 #include "kernels/cuda/thc_cuda.hpp"
 #include "kernels/quant/group_quant.hpp"
@@ -409,6 +411,22 @@ Status add_round_case(const RoundContext& c, KernelKind kind, std::function<Stat
   return ok_status();
 }
 
+// The finish case of a scheme whose finish reads a reduced vector and writes the tensor (n
+// elements): `sum` uploaded, the CPU compressor's finish of it as rank kTimedRank (of kRanks) to
+// check `launch(d_sum, d_tensor, stream)` against. REQUIRES: plan_once().
+Status finish_case(const RoundContext& c, const std::vector<float>& sum, uint64_t n,
+                   std::function<Status(const float*, float*, kern::CudaStream)> launch, std::vector<CudaCase>& out) {
+  std::vector<float> tensor(n);
+  c.comp->finish(sum, tensor, kTimedRank, kRanks);
+  CCSIM_ASSIGN_OR_RETURN(void* d_sum, c.dev->allocate(4 * sum.size()));
+  CCSIM_ASSIGN_OR_RETURN(void* d_tensor, c.dev->allocate(4 * n));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_sum, sum.data(), 4 * sum.size()));
+  const auto* sums = static_cast<const float*>(d_sum);
+  auto* finished = static_cast<float*>(d_tensor);
+  return add_round_case(
+      c, KernelKind::kFinish, [=](kern::CudaStream s) { return launch(sums, finished, s); }, tensor, d_tensor, out);
+}
+
 // THC (kernels/cuda/thc_cuda.hpp), as tests/kernels/thc_cuda_test.cu drives it: plan_local (the one
 // max entry, with the plan key's shared signs), then, under the CPU's committed lattice and the
 // round's shared sign key, prepare (the lattice codes) and finish (of kRanks times those codes).
@@ -477,10 +495,33 @@ Status dynamiq_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   CCSIM_ASSIGN_OR_RETURN(void* d_sums, c.dev->allocate(8 * 2 * groups));
   const float* d_x = c.d_x;
   auto* sums = static_cast<double*>(d_sums);
-  return add_round_case(
+  CCSIM_RETURN_IF_ERROR(add_round_case(
       c, KernelKind::kPlanLocal,
       [=](kern::CudaStream s) { return kern::dynamiq_statistics_cuda(d_x, n, sg, sums, s); }, stats.sum, d_sums,
-      out);
+      out));
+
+  // prepare and finish under the round's plan: its super-group order and means, uploaded.
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  const auto* dq = dynamic_cast<const algo::DynamiqCompressor*>(c.comp);
+  if (dq == nullptr) return internal_error("dynamiq: the registry made another compressor");
+  if (dq->order().size() != groups || dq->means().size() != groups)
+    return internal_error(fmt::format("dynamiq: a plan of {} super-groups for {}", dq->order().size(), groups));
+  CCSIM_ASSIGN_OR_RETURN(void* d_order_v, c.dev->allocate(4 * groups));
+  CCSIM_ASSIGN_OR_RETURN(void* d_mean_v, c.dev->allocate(4 * groups));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_order_v, dq->order().data(), 4 * groups));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_mean_v, dq->means().data(), 4 * groups));
+  const auto* order = static_cast<const uint32_t*>(d_order_v);
+  const auto* mean = static_cast<const float*>(d_mean_v);
+  const std::vector<float> prepared = cpu_prepare(c);
+  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
+  auto* prepared_out = static_cast<float*>(d_prepared);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPrepare,
+      [=](kern::CudaStream s) { return kern::dynamiq_prepare_cuda(d_x, n, sg, order, mean, prepared_out, s); },
+      prepared, d_prepared, out));
+  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
+    return kern::dynamiq_finish_cuda(sum, n, sg, order, mean, kRanks, tensor, s);
+  }, out);
 }
 
 // OmniReduce (kernels/cuda/select_cuda.hpp): plan_local, the chunk norms and the bitmap of the local
@@ -500,13 +541,107 @@ Status omnireduce_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   CCSIM_ASSIGN_OR_RETURN(void* d_bitmap, c.dev->allocate(8 * words));
   const float* d_x = c.d_x;
   auto* bitmap = static_cast<uint64_t*>(d_bitmap);
-  return add_round_case(
+  CCSIM_RETURN_IF_ERROR(add_round_case(
       c, KernelKind::kPlanLocal,
       [=](kern::CudaStream s) {
         size_t bytes = temp_bytes;
         return kern::omnireduce_select_cuda(d_temp, bytes, d_x, n, chunk, k, bitmap, s);
       },
-      stats.bits, d_bitmap, out);
+      stats.bits, d_bitmap, out));
+
+  // prepare under the round's union (the committed bitmap, uploaded): the union's prefix on the
+  // device, then the gather (compact) or the mask (sparse); finish scatters back.
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  if (omni->union_bitmap().size() != words || omni->union_prefix().size() != chunks + 1)
+    return internal_error(fmt::format("omnireduce: a union of {} words and {} prefix entries for {} chunks",
+                                      omni->union_bitmap().size(), omni->union_prefix().size(), chunks));
+  CCSIM_ASSIGN_OR_RETURN(void* d_union_v, c.dev->allocate(8 * words));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_union_v, omni->union_bitmap().data(), 8 * words));
+  const uint64_t prefix_temp = kern::omnireduce_prefix_cuda_temp_bytes();
+  CCSIM_ASSIGN_OR_RETURN(void* d_prefix_temp, c.dev->allocate(prefix_temp));
+  CCSIM_ASSIGN_OR_RETURN(void* d_prefix_v, c.dev->allocate(8 * (chunks + 1)));
+  const auto* in_union = static_cast<const uint64_t*>(d_union_v);
+  auto* prefix = static_cast<uint64_t*>(d_prefix_v);
+  const bool compact = omni->compact();
+  const std::vector<float> prepared = cpu_prepare(c);
+  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * std::max<uint64_t>(prepared.size(), 1)));
+  auto* prepared_out = static_cast<float*>(d_prepared);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPrepare,
+      [=](kern::CudaStream s) {
+        const Status st = kern::omnireduce_prefix_cuda(in_union, n, chunk, d_prefix_temp, prefix_temp, prefix, s);
+        return st.ok() ? kern::omnireduce_prepare_cuda(d_x, n, chunk, in_union, prefix, compact, prepared_out, s) : st;
+      },
+      prepared, d_prepared, out));
+  if (!compact) return ok_status();  // sparse finish is a copy (no round op)
+  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
+    return kern::omnireduce_finish_cuda(sum, n, chunk, in_union, prefix, true, tensor, s);
+  }, out);
+}
+
+// MX with its default block scaling: plan_local, the largest magnitude of every block (prepare and
+// finish are copies: encode applies the agreed scale codes).
+Status mx_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  const uint64_t n = c.n, block = c.comp->alignment();  // alignment() is the MX block
+  const algo::PlanStats stats = cpu_plan_local(c);
+  if (stats.max.size() != (n + block - 1) / block)
+    return internal_error(fmt::format("{}: {} maxima for {} elements in blocks of {}", c.scheme, stats.max.size(), n,
+                                      block));
+  CCSIM_ASSIGN_OR_RETURN(void* d_max, c.dev->allocate(4 * stats.max.size()));
+  const float* d_x = c.d_x;
+  auto* maxima = static_cast<float*>(d_max);
+  return add_round_case(
+      c, KernelKind::kPlanLocal,
+      [=](kern::CudaStream s) { return kern::block_max_abs_cuda(d_x, n, static_cast<uint32_t>(block), maxima, s); },
+      stats.max, d_max, out);
+}
+
+// SDP4Bit TLq-HS (round_params: hadamard on): prepare and finish, H_32 on every complete
+// 32-element block.
+Status tlq_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  const uint64_t n = c.n;
+  const float* d_x = c.d_x;
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  const std::vector<float> prepared = cpu_prepare(c);
+  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
+  auto* prepared_out = static_cast<float*>(d_prepared);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPrepare, [=](kern::CudaStream s) { return kern::sdp4bit_hadamard_cuda(d_x, n, prepared_out, s); },
+      prepared, d_prepared, out));
+  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
+    return kern::sdp4bit_hadamard_cuda(sum, n, tensor, s);
+  }, out);
+}
+
+// SDP4Bit qWD in its second round, against the reference R the first one left (R = 0 before it):
+// prepare x - R, and finish reduced + R of a rank that is not the last (R is kept).
+Status qwd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  const auto* w = dynamic_cast<const algo::Sdp4bitWeightCompressor*>(c.comp);
+  if (w == nullptr) return internal_error("sdp4bit_qwd: the registry made another compressor");
+  const uint64_t n = c.n;
+  const float* d_x = c.d_x;
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  {  // round 0: rank 0's prepare sets R = 0, the last rank's finish sets R to the round's result
+    std::vector<float> first(n), result(n);
+    c.comp->prepare(c.tensor(0), first, 0, kRanks, c.prepare_key(0));
+    c.comp->finish(full_sum(first), result, kRanks - 1, kRanks);
+  }
+  if (w->reference().size() != n)
+    return internal_error(fmt::format("sdp4bit_qwd: a reference of {} entries for {}", w->reference().size(), n));
+  CCSIM_ASSIGN_OR_RETURN(void* d_ref, c.dev->allocate(4 * n));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_ref, w->reference().data(), 4 * n));
+  auto* reference = static_cast<float*>(d_ref);
+  const std::vector<float> prepared = cpu_prepare(c);
+  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
+  auto* prepared_out = static_cast<float*>(d_prepared);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPrepare,
+      [=](kern::CudaStream s) { return kern::sdp4bit_qwd_prepare_cuda(d_x, n, reference, prepared_out, s); },
+      prepared, d_prepared, out));
+  static_assert(kTimedRank + 1 < kRanks, "the timed finish keeps R");
+  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
+    return kern::sdp4bit_qwd_finish_cuda(sum, n, reference, false, tensor, s);
+  }, out);
 }
 
 // A scheme's round cases: the round ops it has CUDA kernels for, in KernelKind order.
@@ -515,9 +650,10 @@ using RoundCases = Status (*)(RoundContext& c, std::vector<CudaCase>& out);
 // The round cases of `scheme` on a tensor of n elements: a fresh compressor, rank kTimedRank's
 // tensor uploaded, `build`'s checked cases, and their declared memory traffic after the round's plan
 // (as the timing interpreter asks for it).
-Status round_cases(const std::string& scheme, RoundCases build, uint64_t n, std::span<const float> x0,
-                   std::span<const float> x1, uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out) {
-  CCSIM_ASSIGN_OR_RETURN(auto comp, algo::CompressorRegistry::global().create(scheme, nlohmann::json::object()));
+Status round_cases(const std::string& scheme, RoundCases build, std::string_view params, uint64_t n,
+                   std::span<const float> x0, std::span<const float> x1, uint64_t seed, kern::CudaBench& dev,
+                   std::vector<CudaCase>& out) {
+  CCSIM_ASSIGN_OR_RETURN(auto comp, algo::CompressorRegistry::global().create(scheme, nlohmann::json::parse(params)));
   const algo::LayerShape layer{0, n, n, 1};
   comp->set_layout(std::span<const algo::LayerShape>(&layer, 1));
   RoundContext c;
@@ -534,27 +670,42 @@ Status round_cases(const std::string& scheme, RoundCases build, uint64_t n, std:
   const size_t first = out.size();
   CCSIM_RETURN_IF_ERROR(build(c, out));
   CCSIM_RETURN_IF_ERROR(plan_once(c));
-  for (size_t i = first; i < out.size(); ++i)
+  for (size_t i = first; i < out.size(); ++i) {
     out[i].bytes = comp->memory_bytes(out[i].kind, algo::TensorSpec{0, n}, algo::HopContext{1, kRanks});
+    out[i].params = std::string(params);
+  }
   return ok_status();
 }
 
-// The CUDA kernels of a scheme in the bench: the four collective ops (scheme_ops()) and/or round
-// cases. A scheme's further round kernels go into its RoundCases function.
+// The CUDA kernels of a scheme in the bench: the four collective ops (scheme_ops(), default
+// parameters) and/or round cases, on a compressor made with `round_params` (the switch that gives
+// the scheme its round ops, where the default has none). A scheme's further round kernels go into
+// its RoundCases function.
 struct SchemeKernels {
   std::string_view scheme;
   bool collective = false;
   RoundCases round = nullptr;
+  std::string_view round_params = "{}";
 };
 
 // In the order the bench runs them.
 constexpr SchemeKernels kSchemeKernels[] = {
-    {"fp16", true, nullptr},        {"bf16", true, nullptr},        {"int8", true, nullptr},
-    {"equarx", true, nullptr},      {"sdp4bit_q", true, nullptr},   {"sdp4bit_tlq", true, nullptr},
-    {"sdp4bit_qw", true, nullptr},  {"sdp4bit_qwd", true, nullptr}, {"tfp", true, nullptr},
-    {"qsgd", true, nullptr},        {"mxfp8", true, nullptr},       {"mxfp6", true, nullptr},
-    {"mxfp4", true, nullptr},       {"dynamiq", true, dynamiq_round_cases},
-    {"thc", true, thc_round_cases}, {"omnireduce", false, omnireduce_round_cases},
+    {"fp16", true},
+    {"bf16", true},
+    {"int8", true},
+    {"equarx", true},
+    {"sdp4bit_q", true},
+    {"sdp4bit_tlq", true, tlq_round_cases, R"({"hadamard":true})"},
+    {"sdp4bit_qw", true},
+    {"sdp4bit_qwd", true, qwd_round_cases},
+    {"tfp", true},
+    {"qsgd", true},
+    {"mxfp8", true, mx_round_cases},
+    {"mxfp6", true, mx_round_cases},
+    {"mxfp4", true, mx_round_cases},
+    {"dynamiq", true, dynamiq_round_cases},
+    {"thc", true, thc_round_cases},
+    {"omnireduce", false, omnireduce_round_cases},
 };
 
 }  // namespace
@@ -571,7 +722,8 @@ Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> 
                                [&](const SchemeKernels& s) { return s.scheme == scheme; });
   if (k == std::end(kSchemeKernels)) return invalid_argument(fmt::format("no CUDA kernels for scheme '{}'", scheme));
   if (k->collective) CCSIM_RETURN_IF_ERROR(collective_cases(scheme, n, x0, x1, seed, dev, out));
-  if (k->round != nullptr) CCSIM_RETURN_IF_ERROR(round_cases(scheme, k->round, n, x0, x1, seed, dev, out));
+  if (k->round != nullptr)
+    CCSIM_RETURN_IF_ERROR(round_cases(scheme, k->round, k->round_params, n, x0, x1, seed, dev, out));
   return ok_status();
 }
 

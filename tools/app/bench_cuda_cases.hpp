@@ -11,10 +11,12 @@
 /// size of every message a case uses is checked against the compressor's wire format by comparing
 /// the device's leaf message with the CPU compressor's, byte for byte.
 ///
-/// Round ops (topo::is_round_op), for the schemes and ops with CUDA kernels (thc: plan_local,
-/// prepare, finish; dynamiq, omnireduce: plan_local): one rank's op on its whole tensor of n
-/// elements, under the CPU compressor's plan of the same four-rank round (its keys those of the
-/// numerics interpreter, round 0). Before it is added, each case runs once and its output is
+/// Round ops (topo::is_round_op), every one these schemes run: thc, dynamiq, omnireduce (compact):
+/// plan_local, prepare, finish; mxfp8/6/4 (block scaling): plan_local; sdp4bit_tlq (made with
+/// hadamard on, the parameters its curves record) and sdp4bit_qwd (in its second round, against the
+/// reference the first left): prepare, finish. One rank's op on its whole tensor of n elements,
+/// under the CPU compressor's plan of the same four-rank round (its keys those of the numerics
+/// interpreter, round 0). Before it is added, each case runs once and its output is
 /// compared with the CPU compressor's, byte for byte: plan_local's statistics (PlanStats entries),
 /// prepare's vector, finish's tensor (of kRanks times the rank's prepared vector).
 ///
@@ -39,6 +41,7 @@ struct CudaCase {
   topo::KernelKind kind = topo::KernelKind::kEncode;
   uint64_t bytes = 0;  ///< the compressor's memory_bytes() of the op
   std::function<Status(kern::CudaStream)> launch;
+  std::string params = "{}";  ///< the compressor's parameters (compact JSON; "{}" = defaults)
 };
 
 /// Schemes with CUDA kernels in the bench, in the order the bench runs them.

@@ -225,6 +225,7 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
         double t = 0;
         CCSIM_RETURN_IF_ERROR(dev->median_seconds(o.repeats, c.launch, t));
         const auto k = static_cast<size_t>(c.kind);
+        curves[k].params = c.params;
         if (si == 0)
           curves[k].launch_s = t;
         else
