@@ -353,6 +353,11 @@ TEST_F(Training, BadInputIsRejectedNamingFileAndPathWritingNothing) {
     const fs::path ok_bc = write_scenario("ok_broadcast", bc);
     const Outcome o2 = run(fmt::format("run {} --out {}", quote(ok_bc.string()), quote((tmp_ / "ok_bc").string())));
     ASSERT_EQ(o2.code, 0) << show(o2);
+    // A scheme without round ops broadcasts (TLq without its Hadamard).
+    bc["compression"] = json::array({{{"scheme", "sdp4bit_tlq"}}});
+    const fs::path ok_tlq = write_scenario("ok_broadcast_tlq", bc);
+    const Outcome o3 = run(fmt::format("run {} --out {}", quote(ok_tlq.string()), quote((tmp_ / "ok_tlq").string())));
+    ASSERT_EQ(o3.code, 0) << show(o3);
   }
 
   const std::vector<BadCase> cases = {
@@ -365,6 +370,18 @@ TEST_F(Training, BadInputIsRejectedNamingFileAndPathWritingNothing) {
          d["compression"] = json::array({{{"scheme", "fp32"}, {"controller", {{"kind", "aqgb"}}}}});
        },
        "/compression/0/scheme", "tfp"},
+      {"broadcast_metadata_phase",
+       [](json& d) {
+         d["sync"] = {{"mode", "broadcast"}};
+         d["compression"] = json::array({{{"scheme", "dynamiq"}}});
+       },
+       "/compression/0/scheme", "metadata phase"},
+      {"broadcast_round_ops",  // TLq-HS's Hadamard runs before and after the collective
+       [](json& d) {
+         d["sync"] = {{"mode", "broadcast"}};
+         d["compression"] = json::array({{{"scheme", "sdp4bit_tlq"}, {"params", {{"hadamard", true}}}}});
+       },
+       "/compression/0/scheme", "prepare around the collective"},
       {"aqgb_allreduce",
        [](json& d) { d["compression"] = json::array({{{"scheme", "tfp"}, {"controller", {{"kind", "aqgb"}}}}}); },
        "/compression/0/controller/kind", "broadcast"},
