@@ -107,6 +107,14 @@ std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x,
 
 uint64_t EdgcCompressor::extra_plan_entries() const { return has_matrices_ && controller_->samples_round() ? 2 : 0; }
 
+uint64_t EdgcCompressor::extra_plan_local_bytes(uint64_t elements) const {
+  if (extra_plan_entries() == 0) return 0;
+  uint64_t matrix_entries = 0;
+  for (const LayerShape& l : layers_for(elements))
+    if (l.rows > 1 && l.cols > 1) matrix_entries += l.count;  // the layers entropy_estimate() samples
+  return 8 * matrix_entries;
+}
+
 void EdgcCompressor::extra_plan_local(std::span<const float> x, uint32_t, const kern::RngKey& key,
                                       std::span<double> out) const {
   const std::optional<double> h = entropy_estimate(x, key);

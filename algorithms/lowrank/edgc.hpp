@@ -89,6 +89,9 @@ class EdgcCompressor final : public LowRankCompressor {
 
  protected:
   uint64_t extra_plan_entries() const override;
+  /// In a sampled round, GDS reads the matrix layers twice (their sampled range, then the
+  /// histogram, as kernels/cuda/entropy_cuda.hpp does): 8 bytes per matrix-layer entry.
+  uint64_t extra_plan_local_bytes(uint64_t elements) const override;
   void extra_plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key,
                         std::span<double> out) const override;
   void extra_plan_commit(std::span<const double> combined, uint32_t ranks) override;

@@ -76,7 +76,7 @@ uint64_t LowRankCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec
   switch (kind) {
     case topo::KernelKind::kPlanLocal: {
       const PlanFormat f = plan_format(spec.count, hop.ranks);
-      return f.empty() ? 0 : 4 * c * (3 + ef) + f.wire_bytes();
+      return f.empty() ? 0 : 4 * c * (3 + ef) + f.wire_bytes() + extra_plan_local_bytes(spec.count);
     }
     case topo::KernelKind::kPrepare:
       return 4 * c * (1 + 2 * ef) + 4 * q + (c == 0 && ef == 0 ? 0 : 4 * u * (2 + 2 * ef));

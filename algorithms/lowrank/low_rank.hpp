@@ -81,7 +81,8 @@ class LowRankCompressor : public UnfusedHopCompressor {
   uint64_t reduced_elements(uint64_t elements) const override;
   /// Round ops, for compressed layers of c entries in all (P and Q the factors), uncompressed ones
   /// of u, fp32 (ef = 1 with error feedback, else 0): plan_local forms M = x + e and P_i = M Q
-  /// (reads x and e, writes M, the product reads it: 4 c (3 + ef)) and writes its metadata entries;
+  /// (reads x and e, writes M, the product reads it: 4 c (3 + ef)) and writes its metadata entries
+  /// (plus extra_plan_local_bytes(), EDGC's entropy sampling);
   /// prepare computes Q_i = M^T P^ (reads M, writes Q_i) and, with error feedback, e = M - P^ Q_i^T
   /// (reads M, writes e: 4 c (1 + 2 ef)), and moves the uncompressed layers into the reduced
   /// vector (reads x, e; writes them and clears e: 4 u (2 + 2 ef); nothing when no layer is
@@ -113,6 +114,9 @@ class LowRankCompressor : public UnfusedHopCompressor {
   const std::vector<LayerShape>& layout() const { return layout_; }
   /// Extra metadata sum entries of this round, after the P entries.
   virtual uint64_t extra_plan_entries() const { return 0; }
+  /// Memory traffic of computing extra_plan_local() on a tensor of `elements` (added to
+  /// plan_local's memory_bytes()).
+  virtual uint64_t extra_plan_local_bytes(uint64_t /*elements*/) const { return 0; }
   /// Rank `rank`'s extra entries (`out` has extra_plan_entries() zeros).
   virtual void extra_plan_local(std::span<const float> /*x*/, uint32_t /*rank*/, const kern::RngKey& /*key*/,
                                 std::span<double> /*out*/) const {}

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "algorithms/lowrank/edgc.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/omnireduce/omnireduce.hpp"
 #include "algorithms/registry.hpp"
@@ -145,6 +147,24 @@ TEST(RoundOps, LowRankCountsFactorsResidualsAndUncompressedLayers) {
   EXPECT_EQ(round_ops(*flat, n, kRanks), (std::vector<KernelKind>{kPrep}));
   EXPECT_EQ(bytes(*flat, kPrep, n), 16 * n);
   EXPECT_TRUE(round_ops(*make("powersgd", {{"error_feedback", false}}), n, kRanks).empty());
+}
+
+// EDGC's sampled rounds add GDS's entropy estimate to plan_local: two passes over the matrix
+// layers (range, then histogram), 8 bytes per entry; other rounds of its warm-up have no plan.
+TEST(RoundOps, EdgcSampledRoundsReadTheMatrixLayersTwice) {
+  const uint64_t c = 512 * 256, u = 1000, n = c + u;
+  const std::vector<LayerShape> layers = {{0, c, 512, 256}, {c, u, u, 1}};
+  auto edgc = make("edgc", {{"alpha", 0.5}});  // a sample every 2 rounds, starting uncompressed
+  edgc->set_layout(layers);
+  auto& e = dynamic_cast<EdgcCompressor&>(*edgc);
+  ASSERT_EQ(e.rank(), 0u);
+  ASSERT_TRUE(e.controller().samples_round());
+  EXPECT_EQ(bytes(*edgc, kPlan, n), 8 * c + 2 * 4);  // the matrix twice, and the 2 fp32 sums
+  e.observe_round(std::nullopt);
+  ASSERT_FALSE(e.controller().samples_round());
+  EXPECT_EQ(bytes(*edgc, kPlan, n), 0u);
+  // Uncompressed: prepare only moves x + e into the reduced vector (error feedback is on).
+  EXPECT_EQ(round_ops(*edgc, n, kRanks), (std::vector<KernelKind>{kPrep}));
 }
 
 TEST(RoundOps, Sdp4bitHadamardAndWeightDifferences) {
