@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -141,7 +142,7 @@ TEST(DeviceProfile, MissingAndBrokenFilesAreInputErrors) {
   EXPECT_NE(broken.status().message().find("not valid JSON"), std::string::npos);
 }
 
-// Every profile shipped in traces/devices/ loads and has, per kernel, a launch overhead below every
+// Every profile shipped in traces/devices/ loads, has round-op curves, and has, per kernel, a launch overhead below every
 // measured time, times that grow with the size, and, where a point moves at least 256 MiB (no
 // cache holds it), an effective bandwidth below 3x the measured copy bandwidth.
 TEST(DeviceProfile, ShippedProfilesLoad) {
@@ -154,6 +155,11 @@ TEST(DeviceProfile, ShippedProfilesLoad) {
     auto p = load_device_profile(e.path());
     ASSERT_TRUE(p.ok()) << p.status().message();
     EXPECT_FALSE(p->kernels.empty());
+    // bench-kernels measures round ops too: a profile without them would leave every round op to
+    // the roofline.
+    EXPECT_TRUE(std::any_of(p->kernels.begin(), p->kernels.end(), [](const kern::KernelCostCurve& k) {
+      return k.op == "plan_local" || k.op == "prepare" || k.op == "finish";
+    }));
     for (const auto& k : p->kernels)
       for (size_t i = 0; i < k.points.size(); ++i) {
         EXPECT_LE(k.launch_s, k.points[i].seconds * 1.5) << k.scheme << " " << k.op;
