@@ -126,15 +126,15 @@ __device__ __forceinline__ float accumulate(float acc, float v) { return x86_add
 
 // --- group reductions ----------------------------------------------------------------------------
 
-// Combines `v` over the kGroup threads of a group with the associative, commutative `op` (all
-// threads get the result). Called by every thread of the CTA.
-template <int kGroup, class Op>
-__device__ __forceinline__ float group_reduce(float v, Op op) {
+// Combines `v` (a float, or a 64-bit key or count) over the kGroup threads of a group with the
+// associative, commutative `op` (all threads get the result). Called by every thread of the CTA.
+template <int kGroup, class Op, class T>
+__device__ __forceinline__ T group_reduce(T v, Op op) {
   constexpr int kWidth = kGroup < 32 ? kGroup : 32;
   for (int off = kWidth / 2; off > 0; off /= 2) v = op(v, __shfl_xor_sync(kFullMask, v, off));
   if constexpr (kGroup > 32) {
     static_assert(kGroup == kThreads, "a group larger than a warp is the whole CTA");
-    __shared__ float warp_value[kThreads / 32];
+    __shared__ T warp_value[kThreads / 32];
     if (threadIdx.x % 32 == 0) warp_value[threadIdx.x / 32] = v;
     __syncthreads();
     v = warp_value[0];

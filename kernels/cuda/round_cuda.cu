@@ -63,32 +63,6 @@ struct Sum {
   __device__ uint64_t operator()(uint64_t a, uint64_t b) const { return a + b; }
 };
 
-// `v` combined with `op` over the CTA; every thread gets the result. Called by every thread.
-template <class Op>
-__device__ uint64_t cta_reduce(uint64_t v, Op op) {
-  __shared__ uint64_t warp_value[kThreads / 32];
-  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(kFullMask, v, off));
-  if (threadIdx.x % 32 == 0) warp_value[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = warp_value[0];
-  for (int w = 1; w < kThreads / 32; ++w) v = op(v, warp_value[w]);
-  __syncthreads();  // warp_value is rewritten by the next call
-  return v;
-}
-
-// The key maximum over the kGroup threads of a group (every thread gets it). Called by every
-// thread of the CTA.
-template <int kGroup>
-__device__ __forceinline__ uint64_t group_key_max(uint64_t key) {
-  if constexpr (kGroup > 32) {
-    static_assert(kGroup == kThreads, "a group larger than a warp is the whole CTA");
-    return cta_reduce(key, KeyMax{});
-  } else {
-    for (int off = kGroup / 2; off > 0; off /= 2) key = key_max(key, __shfl_xor_sync(kFullMask, key, off));
-    return key;
-  }
-}
-
 // The exclusive prefix sum of `v` over the CTA's threads in thread order; `total` gets the sum of
 // all. Called by every thread.
 __device__ uint64_t cta_exclusive_sum(uint64_t v, uint64_t& total) {
@@ -190,7 +164,7 @@ __global__ void __launch_bounds__(kThreads)
   const uint64_t begin = blockIdx.x * tile_words, end = begin + tile_words < words ? begin + tile_words : words;
   uint64_t ones = 0;
   for (uint64_t w = begin + threadIdx.x; w < end; w += kThreads) ones += __popcll(union_word(bitmap, w, n_chunks));
-  ones = cta_reduce(ones, Sum{});
+  ones = group_reduce<kThreads>(ones, Sum{});
   if (threadIdx.x == 0) tile_count[blockIdx.x] = ones;
 }
 
@@ -205,7 +179,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ uint64_t ones_before[kThreads];
   uint64_t base = 0;  // union chunks in the tiles before this one
   for (uint64_t t = threadIdx.x; t < blockIdx.x; t += kThreads) base += tile_count[t];
-  base = cta_reduce(base, Sum{});
+  base = group_reduce<kThreads>(base, Sum{});
   const uint64_t begin = blockIdx.x * tile_words, end = begin + tile_words < words ? begin + tile_words : words;
   for (uint64_t w0 = begin; w0 < end; w0 += kThreads) {  // the same trip count on every thread
     const uint64_t w = w0 + threadIdx.x;
@@ -309,7 +283,7 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t k = lane + t * kGroup;
       if (k < length) key = key_max(key, abs_key(x[begin + k], begin + k));
     }
-    key = group_key_max<kGroup>(key);
+    key = group_reduce<kGroup>(key, KeyMax{});
     if (lane == 0 && b < blocks) out[b] = key_value(key, x);
   }
 }
@@ -354,7 +328,7 @@ __global__ void __launch_bounds__(kThreads)
           for (uint32_t j = 0; j < n; ++j) key = key_max(key, abs_key(x[g + j], g + j));
         }
       }
-      key = cta_reduce(key, KeyMax{});
+      key = group_reduce<kThreads>(key, KeyMax{});
       if (threadIdx.x == 0 && key != 0) atomicMax(keys + first, static_cast<unsigned long long>(key));
     } else {
       uint64_t layer = first, key = 0;

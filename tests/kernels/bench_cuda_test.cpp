@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/numerics.hpp"
@@ -31,6 +32,17 @@ TEST(CudaBenchCases, EverySchemeIsARegisteredCompressor) {
 }
 
 using topo::KernelKind;
+
+// Two workers' synthetic gradients of n entries (seed 7), as the bench's x0 and x1.
+std::pair<std::vector<float>, std::vector<float>> two_workers(uint64_t n) {
+  std::vector<float> x0(n), x1(n);
+  traces::SyntheticGradientSpec spec;
+  spec.elements = n;
+  const std::vector<std::span<float>> workers = {x0, x1};
+  traces::generate_synthetic_gradients(spec, 7, workers);
+  return {std::move(x0), std::move(x1)};
+}
+
 const std::vector<KernelKind> kAllRound = {KernelKind::kPlanLocal, KernelKind::kPrepare, KernelKind::kFinish};
 
 // The round ops with CUDA kernels in the bench, per scheme (none for the others), and the parameters
@@ -67,11 +79,7 @@ TEST(CudaBenchCases, SchemesWithRoundKernelsAreInTheBench) {
 // four-rank round), so a CUDA profile charges none of them by the roofline.
 TEST(CudaBenchCases, RoundCasesCoverEveryRoundOpOfTheirSchemes) {
   constexpr uint64_t kN = 1 << 16;
-  std::vector<float> x0(kN), x1(kN);
-  traces::SyntheticGradientSpec spec;
-  spec.elements = kN;
-  const std::vector<std::span<float>> workers = {x0, x1};
-  traces::generate_synthetic_gradients(spec, 7, workers);
+  const auto [x0, x1] = two_workers(kN);
   for (const auto& [scheme, k] : round_kernels()) {
     SCOPED_TRACE(scheme);
     auto comp = algo::CompressorRegistry::global().create(scheme, k.params);
@@ -98,11 +106,7 @@ class CudaBenchScheme : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaBenchScheme, CasesBuildAndLaunch) {
   if (!kern::cuda_device_available()) GTEST_SKIP() << "no CUDA device: skipping GPU test";
   constexpr uint64_t kMax = 1 << 16;
-  std::vector<float> x0(kMax), x1(kMax);
-  traces::SyntheticGradientSpec spec;
-  spec.elements = kMax;
-  const std::vector<std::span<float>> workers = {x0, x1};
-  traces::generate_synthetic_gradients(spec, 7, workers);
+  const auto [x0, x1] = two_workers(kMax);
   auto dev = kern::CudaBench::open();
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   for (const uint64_t n : {uint64_t{4096}, uint64_t{kMax}}) {
