@@ -11,10 +11,10 @@
 #include <utility>
 
 #include "algorithms/dynamiq/dynamiq.hpp"
+#include "algorithms/int4/sdp4bit_pipeline.hpp"
 #include "algorithms/mx/mx.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/omnireduce/omnireduce.hpp"
-#include "algorithms/int4/sdp4bit_pipeline.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/thc/thc.hpp"
 #include "kernels/cuda/block_cuda.hpp"
