@@ -7,6 +7,7 @@
 
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/units.hpp"
+#include "topology/schedule.hpp"
 #include "traces/json_fields.hpp"
 
 namespace ccsim::traces {
@@ -22,8 +23,13 @@ using detail::read_string;
 
 constexpr const char* kFormatName = "ccsim-device-profile";
 constexpr int64_t kVersion = 1;
-const std::vector<std::string> kOps = {"encode",     "decode",  "decode_accumulate", "decode_accumulate_encode",
-                                       "plan_local", "prepare", "finish"};
+// The op names a profile may hold: every kernel kind a schedule runs, by its schedule name.
+const std::vector<std::string> kOps = [] {
+  std::vector<std::string> ops;
+  for (size_t k = 0; k < topo::kNumKernelKinds; ++k)
+    ops.emplace_back(topo::kernel_kind_name(static_cast<topo::KernelKind>(k)));
+  return ops;
+}();
 
 void read_device(const json& d, kern::DeviceCostProfile& p, Diagnostics& diag) {
   if (!d.is_object()) return diag.add("/device", fmt::format("expected an object, found {}", describe_json(d)));
