@@ -78,6 +78,8 @@ class EdgcCompressor final : public LowRankCompressor {
 
   /// The controller (rank bounds, warm-up state, window entropies).
   const EdgcRankController& controller() const { return *controller_; }
+  /// The options it was made with (GDS's sampling rate and bins, for GPU callers).
+  const EdgcOptions& options() const { return options_; }
   /// Rank `rank`'s entropy estimate of `x` in bits (see the file comment), or nothing when no
   /// matrix layer has two distinct sampled values.
   std::optional<double> entropy_estimate(std::span<const float> x, const kern::RngKey& key) const;

@@ -151,8 +151,16 @@ void LowRankCompressor::add_residual(std::span<const float> x, uint32_t rank, co
     std::copy(src, src + shape.count, m);
     return;
   }
-  const float* e = residuals_[rank].data() + shape.offset;
-  for (uint64_t i = 0; i < shape.count; ++i) m[i] = src[i] + e[i];
+  add_into(src, residuals_[rank].data() + shape.offset, shape.count, m);
+}
+
+void LowRankCompressor::add_into(const float* x, const float* e, uint64_t count, float* m) {
+  for (uint64_t i = 0; i < count; ++i) m[i] = x[i] + e[i];
+}
+
+void LowRankCompressor::move_into(const float* x, float* e, uint64_t count, float* dst) {
+  for (uint64_t i = 0; i < count; ++i) dst[i] = x[i] + e[i];
+  std::fill(e, e + count, 0.0f);
 }
 
 void LowRankCompressor::plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key,
@@ -220,8 +228,10 @@ void LowRankCompressor::prepare(std::span<const float> x, std::span<float> out, 
         // Offsets agree when nothing is compressed, the one case where out may alias x.
         float* dst = out.data() + s.reduced_offset;
         const float* src = x.data() + s.shape.offset;
-        for (uint64_t i = 0; i < s.shape.count; ++i) dst[i] = e ? src[i] + e[i] : src[i];
-        if (e) std::fill(e, e + s.shape.count, 0.0f);
+        if (e)
+          move_into(src, e, s.shape.count, dst);
+        else if (dst != src)
+          std::copy_n(src, s.shape.count, dst);
         continue;
       }
       m.resize(s.shape.count);

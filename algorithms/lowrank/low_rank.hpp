@@ -104,6 +104,21 @@ class LowRankCompressor : public UnfusedHopCompressor {
   std::span<const float> residual(uint32_t rank) const {
     return rank < residuals_.size() ? std::span<const float>(residuals_[rank]) : std::span<const float>();
   }
+  /// Layer `layer`'s Q (cols x rank, row-major) as plan_local() last used it (the warm start after
+  /// a round; empty before the layer's first plan_local()), for GPU callers.
+  std::span<const float> q(size_t layer) const {
+    return layer < q_.size() ? std::span<const float>(q_[layer]) : std::span<const float>();
+  }
+  /// Layer `layer`'s P^ of the planned round (rows x rank, row-major; empty for an uncompressed
+  /// layer or before the first plan_commit()).
+  std::span<const float> p_hat(size_t layer) const {
+    return layer < p_hat_.size() ? std::span<const float>(p_hat_[layer]) : std::span<const float>();
+  }
+  /// The elementwise steps of the round ops (public for the GPU kernels' tests): m = x + e over
+  /// `count` entries (a compressed layer's M), and an uncompressed layer's move with error feedback,
+  /// dst = x + e then e = 0 (dst may be x).
+  static void add_into(const float* x, const float* e, uint64_t count, float* m);
+  static void move_into(const float* x, float* e, uint64_t count, float* dst);
   /// The layers in effect for a tensor of `elements` (the layout, or one 1-D layer).
   std::vector<LayerShape> layers_for(uint64_t elements) const;
 

@@ -32,9 +32,17 @@ Result<std::unique_ptr<CudaBench>> CudaBench::open() {
 }
 
 CudaBench::~CudaBench() {
+  cublas_destroy(cublas_);
   release_all();
   events_.reset();
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+Result<CublasHandle> CudaBench::cublas() {
+  if (cublas_ == nullptr) {
+    CCSIM_ASSIGN_OR_RETURN(cublas_, cublas_create());
+  }
+  return cublas_;
 }
 
 Result<void*> CudaBench::allocate(uint64_t bytes) {

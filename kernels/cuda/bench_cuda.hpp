@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/lowrank_cuda.hpp"
 #include "kernels/cuda/quant_cuda.hpp"
 #include "sim/base/status.hpp"
 
@@ -39,6 +40,9 @@ class CudaBench {
   /// Waits for all work on the device (set-up launches run on the legacy default stream, which the
   /// bench's non-blocking stream does not wait for).
   Status synchronize();
+  /// The bench's cuBLAS handle (made on first use, destroyed with the bench). Its stream is
+  /// whatever the last caller set (cublas_set_stream): a timed op sets the stream it is given.
+  Result<CublasHandle> cublas();
   /// Median seconds of `repeats` launches of `op` on the bench's stream, after one untimed launch.
   Status median_seconds(uint32_t repeats, const std::function<Status(CudaStream)>& op, double& seconds);
   /// Device-to-device copy of `bytes`, as bytes read + written per second (median of `repeats`).
@@ -51,6 +55,7 @@ class CudaBench {
   CudaStream stream_ = nullptr;
   std::unique_ptr<Events> events_;
   std::vector<void*> owned_;
+  CublasHandle cublas_ = nullptr;
 };
 
 }  // namespace ccsim::kern

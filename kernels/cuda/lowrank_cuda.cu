@@ -150,6 +150,20 @@ Status cublas_status(int status, const char* context) {
   return internal_error(std::string(context) + ": " + cublasGetStatusName(s) + ": " + cublasGetStatusString(s));
 }
 
+Result<CublasHandle> cublas_create() {
+  cublasHandle_t handle = nullptr;
+  CCSIM_RETURN_IF_ERROR(cublas_status(cublasCreate(&handle), "cublasCreate"));
+  return handle;
+}
+
+void cublas_destroy(CublasHandle handle) {
+  if (handle != nullptr) cublasDestroy(handle);
+}
+
+Status cublas_set_stream(CublasHandle handle, CudaStream stream) {
+  return cublas_status(cublasSetStream(handle, static_cast<cudaStream_t>(stream)), "cublasSetStream");
+}
+
 Status lowrank_project_cuda(CublasHandle handle, const float* d_m, uint64_t rows, uint64_t cols, const float* d_q,
                             uint32_t rank, float* d_p) {
   // P^T (rank x rows) = Q^T (rank x cols, ld rank) * M^T (cols x rows, ld cols).

@@ -65,6 +65,14 @@ namespace ccsim::kern {
 /// A cuBLAS handle; the same type as cublasHandle_t.
 using CublasHandle = ::cublasContext*;
 
+/// A new cuBLAS handle (cublasCreate), for callers without the cuBLAS header; release it with
+/// cublas_destroy(). kInternal naming cuBLAS's status if it cannot be made (no device, for one).
+Result<CublasHandle> cublas_create();
+/// cublasDestroy; a null handle is a no-op.
+void cublas_destroy(CublasHandle handle);
+/// cublasSetStream: the stream the handle's GEMMs run on from now on.
+Status cublas_set_stream(CublasHandle handle, CudaStream stream);
+
 /// Largest rows, cols (and rows * rank, cols * rank) the GEMMs accept: cuBLAS's 32-bit int sizes.
 inline constexpr uint64_t kLowrankCudaMaxDim = 2147483647;
 

@@ -462,31 +462,38 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// qWD: prepare (kFinish false) out = a - ref; finish out = a + ref (the reduced value first), and
-// ref = out with `update`. Elementwise; any of the pointers may be the same array.
-template <bool kFinish, bool kVec>
+// What an elementwise op against a second array (qWD's reference R, a low-rank residual e) leaves
+// in that array: untouched, the result, or zeros.
+enum class RefWrite : int { kKeep, kResult, kZero };
+
+// out = a - ref (kAdd false: qWD's prepare) or a + ref (kAdd true, a first: qWD's finish, the
+// low-rank engine's x + e), then ref per `write`. Elementwise; a, ref and out may be the same array
+// except with kZero (ref distinct from both, checked by the caller).
+template <bool kAdd, bool kVec>
 __global__ void __launch_bounds__(kThreads)
-    qwd_kernel(const float* a, uint64_t count, float* ref, bool update, float* out) {
+    ref_kernel(const float* a, uint64_t count, float* ref, RefWrite write, float* out) {
   const uint64_t stride = grid_threads(), tid = global_thread();
   uint64_t head = 0;
   if constexpr (kVec) {
     head = count / 4 * 4;
-    for (uint64_t v = tid; v < count / 4; v += stride) {
+    for (uint64_t v = tid; v < head / 4; v += stride) {
       float4 q = reinterpret_cast<const float4*>(a)[v];
       const float4 r = reinterpret_cast<const float4*>(ref)[v];
-      if constexpr (kFinish) {
+      if constexpr (kAdd) {
         q.x = x86_add(q.x, r.x), q.y = x86_add(q.y, r.y), q.z = x86_add(q.z, r.z), q.w = x86_add(q.w, r.w);
       } else {
         q.x = x86_sub(q.x, r.x), q.y = x86_sub(q.y, r.y), q.z = x86_sub(q.z, r.z), q.w = x86_sub(q.w, r.w);
       }
       reinterpret_cast<float4*>(out)[v] = q;
-      if (kFinish && update) reinterpret_cast<float4*>(ref)[v] = q;
+      if (write == RefWrite::kResult) reinterpret_cast<float4*>(ref)[v] = q;
+      if (write == RefWrite::kZero) reinterpret_cast<float4*>(ref)[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   }
   for (uint64_t i = head + tid; i < count; i += stride) {
-    const float r = kFinish ? x86_add(a[i], ref[i]) : x86_sub(a[i], ref[i]);
+    const float r = kAdd ? x86_add(a[i], ref[i]) : x86_sub(a[i], ref[i]);
     out[i] = r;
-    if (kFinish && update) ref[i] = r;
+    if (write == RefWrite::kResult) ref[i] = r;
+    if (write == RefWrite::kZero) ref[i] = 0.0f;
   }
 }
 
@@ -531,8 +538,8 @@ Status launch_dynamiq(const float* d_in, uint64_t count, uint32_t super_group, c
   return launch_status(name);
 }
 
-template <bool kFinish>
-Status launch_qwd(const float* d_a, uint64_t count, float* d_ref, bool update, float* d_out, CudaStream stream,
+template <bool kAdd>
+Status launch_ref(const float* d_a, uint64_t count, float* d_ref, RefWrite write, float* d_out, CudaStream stream,
                   const char* name) {
   if (count == 0) return ok_status();
   if (d_a == nullptr || d_ref == nullptr || d_out == nullptr) return null_pointer(name);
@@ -540,10 +547,13 @@ Status launch_qwd(const float* d_a, uint64_t count, float* d_ref, bool update, f
       !same_or_disjoint(d_a, d_ref, count)) {
     return fail(name, "arrays overlap partially");
   }
+  if (write == RefWrite::kZero && (d_ref == d_out || d_ref == d_a)) {
+    return fail(name, "the cleared array is also an input or d_out");
+  }
   if (aligned(d_a, 16) && aligned(d_ref, 16) && aligned(d_out, 16)) {
-    qwd_kernel<kFinish, true><<<elementwise_grid(count), kThreads, 0, stream>>>(d_a, count, d_ref, update, d_out);
+    ref_kernel<kAdd, true><<<elementwise_grid(count), kThreads, 0, stream>>>(d_a, count, d_ref, write, d_out);
   } else {
-    qwd_kernel<kFinish, false><<<grid_for(count, kThreads), kThreads, 0, stream>>>(d_a, count, d_ref, update, d_out);
+    ref_kernel<kAdd, false><<<grid_for(count, kThreads), kThreads, 0, stream>>>(d_a, count, d_ref, write, d_out);
   }
   return launch_status(name);
 }
@@ -715,14 +725,28 @@ Status sdp4bit_hadamard_cuda(const float* d_x, uint64_t count, float* d_out, Cud
 
 Status sdp4bit_qwd_prepare_cuda(const float* d_x, uint64_t count, const float* d_reference, float* d_out,
                                 CudaStream stream) {
-  // The kernel does not write the reference in prepare (update = false).
-  return launch_qwd<false>(d_x, count, const_cast<float*>(d_reference), false, d_out, stream,
+  // The kernel does not write the reference in prepare (RefWrite::kKeep).
+  return launch_ref<false>(d_x, count, const_cast<float*>(d_reference), RefWrite::kKeep, d_out, stream,
                            "sdp4bit_qwd_prepare_cuda");
 }
 
 Status sdp4bit_qwd_finish_cuda(const float* d_reduced, uint64_t count, float* d_reference, bool update_reference,
                                float* d_out, CudaStream stream) {
-  return launch_qwd<true>(d_reduced, count, d_reference, update_reference, d_out, stream, "sdp4bit_qwd_finish_cuda");
+  return launch_ref<true>(d_reduced, count, d_reference, update_reference ? RefWrite::kResult : RefWrite::kKeep, d_out,
+                          stream, "sdp4bit_qwd_finish_cuda");
+}
+
+// --- Low-rank engine (PowerSGD, EDGC) -------------------------------------------------------------
+
+Status lowrank_add_residual_cuda(const float* d_x, uint64_t count, const float* d_residual, float* d_out,
+                                 CudaStream stream) {
+  return launch_ref<true>(d_x, count, const_cast<float*>(d_residual), RefWrite::kKeep, d_out, stream,
+                          "lowrank_add_residual_cuda");
+}
+
+Status lowrank_move_uncompressed_cuda(const float* d_x, uint64_t count, float* d_residual, float* d_out,
+                                      CudaStream stream) {
+  return launch_ref<true>(d_x, count, d_residual, RefWrite::kZero, d_out, stream, "lowrank_move_uncompressed_cuda");
 }
 
 }  // namespace ccsim::kern

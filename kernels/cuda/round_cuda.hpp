@@ -13,7 +13,10 @@
 ///    finish of layer scaling (a multiply by one factor per layer);
 ///  - SDP4Bit (algorithms/int4/sdp4bit_pipeline.hpp): TLq-HS's 32-point Hadamard on every complete
 ///    32-element block (its prepare and its finish), and qWD's prepare (x - R) and finish
-///    (reduced + R, optionally R = the result).
+///    (reduced + R, optionally R = the result);
+///  - the low-rank engine of PowerSGD and EDGC (algorithms/lowrank/low_rank.hpp): its elementwise
+///    steps, M = x + e for a compressed layer and the move of an uncompressed one (x + e, then
+///    e = 0); its products are lowrank_cuda.hpp's.
 /// The plan data those ops need (DynamiQ's order and means, OmniReduce's bitmap and prefix, MX's
 /// layer offsets and factors, qWD's reference R) is fixed by the compressor's plan_commit on the
 /// host; the caller uploads it and passes device arrays.
@@ -164,5 +167,20 @@ Status sdp4bit_qwd_prepare_cuda(const float* d_x, uint64_t count, const float* d
 /// array; partial overlaps are rejected.
 Status sdp4bit_qwd_finish_cuda(const float* d_reduced, uint64_t count, float* d_reference, bool update_reference,
                                float* d_out, CudaStream stream = nullptr);
+
+// --- Low-rank engine (LowRankCompressor: PowerSGD, EDGC) ------------------------------------------
+
+/// LowRankCompressor::add_into for one layer of `count` entries: d_out[i] = d_x[i] + d_residual[i]
+/// (M = x + e, which plan_local and prepare form for a compressed layer), in fp32, x first (the
+/// operand order of the CPU loop as GCC 12 compiles it for x86-64, in its vector and scalar steps).
+/// d_out may be d_x or d_residual; partial overlaps are rejected.
+Status lowrank_add_residual_cuda(const float* d_x, uint64_t count, const float* d_residual, float* d_out,
+                                 CudaStream stream = nullptr);
+
+/// LowRankCompressor::move_into, an uncompressed layer's prepare with error feedback: d_out[i] =
+/// d_x[i] + d_residual[i] (x first, as add_into), then d_residual[i] = 0, in one pass. d_out may be
+/// d_x; d_residual must be neither (checked), and partial overlaps are rejected.
+Status lowrank_move_uncompressed_cuda(const float* d_x, uint64_t count, float* d_residual, float* d_out,
+                                      CudaStream stream = nullptr);
 
 }  // namespace ccsim::kern

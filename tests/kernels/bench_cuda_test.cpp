@@ -18,6 +18,7 @@
 #include "algorithms/registry.hpp"
 #include "kernels/cuda/bench_cuda.hpp"
 #include "tools/app/bench_cuda_cases.hpp"
+#include "tools/app/bench_kernels.hpp"
 #include "topology/schedule.hpp"
 #include "traces/synthetic_gradients.hpp"
 
@@ -61,6 +62,8 @@ const std::map<std::string, RoundKernels>& round_kernels() {
       {"mxfp4", {{KernelKind::kPlanLocal}}},
       {"sdp4bit_tlq", {{KernelKind::kPrepare, KernelKind::kFinish}, {{"hadamard", true}}}},
       {"sdp4bit_qwd", {{KernelKind::kPrepare, KernelKind::kFinish}}},
+      {"powersgd", {kAllRound}},
+      {"edgc", {{KernelKind::kPlanLocal, KernelKind::kPrepare}}},  // warming up: nothing to finish
   };
   return kRound;
 }
@@ -84,7 +87,7 @@ TEST(CudaBenchCases, RoundCasesCoverEveryRoundOpOfTheirSchemes) {
     SCOPED_TRACE(scheme);
     auto comp = algo::CompressorRegistry::global().create(scheme, k.params);
     ASSERT_TRUE(comp.ok()) << comp.status().message();
-    const algo::LayerShape layer{0, kN, kN, 1};
+    const algo::LayerShape layer = bench_layer(kN);  // the round cases' layout
     (*comp)->set_layout(std::span<const algo::LayerShape>(&layer, 1));
     if (!(*comp)->plan_format(kN, 4).empty()) {
       const std::vector<std::span<const float>> ins = {x0, x1, x0, x1};
@@ -114,11 +117,11 @@ TEST_P(CudaBenchScheme, CasesBuildAndLaunch) {
     std::vector<CudaCase> cases;
     const Status built = cuda_cases(GetParam(), n, x0, x1, 7, **dev, cases);
     ASSERT_TRUE(built.ok()) << built.message();
-    // The collective ops (all four, except for omnireduce, whose collective has no CUDA kernels),
-    // then the round ops the scheme has kernels for, in KernelKind order.
+    // The collective ops (all four, except for the schemes whose collective sends fp32, which has
+    // no CUDA codec), then the round ops the scheme has kernels for, in KernelKind order.
     std::vector<topo::KernelKind> kinds, expected;
     for (const CudaCase& c : cases) kinds.push_back(c.kind);
-    if (GetParam() != "omnireduce") {
+    if (GetParam() != "omnireduce" && GetParam() != "powersgd" && GetParam() != "edgc") {
       expected = {topo::KernelKind::kEncode, topo::KernelKind::kDecode, topo::KernelKind::kDecodeAccumulate,
                   topo::KernelKind::kDecodeAccumulateEncode};
     }

@@ -4,8 +4,9 @@
 // OmniReduce's union prefix, prepare and finish (compact and sparse, chunks 1 .. 256), MX's
 // plan_local maxima (block scaling over block sizes 8 .. 65536; layer scaling over layouts of
 // several layers, tiny and empty ones included) and layer scaling's prepare and finish, SDP4Bit
-// TLq-HS's Hadamard (prepare, finish and their round trip, blocks beyond 2^116 included) and qWD's
-// prepare and finish (the reference update of the last rank). Every op is compared bit for bit,
+// TLq-HS's Hadamard (prepare, finish and their round trip, blocks beyond 2^116 included), qWD's
+// prepare and finish (the reference update of the last rank), and the low-rank engine's residual
+// add and uncompressed move (PowerSGD, EDGC; its GEMMs are lowrank_cuda_test's). Every op is compared bit for bit,
 // on sizes with partial last super-groups, chunks and blocks, on the shared input families
 // (zeros, denormals, values near FLT_MAX, ±inf and NaNs of both signs, the shipped gradient), with
 // 16-byte aligned and misaligned device buffers and in-place calls where an op allows them. Device
@@ -36,6 +37,7 @@
 
 #include "algorithms/dynamiq/dynamiq.hpp"
 #include "algorithms/int4/sdp4bit_pipeline.hpp"
+#include "algorithms/lowrank/low_rank.hpp"
 #include "algorithms/mx/mx.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/omnireduce/omnireduce.hpp"
@@ -536,6 +538,47 @@ TEST_P(RoundCudaSdp4bit, QwdPrepareAndFinishMatchCpuBitwise) {
 INSTANTIATE_TEST_SUITE_P(All, RoundCudaSdp4bit, ::testing::ValuesIn(all_inputs()),
                          [](const auto& info) { return input_name(info.param); });
 
+// --- Low-rank engine (PowerSGD, EDGC) -------------------------------------------------------------
+
+class RoundCudaLowRank : public ::testing::TestWithParam<Input> {};
+
+// M = x + e (out of place, and in place over e as the bench's prepare forms it) and an uncompressed
+// layer's move (x + e into out, e cleared), against the CPU engine's loops, with e drawn from the
+// non-finite family so that NaNs meet NaNs.
+TEST_P(RoundCudaLowRank, ResidualAddAndMoveMatchCpuBitwise) {
+  SKIP_WITHOUT_GPU();
+  const Input input = GetParam();
+  for (const uint64_t n : {1ull, 3ull, 1000ull, 2048ull + 13}) {
+    const uint64_t seed = case_seed(n, 91, static_cast<uint64_t>(input), 0);
+    SCOPED_TRACE(fmt::format("n={} input={} seed={:#x}", n, input_name(input), seed));
+    const std::vector<float> x = make_input(input, n, seed), e = make_input(Input::kNonFinite, n, seed + 1);
+    std::vector<float> cpu_m(n), cpu_moved(n), cpu_e = e;
+    algo::LowRankCompressor::add_into(x.data(), e.data(), n, cpu_m.data());
+    algo::LowRankCompressor::move_into(x.data(), cpu_e.data(), n, cpu_moved.data());
+    for (const uint64_t at : kPlacements) {
+      SCOPED_TRACE(fmt::format("placement {}", at));
+      const auto d_x = upload<float>(x, at), d_e = upload<float>(e, at);
+      const auto d_out = garbage<float>(n, at);
+      ASSERT_NE(d_x->get(), nullptr);
+      ASSERT_NE(d_e->get(), nullptr);
+      ASSERT_NE(d_out->get(), nullptr);
+      ASSERT_STATUS_OK(lowrank_add_residual_cuda(d_x->get(), n, d_e->get(), d_out->get()));
+      expect_same_floats(cpu_m, download(*d_out, n));
+      expect_same_floats(e, download(*d_e, n));
+      ASSERT_STATUS_OK(lowrank_add_residual_cuda(d_x->get(), n, d_e->get(), d_e->get()));
+      expect_same_floats(cpu_m, download(*d_e, n));
+      const auto d_e2 = upload<float>(e, at);
+      ASSERT_NE(d_e2->get(), nullptr);
+      ASSERT_STATUS_OK(lowrank_move_uncompressed_cuda(d_x->get(), n, d_e2->get(), d_out->get()));
+      expect_same_floats(cpu_moved, download(*d_out, n));
+      expect_same_floats(cpu_e, download(*d_e2, n));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, RoundCudaLowRank, ::testing::ValuesIn(all_inputs()),
+                         [](const auto& info) { return input_name(info.param); });
+
 // --- argument checks (no device needed) ----------------------------------------------------------
 
 // Bad shapes, null pointers, forbidden overlaps and small scratch are rejected before any device
@@ -582,6 +625,12 @@ TEST(RoundCudaArguments, RejectsBadArgumentsWithoutTouchingTheDevice) {
   EXPECT_TRUE(invalid(sdp4bit_qwd_prepare_cuda(f, 8, f + 8, f + 1)));
   EXPECT_TRUE(invalid(sdp4bit_qwd_finish_cuda(f, 4, nullptr, true, f + 8)));
   EXPECT_TRUE(invalid(sdp4bit_qwd_finish_cuda(f, 8, f + 8, true, f + 4)));
+  // Low-rank engine: the cleared residual may be neither an input nor the output.
+  EXPECT_TRUE(invalid(lowrank_add_residual_cuda(f, 8, f + 4, f + 8)));
+  EXPECT_TRUE(invalid(lowrank_add_residual_cuda(nullptr, 8, f, f + 8)));
+  EXPECT_TRUE(invalid(lowrank_move_uncompressed_cuda(f, 8, f, f + 8)));
+  EXPECT_TRUE(invalid(lowrank_move_uncompressed_cuda(f, 8, f + 8, f + 8)));
+  EXPECT_TRUE(invalid(lowrank_move_uncompressed_cuda(f, 8, f + 4, f + 8)));
   // The names of the functions reach the messages.
   EXPECT_NE(dynamiq_prepare_cuda(f, 8, 0, order, f, f + 8).message().find("dynamiq_prepare_cuda"), std::string::npos);
   EXPECT_NE(layer_max_abs_cuda(f, 8, words, 0, f, 64, f).message().find("layer_max_abs_cuda"), std::string::npos);
@@ -599,6 +648,8 @@ TEST(RoundCudaArguments, EmptyTensorsAndScratchSizes) {
   EXPECT_TRUE(sdp4bit_hadamard_cuda(nullptr, 0, nullptr).ok());
   EXPECT_TRUE(sdp4bit_qwd_prepare_cuda(nullptr, 0, nullptr, nullptr).ok());
   EXPECT_TRUE(sdp4bit_qwd_finish_cuda(nullptr, 0, nullptr, true, nullptr).ok());
+  EXPECT_TRUE(lowrank_add_residual_cuda(nullptr, 0, nullptr, nullptr).ok());
+  EXPECT_TRUE(lowrank_move_uncompressed_cuda(nullptr, 0, nullptr, nullptr).ok());
   EXPECT_EQ(omnireduce_prefix_cuda_temp_bytes() % 16, 0u);
   EXPECT_EQ(layer_max_abs_cuda_temp_bytes(1), 16u);
   EXPECT_EQ(layer_max_abs_cuda_temp_bytes(3), 32u);

@@ -1,8 +1,10 @@
 #include "tools/app/bench_cuda_cases.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -12,6 +14,8 @@
 
 #include "algorithms/dynamiq/dynamiq.hpp"
 #include "algorithms/int4/sdp4bit_pipeline.hpp"
+#include "algorithms/lowrank/edgc.hpp"
+#include "algorithms/lowrank/low_rank.hpp"
 #include "algorithms/mx/mx.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/omnireduce/omnireduce.hpp"
@@ -19,6 +23,8 @@
 #include "algorithms/thc/thc.hpp"
 #include "kernels/cuda/block_cuda.hpp"
 #include "kernels/cuda/dynamiq_cuda.hpp"
+#include "kernels/cuda/entropy_cuda.hpp"
+#include "kernels/cuda/lowrank_cuda.hpp"
 #include "kernels/cuda/quant_cuda.hpp"
 #include "kernels/cuda/round_cuda.hpp"
 #include "kernels/cuda/select_cuda.hpp"
@@ -27,6 +33,8 @@
 #include "kernels/quant/mx.hpp"
 #include "kernels/quant/qsgd.hpp"
 #include "kernels/quant/tfp.hpp"
+#include "kernels/stats/entropy.hpp"
+#include "tools/app/bench_kernels.hpp"
 
 namespace ccsim::app {
 namespace {
@@ -334,9 +342,10 @@ Status collective_cases(const std::string& scheme, uint64_t n, std::span<const f
 // kernel that ignored the rank could still match there).
 constexpr uint32_t kTimedRank = 1;
 
-// What a scheme's round cases work on: a fresh compressor whose layout is one layer of the tensor of
-// n elements, the ranks' tensors (ranks 0 .. kRanks - 1 hold x0, x1, x0, x1, as the collective
-// cases plan the round), and rank kTimedRank's tensor uploaded to d_x.
+// What a scheme's round cases work on: a fresh compressor whose layout is the tensor of n elements
+// as one matrix layer (bench_layer(), as the CPU bench lays it out), the ranks' tensors (ranks 0 ..
+// kRanks - 1 hold x0, x1, x0, x1, as the collective cases plan the round), rank kTimedRank's
+// tensor uploaded to d_x, and the round the cases run (0 unless a scheme's cases advance it).
 struct RoundContext {
   std::string scheme;
   algo::Compressor* comp = nullptr;
@@ -345,22 +354,23 @@ struct RoundContext {
   std::span<const float> x0, x1;
   const float* d_x = nullptr;
   kern::CudaBench* dev = nullptr;
+  uint32_t round = 0;
   bool planned = false;
 
   std::span<const float> tensor(uint32_t rank) const { return rank % 2 == 0 ? x0 : x1; }
-  // The keys the numerics interpreter draws (algorithms/numerics.cpp), round 0.
-  kern::RngKey plan_key(uint32_t rank) const { return {seed, 0, rank, algo::kPlanStream}; }
-  kern::RngKey prepare_key(uint32_t rank) const { return {seed, 0, rank, algo::kPrepareStream}; }
+  // The keys the numerics interpreter draws (algorithms/numerics.cpp) in `round`.
+  kern::RngKey plan_key(uint32_t rank) const { return {seed, round, rank, algo::kPlanStream}; }
+  kern::RngKey prepare_key(uint32_t rank) const { return {seed, round, rank, algo::kPrepareStream}; }
 };
 
-// The round's plan on the CPU, once: plan_round() over the kRanks tensors, keys {seed, 0, r,
+// The round's plan on the CPU, once: plan_round() over the kRanks tensors, keys {seed, round, r,
 // kPlanStream}. Nothing to plan for a scheme without a metadata phase.
 Status plan_once(RoundContext& c) {
   if (c.planned) return ok_status();
   c.planned = true;
   if (c.comp->plan_format(c.n, kRanks).empty()) return ok_status();
   const std::vector<std::span<const float>> ins = {c.tensor(0), c.tensor(1), c.tensor(2), c.tensor(3)};
-  return algo::plan_round(*c.comp, ins, algo::NumericsOptions{c.seed, 0, false}).status();
+  return algo::plan_round(*c.comp, ins, algo::NumericsOptions{c.seed, c.round, false}).status();
 }
 
 // Rank kTimedRank's metadata statistics on the CPU, as plan_round() computes them: sized by
@@ -390,25 +400,37 @@ std::vector<float> full_sum(std::vector<float> prepared) {
   return prepared;
 }
 
-// Runs `launch` once (on the legacy default stream, as the set-up launches), checks the
-// `cpu.size()` values it wrote at d_out against the CPU compressor's `cpu`, byte for byte, and adds
-// it as the case of `kind` (its bytes are filled in by round_cases()). A difference is an internal
-// error naming the scheme, op and size: the case would not time the scheme it names.
-template <class T>
-Status add_round_case(const RoundContext& c, KernelKind kind, std::function<Status(kern::CudaStream)> launch,
-                      const std::vector<T>& cpu, const void* d_out, std::vector<CudaCase>& out) {
-  const std::string_view op = topo::kernel_kind_name(kind);
-  CCSIM_RETURN_IF_ERROR(launch(nullptr).with_context(fmt::format("{} {}", c.scheme, op)));
+// Runs `launch` once (on the legacy default stream, as the set-up launches), then `check` (which
+// compares what it wrote with the CPU compressor's output), and adds it as the case of `kind` (its
+// bytes are filled in by round_cases()). A failed check is an internal error naming the scheme, op
+// and size: the case would not time the scheme it names.
+Status add_checked_case(const RoundContext& c, KernelKind kind, std::function<Status(kern::CudaStream)> launch,
+                        const std::function<Status()>& check, std::vector<CudaCase>& out) {
+  const std::string context = fmt::format("{} {}", c.scheme, topo::kernel_kind_name(kind));
+  CCSIM_RETURN_IF_ERROR(launch(nullptr).with_context(context));
   CCSIM_RETURN_IF_ERROR(c.dev->synchronize());
+  CCSIM_RETURN_IF_ERROR(check().with_context(fmt::format("{} of a tensor of {} elements", context, c.n)));
+  out.push_back({kind, 0, std::move(launch)});
+  return ok_status();
+}
+
+// The `cpu.size()` values at d_out equal the CPU compressor's `cpu`, byte for byte.
+template <class T>
+Status same_bytes(const RoundContext& c, const std::vector<T>& cpu, const void* d_out) {
   const uint64_t bytes = cpu.size() * sizeof(T);
   std::vector<T> gpu(cpu.size());
   CCSIM_RETURN_IF_ERROR(c.dev->download(gpu.data(), d_out, bytes));
   if (std::memcmp(gpu.data(), cpu.data(), bytes) != 0)
-    return internal_error(fmt::format("{}: the CUDA {} of a tensor of {} elements differs from the CPU compressor's "
-                                      "({} bytes): the kernel does not reproduce the scheme",
-                                      c.scheme, op, c.n, bytes));
-  out.push_back({kind, 0, std::move(launch)});
+    return internal_error(fmt::format("the CUDA output differs from the CPU compressor's ({} bytes): the kernel does "
+                                      "not reproduce the scheme", bytes));
   return ok_status();
+}
+
+// add_checked_case() with the check same_bytes(cpu, d_out).
+template <class T>
+Status add_round_case(const RoundContext& c, KernelKind kind, std::function<Status(kern::CudaStream)> launch,
+                      const std::vector<T>& cpu, const void* d_out, std::vector<CudaCase>& out) {
+  return add_checked_case(c, kind, std::move(launch), [&] { return same_bytes(c, cpu, d_out); }, out);
 }
 
 // The finish case of a scheme whose finish reads a reduced vector and writes the tensor (n
@@ -644,6 +666,271 @@ Status qwd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   }, out);
 }
 
+// ---- Low-rank schemes (PowerSGD, EDGC) -----------------------------------------------------------
+// Their products run through cuBLAS, which adds a product's terms in another order than the CPU's
+// Eigen (kernels/cuda/lowrank_cuda.hpp), so those outputs are checked against the CPU compressor's
+// within the bound of a sum of k fp32 products on each side: |gpu - cpu| <= 2 gamma_k (sum_i |a_i||b_i|
+// + |c|) + 2 k 2^-126, gamma_k = k u / (1 - k u), u = 2^-24. Their elementwise steps are bit-identical.
+
+double gamma_of(uint64_t k) {
+  const double ku = static_cast<double>(k) * 0x1p-24;
+  return ku / (1.0 - ku);
+}
+
+// The bound of each entry of a product of k-term sums, given each entry's sum of |a_i||b_i| (+ |c|).
+std::vector<double> sum_bound(std::vector<double> magnitude, uint64_t k) {
+  const double g = 2.0 * gamma_of(k), floor = 2.0 * static_cast<double>(k) * 0x1p-126;
+  for (double& m : magnitude) m = g * m + floor;
+  return magnitude;
+}
+
+// |M| |Q| for P = M Q (M rows x cols, Q cols x rank, row-major): rows x rank.
+std::vector<double> project_magnitude(std::span<const float> m, uint64_t rows, uint64_t cols, std::span<const float> q,
+                                      uint32_t rank) {
+  std::vector<double> out(rows * rank, 0.0);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j)
+      for (uint32_t k = 0; k < rank; ++k)
+        out[i * rank + k] += std::fabs(static_cast<double>(m[i * cols + j])) * std::fabs(q[j * rank + k]);
+  return out;
+}
+
+// |M|^T |P| for Q = M^T P (P rows x rank): cols x rank.
+std::vector<double> transposed_magnitude(std::span<const float> m, uint64_t rows, uint64_t cols,
+                                         std::span<const float> p, uint32_t rank) {
+  std::vector<double> out(cols * rank, 0.0);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j)
+      for (uint32_t k = 0; k < rank; ++k)
+        out[j * rank + k] += std::fabs(static_cast<double>(m[i * cols + j])) * std::fabs(p[i * rank + k]);
+  return out;
+}
+
+// |P| w^T for P (rows x rank) and a nonnegative w (cols x rank): rows x cols, as |P| |Q|^T of an
+// expand when w = |Q|.
+std::vector<double> expand_magnitude(std::span<const float> p, std::span<const double> w, uint64_t rows, uint64_t cols,
+                                     uint32_t rank) {
+  std::vector<double> out(rows * cols, 0.0);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j)
+      for (uint32_t k = 0; k < rank; ++k) out[i * cols + j] += std::fabs(p[i * rank + k]) * w[j * rank + k];
+  return out;
+}
+
+std::vector<double> magnitudes(std::span<const float> v) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(static_cast<double>(v[i]));
+  return out;
+}
+
+// The floats at d_out are within `bound` of the CPU's `cpu`, entry by entry (NaN where the CPU has NaN).
+Status within_bound(const RoundContext& c, const char* what, std::span<const float> cpu,
+                    std::span<const double> bound, const void* d_out) {
+  std::vector<float> gpu(cpu.size());
+  CCSIM_RETURN_IF_ERROR(c.dev->download(gpu.data(), d_out, 4 * cpu.size()));
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const bool nan = std::isnan(cpu[i]), ok = nan ? std::isnan(gpu[i])
+                                                  : std::fabs(static_cast<double>(gpu[i]) - cpu[i]) <= bound[i];
+    if (!ok)
+      return internal_error(fmt::format("{} entry {}: CUDA {} against the CPU compressor's {}, beyond the bound {} of "
+                                        "the two summation orders",
+                                        what, i, gpu[i], cpu[i], bound[i]));
+  }
+  return ok_status();
+}
+
+// The compressor's layer, checked to be the bench's one matrix layer, and compressed or not as the
+// cases expect.
+Result<algo::LayerShape> lowrank_layer(const RoundContext& c, const algo::LowRankCompressor& lr, bool compressed) {
+  const algo::LayerShape layer = bench_layer(c.n);
+  const std::vector<algo::LayerShape> layers = lr.layers_for(c.n);
+  const bool is_compressed = lr.reduced_elements(c.n) == layer.cols * lr.rank() && lr.rank() > 0;
+  if (layers.size() != 1 || layers[0].rows != layer.rows || is_compressed != compressed)
+    return internal_error(fmt::format("{}: the bench's {} x {} layer of {} elements is {}compressed at rank {}",
+                                      c.scheme, layer.rows, layer.cols, c.n, is_compressed ? "" : "not ",
+                                      lr.rank()));
+  return layer;
+}
+
+// PowerSGD (kernels/cuda/lowrank_cuda.hpp, round_cuda.hpp) in its steady state: round 1, after a
+// complete round 0 on the CPU, so Q is the warm start and every rank has an error-feedback residual.
+// plan_local: M = x + e, P = M Q; prepare: M = x + e in e's place, Q_i = M^T P^, e = M - P^ Q_i^T;
+// finish (a rank that is not the last): P^ (sum Q)^T.
+Status powersgd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  auto* lr = dynamic_cast<algo::LowRankCompressor*>(c.comp);
+  if (lr == nullptr) return internal_error(fmt::format("{}: the registry made another compressor", c.scheme));
+  CCSIM_ASSIGN_OR_RETURN(const algo::LayerShape layer, lowrank_layer(c, *lr, true));
+  const uint64_t n = c.n, rows = layer.rows, cols = layer.cols;
+  const uint32_t r = lr->rank();
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  {  // round 0: every rank's prepare, the exact sum of what they prepared, every rank's finish
+    const uint64_t m = lr->reduced_elements(n);
+    std::vector<float> sum(m, 0.0f), v(m), t(n);
+    for (uint32_t k = 0; k < kRanks; ++k) {
+      c.comp->prepare(c.tensor(k), v, k, kRanks, c.prepare_key(k));
+      for (uint64_t i = 0; i < m; ++i) sum[i] += v[i];
+    }
+    for (uint32_t k = 0; k < kRanks; ++k) c.comp->finish(sum, t, k, kRanks);
+  }
+  c.round = 1;
+  c.planned = false;
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  const std::span<const float> q = lr->q(0), p_hat = lr->p_hat(0), e_round = lr->residual(kTimedRank);
+  if (q.size() != cols * r || p_hat.size() != rows * r || e_round.size() != n)
+    return internal_error(fmt::format("{}: Q of {}, P^ of {} and a residual of {} entries for a {} x {} layer at "
+                                      "rank {}",
+                                      c.scheme, q.size(), p_hat.size(), e_round.size(), rows, cols, r));
+  const std::vector<float> e0(e_round.begin(), e_round.end());
+  std::vector<float> m(n);  // M = x + e, as the CPU forms it (no NaN in the bench's inputs)
+  for (uint64_t i = 0; i < n; ++i) m[i] = c.tensor(kTimedRank)[i] + e0[i];
+  CCSIM_ASSIGN_OR_RETURN(kern::CublasHandle handle, c.dev->cublas());
+  CCSIM_ASSIGN_OR_RETURN(void* d_q_v, c.dev->allocate(4 * q.size()));
+  CCSIM_ASSIGN_OR_RETURN(void* d_phat_v, c.dev->allocate(4 * p_hat.size()));
+  CCSIM_ASSIGN_OR_RETURN(void* d_e_v, c.dev->allocate(4 * n));
+  CCSIM_ASSIGN_OR_RETURN(void* d_m_v, c.dev->allocate(4 * n));
+  CCSIM_ASSIGN_OR_RETURN(void* d_p_v, c.dev->allocate(4 * rows * r));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_q_v, q.data(), 4 * q.size()));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_phat_v, p_hat.data(), 4 * p_hat.size()));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_e_v, e0.data(), 4 * n));
+  const float* d_x = c.d_x;
+  const auto* d_q = static_cast<const float*>(d_q_v);
+  const auto* d_phat = static_cast<const float*>(d_phat_v);
+  auto* d_e = static_cast<float*>(d_e_v);
+  auto* d_m = static_cast<float*>(d_m_v);
+  auto* d_p = static_cast<float*>(d_p_v);
+
+  // plan_local: the CPU's P (its metadata sums, fp32 values held as doubles).
+  const algo::PlanStats stats = cpu_plan_local(c);
+  if (stats.sum.size() != rows * r)
+    return internal_error(fmt::format("{}: {} metadata sums for P of {} x {}", c.scheme, stats.sum.size(), rows, r));
+  const std::vector<float> cpu_p(stats.sum.begin(), stats.sum.end());
+  const auto plan_local = [=](kern::CudaStream s) {
+    CCSIM_RETURN_IF_ERROR(kern::cublas_set_stream(handle, s));
+    CCSIM_RETURN_IF_ERROR(kern::lowrank_add_residual_cuda(d_x, n, d_e, d_m, s));
+    return kern::lowrank_project_cuda(handle, d_m, rows, cols, d_q, r, d_p);
+  };
+  const auto plan_local_check = [&] {
+    return within_bound(c, "P", cpu_p, sum_bound(project_magnitude(m, rows, cols, q, r), cols), d_p);
+  };
+  CCSIM_RETURN_IF_ERROR(add_checked_case(c, KernelKind::kPlanLocal, plan_local, plan_local_check, out));
+
+  // prepare, on its own copy of the residual (it updates it).
+  const std::vector<float> cpu_q = cpu_prepare(c);
+  const std::vector<float> e1(lr->residual(kTimedRank).begin(), lr->residual(kTimedRank).end());
+  CCSIM_ASSIGN_OR_RETURN(void* d_ep_v, c.dev->allocate(4 * n));
+  CCSIM_ASSIGN_OR_RETURN(void* d_qi_v, c.dev->allocate(4 * cols * r));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_ep_v, e0.data(), 4 * n));
+  auto* d_ep = static_cast<float*>(d_ep_v);
+  auto* d_qi = static_cast<float*>(d_qi_v);
+  const auto prepare = [=](kern::CudaStream s) {
+    CCSIM_RETURN_IF_ERROR(kern::cublas_set_stream(handle, s));
+    CCSIM_RETURN_IF_ERROR(kern::lowrank_add_residual_cuda(d_x, n, d_ep, d_ep, s));
+    CCSIM_RETURN_IF_ERROR(kern::lowrank_project_transposed_cuda(handle, d_ep, rows, cols, d_phat, r, d_qi));
+    return kern::lowrank_subtract_cuda(handle, d_phat, d_qi, rows, cols, r, d_ep);
+  };
+  const auto prepare_check = [&]() -> Status {
+    const std::vector<double> q_bound = sum_bound(transposed_magnitude(m, rows, cols, p_hat, r), rows);
+    CCSIM_RETURN_IF_ERROR(within_bound(c, "Q_i", cpu_q, q_bound, d_qi));
+    // e = M - P^ Q_i^T: its own sums' bound (|M| counting as a term), plus |P^| times Q_i's bound,
+    // since the GPU subtracts its own Q_i.
+    std::vector<double> e_mag = expand_magnitude(p_hat, magnitudes(cpu_q), rows, cols, r);
+    for (uint64_t i = 0; i < n; ++i) e_mag[i] += std::fabs(static_cast<double>(m[i]));
+    std::vector<double> e_bound = sum_bound(std::move(e_mag), r + 1);
+    const std::vector<double> carried = expand_magnitude(p_hat, q_bound, rows, cols, r);
+    for (uint64_t i = 0; i < n; ++i) e_bound[i] += carried[i];
+    return within_bound(c, "e", e1, e_bound, d_ep);
+  };
+  CCSIM_RETURN_IF_ERROR(add_checked_case(c, KernelKind::kPrepare, prepare, prepare_check, out));
+  // The timed launches go on from the residual the check left: the same passes over the same bytes.
+
+  // finish of kRanks times rank kTimedRank's Q_i.
+  const std::vector<float> sum = full_sum(cpu_q);
+  std::vector<float> tensor(n);
+  c.comp->finish(sum, tensor, kTimedRank, kRanks);
+  CCSIM_ASSIGN_OR_RETURN(void* d_sum_v, c.dev->allocate(4 * sum.size()));
+  CCSIM_ASSIGN_OR_RETURN(void* d_t_v, c.dev->allocate(4 * n));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_sum_v, sum.data(), 4 * sum.size()));
+  const auto* d_sum = static_cast<const float*>(d_sum_v);
+  auto* d_t = static_cast<float*>(d_t_v);
+  return add_checked_case(
+      c, KernelKind::kFinish,
+      [=](kern::CudaStream s) {
+        CCSIM_RETURN_IF_ERROR(kern::cublas_set_stream(handle, s));
+        return kern::lowrank_expand_cuda(handle, d_phat, d_sum, rows, cols, r, d_t);
+      },
+      [&] {
+        return within_bound(c, "the tensor", tensor,
+                            sum_bound(expand_magnitude(p_hat, magnitudes(sum), rows, cols, r), r), d_t);
+      },
+      out);
+}
+
+// EDGC at its defaults in round 0: warming up (nothing compressed) in a sampled round. plan_local
+// is GDS's entropy sample of the matrix layer (kernels/cuda/entropy_cuda.hpp); prepare moves the
+// uncompressed layer (x + e, then e = 0).
+Status edgc_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  auto* ed = dynamic_cast<algo::EdgcCompressor*>(c.comp);
+  if (ed == nullptr) return internal_error("edgc: the registry made another compressor");
+  CCSIM_RETURN_IF_ERROR(lowrank_layer(c, *ed, false).status());
+  if (!ed->controller().samples_round())
+    return internal_error("edgc: the bench expects round 0 to be a sampled round");
+  const uint64_t n = c.n;
+  const uint32_t bins = ed->options().entropy_bins;
+  const auto beta = static_cast<float>(ed->options().beta);
+  const kern::RngKey key = c.plan_key(kTimedRank);
+  const algo::PlanStats stats = cpu_plan_local(c);
+  if (stats.sum.size() != 2 || stats.sum[1] != 1.0)
+    return internal_error(fmt::format("edgc: plan_local's entries {} are not one entropy estimate",
+                                      fmt::join(stats.sum, ", ")));
+  size_t temp_bytes = 0;
+  CCSIM_RETURN_IF_ERROR(
+      kern::sampled_histogram_entropy_cuda(nullptr, temp_bytes, c.d_x, n, bins, beta, key, 0, nullptr));
+  CCSIM_ASSIGN_OR_RETURN(void* d_temp, c.dev->allocate(temp_bytes));
+  CCSIM_ASSIGN_OR_RETURN(void* d_h, c.dev->allocate(sizeof(double)));
+  const float* d_x = c.d_x;
+  auto* d_entropy = static_cast<double*>(d_h);
+  const auto plan_local = [=](kern::CudaStream s) {
+    size_t bytes = temp_bytes;
+    return kern::sampled_histogram_entropy_cuda(d_temp, bytes, d_x, n, bins, beta, key, 0, d_entropy, s);
+  };
+  // The sample's range and counts are the CPU's exactly; the entropy from them, on the host, is then
+  // the CPU's estimate bit for bit (entropy_estimate: histogram entropy + log2 of the bin width,
+  // sent as fp32). The device's own log2 is correctly rounded, glibc's is not: the two may differ
+  // in the last bits (entropy_cuda.hpp).
+  const auto plan_local_check = [&]() -> Status {
+    const kern::EntropyCudaScratch scratch = kern::entropy_cuda_scratch(d_temp);
+    float range[2];
+    std::vector<uint64_t> counts(bins);
+    double device_h = 0;
+    CCSIM_RETURN_IF_ERROR(c.dev->download(range, scratch.d_range, sizeof range));
+    CCSIM_RETURN_IF_ERROR(c.dev->download(counts.data(), scratch.d_counts, 8 * bins));
+    CCSIM_RETURN_IF_ERROR(c.dev->download(&device_h, d_entropy, sizeof device_h));
+    const double h = kern::entropy_bits(counts.data(), bins);
+    const double width = (static_cast<double>(range[1]) - range[0]) / bins;
+    const auto estimate = static_cast<float>(h + std::log2(width));
+    if (estimate != static_cast<float>(stats.sum[0]) || !(std::fabs(device_h - h) <= 1e-12 * std::max(1.0, h)))
+      return internal_error(fmt::format("the CUDA entropy sample gives {} ({} bits on the device, {} from its "
+                                        "counts), the CPU compressor {}",
+                                        estimate, device_h, h, stats.sum[0]));
+    return ok_status();
+  };
+  CCSIM_RETURN_IF_ERROR(add_checked_case(c, KernelKind::kPlanLocal, plan_local, plan_local_check, out));
+
+  // prepare: rank kTimedRank's residual is zeros before its first prepare.
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  const std::vector<float> prepared = cpu_prepare(c);
+  const std::vector<float> zeros(n, 0.0f);
+  CCSIM_ASSIGN_OR_RETURN(void* d_e_v, c.dev->allocate(4 * n));
+  CCSIM_ASSIGN_OR_RETURN(void* d_out_v, c.dev->allocate(4 * n));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_e_v, zeros.data(), 4 * n));
+  auto* d_e = static_cast<float*>(d_e_v);
+  auto* d_out = static_cast<float*>(d_out_v);
+  return add_round_case(
+      c, KernelKind::kPrepare,
+      [=](kern::CudaStream s) { return kern::lowrank_move_uncompressed_cuda(d_x, n, d_e, d_out, s); }, prepared,
+      d_out_v, out);
+}
+
 // A scheme's round cases: the round ops it has CUDA kernels for, in KernelKind order.
 using RoundCases = Status (*)(RoundContext& c, std::vector<CudaCase>& out);
 
@@ -654,7 +941,7 @@ Status round_cases(const std::string& scheme, RoundCases build, std::string_view
                    std::span<const float> x0, std::span<const float> x1, uint64_t seed, kern::CudaBench& dev,
                    std::vector<CudaCase>& out) {
   CCSIM_ASSIGN_OR_RETURN(auto comp, algo::CompressorRegistry::global().create(scheme, nlohmann::json::parse(params)));
-  const algo::LayerShape layer{0, n, n, 1};
+  const algo::LayerShape layer = bench_layer(n);
   comp->set_layout(std::span<const algo::LayerShape>(&layer, 1));
   RoundContext c;
   c.scheme = scheme;
@@ -706,6 +993,8 @@ constexpr SchemeKernels kSchemeKernels[] = {
     {"dynamiq", true, dynamiq_round_cases},
     {"thc", true, thc_round_cases},
     {"omnireduce", false, omnireduce_round_cases},
+    {"powersgd", false, powersgd_round_cases},
+    {"edgc", false, edgc_round_cases},
 };
 
 }  // namespace

@@ -14,11 +14,15 @@
 /// Round ops (topo::is_round_op), every one these schemes run: thc, dynamiq, omnireduce (compact):
 /// plan_local, prepare, finish; mxfp8/6/4 (block scaling): plan_local; sdp4bit_tlq (made with
 /// hadamard on, the parameters its curves record) and sdp4bit_qwd (in its second round, against the
-/// reference the first left): prepare, finish. One rank's op on its whole tensor of n elements,
-/// under the CPU compressor's plan of the same four-rank round (its keys those of the numerics
-/// interpreter, round 0). Before it is added, each case runs once and its output is
-/// compared with the CPU compressor's, byte for byte: plan_local's statistics (PlanStats entries),
-/// prepare's vector, finish's tensor (of kRanks times the rank's prepared vector).
+/// reference the first left): prepare, finish; powersgd (in round 1, after a complete round 0: the
+/// warm-start Q and a nonzero error-feedback residual): plan_local, prepare, finish; edgc (warming
+/// up, a sampled round): plan_local, prepare. One rank's op on its whole tensor of n elements, laid
+/// out as one matrix layer (bench_layer()), under the CPU compressor's plan of the same four-rank
+/// round (its keys those of the numerics interpreter). Before it is added, each case runs once and
+/// its output is compared with the CPU compressor's, byte for byte: plan_local's statistics
+/// (PlanStats entries), prepare's vector, finish's tensor (of kRanks times the rank's prepared
+/// vector); cuBLAS products within the bound of their summation order (lowrank_cuda.hpp), EDGC's
+/// entropy as the host computes it from the device's sampled range and counts.
 ///
 /// Each case carries the compressor's declared memory bytes (memory_bytes(); a round op's on the
 /// whole tensor, hop {1, kRanks}, after the plan). A mismatch is an internal error naming the

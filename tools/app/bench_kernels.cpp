@@ -81,6 +81,16 @@ double cpu_copy_bandwidth(std::span<const float> from, std::span<float> to, uint
   return 2.0 * static_cast<double>(from.size_bytes()) / s;
 }
 
+}  // namespace
+
+algo::LayerShape bench_layer(uint64_t n) {
+  uint64_t rows = 1;
+  while (rows * rows * 4 <= n && n % (rows * 2) == 0) rows *= 2;
+  return {0, n, rows, n / rows};
+}
+
+namespace {
+
 // The chunk size closest below `elements` that is a multiple of the scheme's alignment (at least one block).
 uint64_t aligned_count(uint64_t elements, uint64_t align) { return std::max(align, elements / align * align); }
 
@@ -103,10 +113,7 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
     const uint64_t n = sizes[si];
     if (si > 1 && n <= sizes[si - 1]) continue;
     const std::span<const float> x_a = x0.first(n), x_b = x1.first(n);
-    // One near-square matrix layer (what low-rank schemes factor): rows a power of two dividing n.
-    uint64_t rows = 1;
-    while (rows * rows * 4 <= n && n % (rows * 2) == 0) rows *= 2;
-    const algo::LayerShape layer{0, n, rows, n / rows};
+    const algo::LayerShape layer = bench_layer(n);
     comp.set_layout(std::span<const algo::LayerShape>(&layer, 1));
     const algo::PlanFormat format = comp.plan_format(n, kRanks);
     if (!format.empty()) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/compressor.hpp"
 #include "kernels/cost_profile.hpp"
 #include "sim/base/status.hpp"
 
@@ -26,6 +27,10 @@ struct KernelBenchOptions {
   std::vector<std::string> schemes;  ///< empty: every registered scheme the bench supports
   uint64_t seed = 1;
 };
+
+/// The layout of a round op's tensor of `n` elements in the bench: one near-square matrix layer
+/// (what the low-rank schemes factor), rows the largest power of two dividing n with rows^2 <= n.
+algo::LayerShape bench_layer(uint64_t n);
 
 /// Chunk sizes in fp32 elements: min_bytes/4, 4x that, ... up to max_bytes/4.
 std::vector<uint64_t> bench_sizes(const KernelBenchOptions& options);
