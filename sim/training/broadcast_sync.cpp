@@ -14,6 +14,7 @@ void BroadcastSync::attach(TrainingJob& job) {
   const uint32_t m = job.num_workers();
   const size_t n = job.layers().size();
   senders_.assign(m, Sender{});
+  streams_.assign(m, Stream{});
   for (uint32_t w = 0; w < m; ++w) {
     Sender& s = senders_[w];
     s.filling.assign(n, Stage2{});
@@ -211,15 +212,38 @@ void BroadcastSync::send(uint32_t w, uint32_t round, uint32_t layer, uint64_t pa
       const Duration latency = Duration::from_seconds(job_->topology().route_latency_s(src, dst));
       job_->network().start_flow(route_, static_cast<double>(bytes), latency, [=, this] {
         job_->comm_end(v);
+        // The receiver's decode-accumulate; the block counts as arrived once it has ended.
+        ++blocks_[{round, layer}].decoding;
+        run_kernel(v, topo::KernelKind::kDecodeAccumulate, params, bytes + 8 * params, [this, round, layer] {
+          --blocks_[{round, layer}].decoding;
+          maybe_emit(round, layer);
+        });
         if (--*outstanding == 0) segment_done(w, round, layer, params, bytes, stage2, bits, started);
       });
     }
   };
-  if (opt_.costs.ideal()) return launch();
+  run_kernel(w, topo::KernelKind::kEncode, params, params * 4 + bytes, std::move(launch));
+}
+
+void BroadcastSync::run_kernel(uint32_t w, topo::KernelKind kind, uint64_t params, uint64_t memory_bytes,
+                               std::function<void()> done) {
+  if (opt_.costs.ideal()) return done();
+  streams_[w].queue.emplace_back(opt_.costs.cost(kind, params, memory_bytes), std::move(done));
+  start_next_kernel(w);
+}
+
+void BroadcastSync::start_next_kernel(uint32_t w) {
+  Stream& st = streams_[w];
+  if (st.busy || st.queue.empty()) return;
+  st.busy = true;
+  auto [cost, done] = std::move(st.queue.front());
+  st.queue.pop_front();
   job_->kernel_begin(w);
-  job_->engine().schedule_in(opt_.costs.cost(topo::KernelKind::kEncode, params, params * 4 + bytes), [this, w, launch] {
+  job_->engine().schedule_in(cost, [this, w, done = std::move(done)] {
     job_->kernel_end(w);
-    launch();
+    streams_[w].busy = false;
+    done();
+    start_next_kernel(w);
   });
 }
 
@@ -253,7 +277,7 @@ void BroadcastSync::segment_done(uint32_t w, uint32_t round, uint32_t layer, uin
 
 void BroadcastSync::maybe_emit(uint32_t round, uint32_t layer) {
   BlockState& b = blocks_[{round, layer}];
-  if (b.emitted || b.stage1_senders < job_->num_workers() || b.stage2_inflight > 0) return;
+  if (b.emitted || b.stage1_senders < job_->num_workers() || b.stage2_inflight > 0 || b.decoding > 0) return;
   b.emitted = true;
   // Blocks two rounds back can no longer be asked about.
   while (!blocks_.empty() && blocks_.begin()->first.first + 2 < round) blocks_.erase(blocks_.begin());

@@ -21,9 +21,18 @@
 ///    exchanges them; here they are read directly, without their small messages). A block's
 ///    forward waits for its stage-2 segments already in flight, so every worker sees the same data.
 ///
+/// Compression kernels run on each worker's compression stream, one at a time in the order they
+/// are issued: the sender encodes a segment before sending it (kEncode, 4 B per entry in + the wire
+/// bytes out); each receiver decodes and accumulates every segment it receives (kDecodeAccumulate:
+/// the wire bytes in + 4 B per entry read and written), so a worker's m − 1 incoming copies queue
+/// behind one another and behind its own encodes. A block has arrived at a worker once its last
+/// decode there has ended (the memory traffic is Compressor::memory_bytes' for these ops).
+///
 /// Every decision is logged (TrainingJob::log) with its inputs.
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,7 +50,7 @@ struct BroadcastOptions {
   double q_floor = 0.125;      ///< adaptive: q̄, the lowest ratio
   bool second_stage = true;    ///< adaptive: send the remaining bits before each block's forward
   uint64_t segment_params = 1u << 20;
-  KernelCostModel costs;       ///< encoding a segment on the sender (memory traffic: 4 B in + wire out)
+  KernelCostModel costs;       ///< the scheme's encode (sender) and decode-accumulate (receivers) kernels
   std::string scheme = "fp32";
 };
 
@@ -90,7 +99,13 @@ class BroadcastSync final : public GradientSync {
   struct BlockState {
     uint32_t stage1_senders = 0;
     uint32_t stage2_inflight = 0;
+    uint32_t decoding = 0;  // receivers' decodes of its segments not yet ended
     bool emitted = false;
+  };
+  // A worker's compression stream: kernels run one at a time, first issued first.
+  struct Stream {
+    std::deque<std::pair<Duration, std::function<void()>>> queue;
+    bool busy = false;
   };
 
   void pump(uint32_t w);
@@ -98,12 +113,17 @@ class BroadcastSync final : public GradientSync {
   void segment_done(uint32_t w, uint32_t round, uint32_t layer, uint64_t params, uint64_t bytes, bool stage2,
                     double bits, SimTime started);
   void maybe_emit(uint32_t round, uint32_t layer);
+  /// Runs a kernel of `kind` on `params` entries moving `memory_bytes` on worker `w`'s stream, then
+  /// `done` (at once when kernels are free).
+  void run_kernel(uint32_t w, topo::KernelKind kind, uint64_t params, uint64_t memory_bytes, std::function<void()> done);
+  void start_next_kernel(uint32_t w);
   double forward_start_estimate(uint32_t round, uint32_t layer) const;
   double stage1_ratio(uint32_t w, std::string& detail) const;
 
   BroadcastOptions opt_;
   TrainingJob* job_ = nullptr;
   std::vector<Sender> senders_;
+  std::vector<Stream> streams_;
   std::map<std::pair<uint32_t, uint32_t>, BlockState> blocks_;
   std::map<uint32_t, BroadcastRoundStats> stats_;
   std::vector<uint32_t> route_;

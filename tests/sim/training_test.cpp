@@ -425,6 +425,79 @@ TEST(BroadcastSync, FixedBroadcastTakesTheFanOutTime) {
   }
 }
 
+// A fixed broadcast on m workers of a star whose kernels cost the roofline (launch L, memory rate
+// M): one block of P params, `segments` segments of s = P / segments.
+struct BroadcastWithKernels {
+  static constexpr double B = 1e9, M = 1e11, L = 5e-6;
+  static constexpr uint32_t m = 4;
+  static constexpr uint64_t P = 1u << 20;
+  std::vector<double> done;            // round completions
+  std::vector<RoundMetrics> metrics;   // round 0, per worker
+  explicit BroadcastWithKernels(uint32_t segments, double bits = 32) {
+    const topo::Topology topo = topo::make_star(m, B, 0);
+    Engine engine;
+    FlowNetwork net(engine, link_specs(topo));
+    BroadcastOptions bo;
+    bo.fixed_bits = bits;
+    bo.segment_params = P / segments;
+    bo.costs.memory_Bps = M;
+    bo.costs.launch = Duration::from_seconds(L);
+    BroadcastSync sync(bo);
+    const StragglerModel none = no_stragglers();
+    TrainingOptions opt;
+    opt.rounds = 1;
+    TrainingJob job(engine, net, topo, {0, 1, 2, 3}, {{"only", P, 1.0, 1.0}}, none, opt, sync);
+    job.start();
+    engine.run();
+    for (const SimTime t : job.round_completion()) done.push_back(t.seconds());
+    metrics = job.round_metrics(engine.now());
+  }
+  // One segment's encode (4 B per entry in, the wire out) and decode-accumulate (the wire in, 4 B
+  // per entry read and written).
+  static double encode_s(double s, double bits) { return L + (4 + bits / 8) * s / M; }
+  static double decode_s(double s, double bits) { return L + (8 + bits / 8) * s / M; }
+};
+
+TEST(BroadcastSync, ReceiversDecodeEveryIncomingCopyOnTheirStream) {
+  // One segment: every worker encodes (in parallel), the m(m−1) flows share the star and end
+  // together after (m−1)·4P / B, then every worker decodes its m − 1 copies one after another on
+  // its stream. The update arrives when the last decode ends; the stream was busy for one encode
+  // and m − 1 decodes, all after the compute (the whole busy time is overhead).
+  using K = BroadcastWithKernels;
+  for (const double bits : {32.0, 4.0}) {
+    const K run(1, bits);
+    const double enc = K::encode_s(K::P, bits), dec = K::decode_s(K::P, bits);
+    const double net = (K::m - 1) * bits / 8 * K::P / K::B;
+    ASSERT_EQ(run.done.size(), 1u);
+    EXPECT_NEAR(run.done[0], 2.0 + enc + net + (K::m - 1) * dec, 1e-8) << bits;
+    ASSERT_EQ(run.metrics.size(), K::m);
+    for (const RoundMetrics& r : run.metrics) {
+      EXPECT_NEAR(r.compression_s, enc + (K::m - 1) * dec, 1e-8) << bits << " worker " << r.worker;
+      EXPECT_NEAR(r.compression_overhead_s, r.compression_s, 1e-8);
+      EXPECT_NEAR(r.compute_s + r.exposed_comm_s + r.compression_overhead_s, r.duration(), 1e-8);
+    }
+  }
+}
+
+TEST(BroadcastSync, KernelStreamRunsOneKernelAtATime) {
+  // Four segments: each worker's stream runs 4 encodes and 4(m−1) decodes, never two at once, so
+  // its busy time is exactly their sum; the update cannot arrive before the last segment's encode,
+  // transfer and m − 1 decodes have run after the previous segments' transfers.
+  using K = BroadcastWithKernels;
+  const double s = K::P / 4;
+  const K run(4);
+  const double enc = K::encode_s(s, 32), dec = K::decode_s(s, 32);
+  const double net = (K::m - 1) * 4.0 * s / K::B;
+  ASSERT_EQ(run.done.size(), 1u);
+  ASSERT_EQ(run.metrics.size(), K::m);
+  for (const RoundMetrics& r : run.metrics) EXPECT_NEAR(r.compression_s, 4 * (enc + (K::m - 1) * dec), 1e-8);
+  EXPECT_GE(run.done[0], 2.0 + 4 * (enc + net) + (K::m - 1) * dec - 1e-8);
+  // The segments' transfers overlap the previous segments' decodes: well under a serial schedule.
+  EXPECT_LT(run.done[0], 2.0 + 4 * (enc + net + (K::m - 1) * dec) - 1e-6);
+  // Free kernels: the fan-out time alone.
+  EXPECT_GT(run.done[0], 2.0 + 4 * net + 1e-6);
+}
+
 TEST(BroadcastSync, AqgbNeverGoesBelowTheFloorAndUsesIdleTimeInStageTwo) {
   // AQGB on 4 workers: the first stage picks at least q_floor; when the link is the bottleneck the
   // decisions sit at the floor; the second stage sends extra bits while the next forward has not

@@ -507,8 +507,8 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         if (!comp.plan_format(bo.segment_params, m).empty())
           return invalid_argument(fmt::format("{}/scheme: '{}' needs a metadata phase across ranks, which a broadcast "
                                               "does not have; use sync.mode allreduce", at, cc.scheme));
-        // The broadcast charges each segment's encode only; a scheme with work around the
-        // collective (prepare, finish) would have it silently dropped.
+        // The broadcast charges each segment's encode and decode-accumulates only; a scheme with work
+        // around the collective (prepare, finish) would have it silently dropped.
         if (const auto round = algo::round_ops(comp, bo.segment_params, m); !round.empty())
           return invalid_argument(fmt::format("{}/scheme: '{}' with these params runs {} around the collective, which "
                                               "a broadcast does not model; use sync.mode allreduce",
