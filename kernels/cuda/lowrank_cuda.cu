@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kOrthoThreads)
     }
     __syncthreads();
     const double scale = broadcast;
-    for (uint64_t i = threadIdx.x; i < rows; i += kOrthoThreads) col[i] = __dmul_rn(col[i], scale);
+    for (uint64_t i = threadIdx.x; i < rows; i += kOrthoThreads) col[i] = scale > 0 ? __dmul_rn(col[i], scale) : 0.0;
     __syncthreads();
   }
   for (uint64_t e = threadIdx.x; e < n; e += kOrthoThreads) p[e] = __double2float_rn(v[(e % rank) * rows + e / rank]);

@@ -15,6 +15,13 @@ using Map = Eigen::Map<RowMajor>;
 
 Eigen::Index ix(uint64_t n) { return static_cast<Eigen::Index>(n); }
 
+// One term of a product's sum in double: a b, or |a| |b|.
+template <typename A, typename B>
+double term(A a, B b, bool absolute) {
+  const double x = static_cast<double>(a), y = static_cast<double>(b);
+  return absolute ? std::fabs(x) * std::fabs(y) : x * y;
+}
+
 }  // namespace
 
 void lowrank_project(const float* m, uint64_t rows, uint64_t cols, const float* q, uint32_t rank, float* p) {
@@ -52,10 +59,46 @@ void orthonormalize_columns(float* p, uint64_t rows, uint32_t rank) {
     for (uint64_t i = 0; i < rows; ++i) norm2 += col[i] * col[i];
     const double norm = std::sqrt(norm2);
     const double scale = norm > 0 && std::isfinite(norm) ? 1.0 / norm : 0.0;
-    for (uint64_t i = 0; i < rows; ++i) col[i] *= scale;
+    for (uint64_t i = 0; i < rows; ++i) col[i] = scale > 0 ? col[i] * scale : 0.0;  // 0 · inf would be NaN
   }
   for (uint64_t i = 0; i < rows; ++i)
     for (uint32_t k = 0; k < rank; ++k) p[i * rank + k] = static_cast<float>(v[k * rows + i]);
+}
+
+double fp32_gamma(uint64_t k) {
+  const double ku = static_cast<double>(k) * 0x1p-24;
+  return ku / (1.0 - ku);
+}
+
+double fp32_sum_error_bound(double magnitude, uint64_t k) {
+  return fp32_gamma(k) * magnitude + static_cast<double>(k) * 0x1p-126;
+}
+
+std::vector<double> lowrank_project_f64(const float* m, uint64_t rows, uint64_t cols, const float* q, uint32_t rank,
+                                        bool absolute) {
+  std::vector<double> out(rows * rank, 0.0);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j)
+      for (uint32_t k = 0; k < rank; ++k) out[i * rank + k] += term(m[i * cols + j], q[j * rank + k], absolute);
+  return out;
+}
+
+std::vector<double> lowrank_project_transposed_f64(const float* m, uint64_t rows, uint64_t cols, const float* p,
+                                                   uint32_t rank, bool absolute) {
+  std::vector<double> out(cols * rank, 0.0);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j)
+      for (uint32_t k = 0; k < rank; ++k) out[j * rank + k] += term(m[i * cols + j], p[i * rank + k], absolute);
+  return out;
+}
+
+std::vector<double> lowrank_expand_f64(const float* p, const double* w, uint64_t rows, uint64_t cols, uint32_t rank,
+                                       bool absolute) {
+  std::vector<double> out(rows * cols, 0.0);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j)
+      for (uint32_t k = 0; k < rank; ++k) out[i * cols + j] += term(p[i * rank + k], w[j * rank + k], absolute);
+  return out;
 }
 
 float standard_normal_at(const RngKey& key, uint64_t index) {

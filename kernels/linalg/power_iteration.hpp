@@ -2,7 +2,8 @@
 /// \file
 /// Low-rank power iteration (PowerSGD, Vogels et al. 2019, Alg. 1; the engine of EDGC): the
 /// dense products of one step, column orthonormalization and Philox standard normals for the
-/// initial factor. CPU reference built on Eigen; no CUDA version yet.
+/// initial factor; double-precision references and error bounds of the products. CPU reference
+/// built on Eigen; the CUDA versions are in kernels/cuda/lowrank_cuda.hpp.
 ///
 /// One step on a rows x cols matrix M with a cols x rank factor Q:
 ///   P = M Q;  P^ = orthonormalize(P);  Q' = M^T P^;  M ≈ P^ Q'^T.
@@ -17,6 +18,7 @@
 /// independent matrices (layers), which keeps results independent of the thread count.
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/philox.hpp"
 
@@ -44,6 +46,30 @@ void lowrank_subtract(const float* p, const float* q, uint64_t rows, uint64_t co
 /// yields orthonormal columns followed by zero ones, never NaN.
 /// @post the non-zero columns are orthonormal to ~1e-7 (fp32 storage); span is preserved.
 void orthonormalize_columns(float* p, uint64_t rows, uint32_t rank);
+
+// ---- References and error bounds of the products ------------------------------------------------
+// Any fp32 evaluation of a sum of k products s = Σ a_i b_i (the subtraction's c counting as one
+// more term), in any order and with or without fused multiply-adds, lies within
+// γ_k Σ|a_i||b_i| + k·2^-126 of s (Higham, Accuracy and Stability of Numerical Algorithms, 2nd
+// ed., Eq. 3.5; the second term covers underflow), γ_k = k u / (1 − k u), u = 2^-24. Two
+// evaluations in different orders (Eigen here, cuBLAS on a GPU) thus differ by at most twice that.
+
+/// γ_k of fp32: k u / (1 − k u), u = 2^-24. REQUIRES: k u < 1.
+double fp32_gamma(uint64_t k);
+
+/// The bound above on |fl(s) − s| for a k-term sum whose terms' magnitudes sum to `magnitude`.
+double fp32_sum_error_bound(double magnitude, uint64_t k);
+
+/// The products in double from the fp32 operands, by plain loops (exact up to double rounding,
+/// far below fp32's): with `absolute`, over the operands' absolute values instead, giving the
+/// Σ|a_i||b_i| the bound scales with. Layouts as above; the second operand of the expand may be
+/// any double matrix (a bound to carry through |P| w^T, say).
+std::vector<double> lowrank_project_f64(const float* m, uint64_t rows, uint64_t cols, const float* q, uint32_t rank,
+                                        bool absolute);
+std::vector<double> lowrank_project_transposed_f64(const float* m, uint64_t rows, uint64_t cols, const float* p,
+                                                   uint32_t rank, bool absolute);
+std::vector<double> lowrank_expand_f64(const float* p, const double* w, uint64_t rows, uint64_t cols, uint32_t rank,
+                                       bool absolute);
 
 /// A standard normal variate for element `index` of stream `key`: Box-Muller on the Philox
 /// uniforms u1 = uniform_at(key, 2 index), u2 = uniform_at(key, 2 index + 1):

@@ -29,6 +29,7 @@
 #include "kernels/cuda/round_cuda.hpp"
 #include "kernels/cuda/select_cuda.hpp"
 #include "kernels/cuda/thc_cuda.hpp"
+#include "kernels/linalg/power_iteration.hpp"
 #include "kernels/quant/group_quant.hpp"
 #include "kernels/quant/mx.hpp"
 #include "kernels/quant/qsgd.hpp"
@@ -669,52 +670,13 @@ Status qwd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
 // ---- Low-rank schemes (PowerSGD, EDGC) -----------------------------------------------------------
 // Their products run through cuBLAS, which adds a product's terms in another order than the CPU's
 // Eigen (kernels/cuda/lowrank_cuda.hpp), so those outputs are checked against the CPU compressor's
-// within the bound of a sum of k fp32 products on each side: |gpu - cpu| <= 2 gamma_k (sum_i |a_i||b_i|
-// + |c|) + 2 k 2^-126, gamma_k = k u / (1 - k u), u = 2^-24. Their elementwise steps are bit-identical.
-
-double gamma_of(uint64_t k) {
-  const double ku = static_cast<double>(k) * 0x1p-24;
-  return ku / (1.0 - ku);
-}
+// within twice the bound of a k-term fp32 sum (kern::fp32_sum_error_bound: each side within it of
+// the exact value). Their elementwise steps are bit-identical.
 
 // The bound of each entry of a product of k-term sums, given each entry's sum of |a_i||b_i| (+ |c|).
 std::vector<double> sum_bound(std::vector<double> magnitude, uint64_t k) {
-  const double g = 2.0 * gamma_of(k), floor = 2.0 * static_cast<double>(k) * 0x1p-126;
-  for (double& m : magnitude) m = g * m + floor;
+  for (double& m : magnitude) m = 2.0 * kern::fp32_sum_error_bound(m, k);
   return magnitude;
-}
-
-// |M| |Q| for P = M Q (M rows x cols, Q cols x rank, row-major): rows x rank.
-std::vector<double> project_magnitude(std::span<const float> m, uint64_t rows, uint64_t cols, std::span<const float> q,
-                                      uint32_t rank) {
-  std::vector<double> out(rows * rank, 0.0);
-  for (uint64_t i = 0; i < rows; ++i)
-    for (uint64_t j = 0; j < cols; ++j)
-      for (uint32_t k = 0; k < rank; ++k)
-        out[i * rank + k] += std::fabs(static_cast<double>(m[i * cols + j])) * std::fabs(q[j * rank + k]);
-  return out;
-}
-
-// |M|^T |P| for Q = M^T P (P rows x rank): cols x rank.
-std::vector<double> transposed_magnitude(std::span<const float> m, uint64_t rows, uint64_t cols,
-                                         std::span<const float> p, uint32_t rank) {
-  std::vector<double> out(cols * rank, 0.0);
-  for (uint64_t i = 0; i < rows; ++i)
-    for (uint64_t j = 0; j < cols; ++j)
-      for (uint32_t k = 0; k < rank; ++k)
-        out[j * rank + k] += std::fabs(static_cast<double>(m[i * cols + j])) * std::fabs(p[i * rank + k]);
-  return out;
-}
-
-// |P| w^T for P (rows x rank) and a nonnegative w (cols x rank): rows x cols, as |P| |Q|^T of an
-// expand when w = |Q|.
-std::vector<double> expand_magnitude(std::span<const float> p, std::span<const double> w, uint64_t rows, uint64_t cols,
-                                     uint32_t rank) {
-  std::vector<double> out(rows * cols, 0.0);
-  for (uint64_t i = 0; i < rows; ++i)
-    for (uint64_t j = 0; j < cols; ++j)
-      for (uint32_t k = 0; k < rank; ++k) out[i * cols + j] += std::fabs(p[i * rank + k]) * w[j * rank + k];
-  return out;
 }
 
 std::vector<double> magnitudes(std::span<const float> v) {
@@ -810,7 +772,8 @@ Status powersgd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
     return kern::lowrank_project_cuda(handle, d_m, rows, cols, d_q, r, d_p);
   };
   const auto plan_local_check = [&] {
-    return within_bound(c, "P", cpu_p, sum_bound(project_magnitude(m, rows, cols, q, r), cols), d_p);
+    return within_bound(c, "P", cpu_p,
+                        sum_bound(kern::lowrank_project_f64(m.data(), rows, cols, q.data(), r, true), cols), d_p);
   };
   CCSIM_RETURN_IF_ERROR(add_checked_case(c, KernelKind::kPlanLocal, plan_local, plan_local_check, out));
 
@@ -829,14 +792,16 @@ Status powersgd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
     return kern::lowrank_subtract_cuda(handle, d_phat, d_qi, rows, cols, r, d_ep);
   };
   const auto prepare_check = [&]() -> Status {
-    const std::vector<double> q_bound = sum_bound(transposed_magnitude(m, rows, cols, p_hat, r), rows);
+    const std::vector<double> q_bound =
+        sum_bound(kern::lowrank_project_transposed_f64(m.data(), rows, cols, p_hat.data(), r, true), rows);
     CCSIM_RETURN_IF_ERROR(within_bound(c, "Q_i", cpu_q, q_bound, d_qi));
     // e = M - P^ Q_i^T: its own sums' bound (|M| counting as a term), plus |P^| times Q_i's bound,
     // since the GPU subtracts its own Q_i.
-    std::vector<double> e_mag = expand_magnitude(p_hat, magnitudes(cpu_q), rows, cols, r);
+    const std::vector<double> q_mag = magnitudes(cpu_q);
+    std::vector<double> e_mag = kern::lowrank_expand_f64(p_hat.data(), q_mag.data(), rows, cols, r, true);
     for (uint64_t i = 0; i < n; ++i) e_mag[i] += std::fabs(static_cast<double>(m[i]));
     std::vector<double> e_bound = sum_bound(std::move(e_mag), r + 1);
-    const std::vector<double> carried = expand_magnitude(p_hat, q_bound, rows, cols, r);
+    const std::vector<double> carried = kern::lowrank_expand_f64(p_hat.data(), q_bound.data(), rows, cols, r, true);
     for (uint64_t i = 0; i < n; ++i) e_bound[i] += carried[i];
     return within_bound(c, "e", e1, e_bound, d_ep);
   };
@@ -859,8 +824,10 @@ Status powersgd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
         return kern::lowrank_expand_cuda(handle, d_phat, d_sum, rows, cols, r, d_t);
       },
       [&] {
+        const std::vector<double> sum_mag = magnitudes(sum);
         return within_bound(c, "the tensor", tensor,
-                            sum_bound(expand_magnitude(p_hat, magnitudes(sum), rows, cols, r), r), d_t);
+                            sum_bound(kern::lowrank_expand_f64(p_hat.data(), sum_mag.data(), rows, cols, r, true), r),
+                            d_t);
       },
       out);
 }
