@@ -32,6 +32,7 @@
 #include "kernels/philox.hpp"
 #include "kernels/quant/bf16.hpp"
 #include "kernels/quant/grid.hpp"
+#include "kernels/quant/uniform_stream.hpp"
 
 namespace ccsim::kern {
 
@@ -202,6 +203,7 @@ CCSIM_HD void dynamiq_encode_sg(const float* x, uint64_t m, const DynamiqSgCodin
   uint8_t* payload = out + dynamiq_meta_bytes(m, c.group, c.hierarchical);
   for (uint64_t b = 0; b < (m * q + 7) / 8; ++b) payload[b] = 0;
   float sg_scale = 0.0f;
+  UniformStream own(key);
   if (c.hierarchical) {
     float amax = 0.0f;
     for (uint64_t i = 0; i < m; ++i) amax = std::fmax(amax, std::fabs(x[i]));
@@ -226,7 +228,8 @@ CCSIM_HD void dynamiq_encode_sg(const float* x, uint64_t m, const DynamiqSgCodin
     }
     if (!dynamiq_group_coded(divisor)) continue;
     for (uint64_t i = lo; i < hi; ++i) {
-      const float u = c.correlated ? correlated_uniform(shared, key, first + i, rank, ranks) : uniform_at(key, first + i);
+      const float gamma = own.at(first + i);  // uniform_at(key, first + i), one Philox block per 4 entries
+      const float u = c.correlated ? correlated_uniform_from(shared, gamma, first + i, rank, ranks) : gamma;
       detail::put_code(payload, i, q, dynamiq_entry_code(x[i], divisor, q, c.levels, u));
     }
   }

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// A host-side reader of one Philox stream that serves uniform_at(key, index) for increasing
+/// A reader of one Philox stream that serves uniform_at(key, index) for increasing
 /// indices while computing each Philox block (four consecutive indices) only once. The values are
 /// exactly uniform_at()'s, so a CPU loop using it draws the same numbers as a CUDA thread calling
 /// uniform_at() directly, whatever the loop order or thread split.
@@ -16,10 +16,10 @@ namespace ccsim::kern {
 /// Cached uniform_at() for one stream.
 class UniformStream {
  public:
-  explicit UniformStream(const RngKey& key) : key_(key) {}
+  CCSIM_HD explicit UniformStream(const RngKey& key) : key_(key) {}
 
   /// uniform_at(key, index): a float uniform on [0, 1) with 24 bits of resolution.
-  float at(uint64_t index) {
+  CCSIM_HD float at(uint64_t index) {
     if ((index >> 2) != cached_) {
       cached_ = index >> 2;
       bits_ = philox_block(key_, cached_);

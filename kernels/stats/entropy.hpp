@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "kernels/float_bits.hpp"
 #include "kernels/philox.hpp"
 
 namespace ccsim::kern {
@@ -37,15 +38,20 @@ CCSIM_HD uint32_t histogram_bin(float x, float lo, float hi, uint32_t bins) {
 /// Whether global element `index` belongs to a sample of fraction `fraction` drawn from `key`.
 CCSIM_HD bool in_sample(const RngKey& key, uint64_t index, float fraction) { return uniform_at(key, index) < fraction; }
 
-/// Largest |x[i]| of x[0, count), serially; NaN if any entry is NaN; 0 for count == 0.
+/// Largest |x[i]| of x[0, count); if any entry is NaN, the first NaN (its bits as stored); +0 for
+/// count == 0.
 CCSIM_HD float max_abs(const float* x, uint64_t count) {
-  float m = 0.0f;
+  // The largest |x| bit pattern, without a branch or an early exit (so the loop vectorizes): for
+  // non-NaN floats it orders as |x| does, and NaN patterns lie above +inf's.
+  uint32_t m = 0;
   for (uint64_t i = 0; i < count; ++i) {
-    const float a = x[i] < 0.0f ? -x[i] : x[i];
-    if (a > m || a != a) m = a;
-    if (m != m) break;
+    const uint32_t a = float_to_bits(x[i]) & 0x7FFFFFFFu;
+    m = a > m ? a : m;
   }
-  return m;
+  if (m <= 0x7F800000u) return bits_to_float(m);
+  for (uint64_t i = 0; i < count; ++i)  // a NaN: the first one, as stored
+    if (x[i] != x[i]) return x[i];
+  return bits_to_float(m);  // unreachable
 }
 
 /// Σ x[i]² of x[0, count), accumulated serially (index order) in double; each square is exact in

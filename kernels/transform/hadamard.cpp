@@ -1,6 +1,8 @@
 #include "kernels/transform/hadamard.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "kernels/parallel.hpp"
 #include "sim/base/check.hpp"
@@ -9,85 +11,141 @@ namespace ccsim::kern {
 namespace {
 
 constexpr uint64_t kGrain = 1 << 16;
-// Blocks up to this size are transformed by one thread each. Larger ones run the first
-// log2(kSerialBlock) stages per sub-block and the later stages one parallel pass per stage; every
-// butterfly sees the same operands as in fwht_unnormalized(), so the result is the same.
+// Blocks up to this size are transformed by one thread each (their stages run in cache). Larger
+// ones run the first log2(kSerialBlock) stages per sub-block, then the later stages in passes of
+// up to kTileStages stages each: a pass copies tiles of 2^g rows (the entries the pass's stages
+// combine) by kTileCols neighbouring entries into a local buffer, runs the stages there and writes
+// the tile back. Every butterfly sees the same operands as in fwht_unnormalized(), so the result
+// is the same bit for bit whatever the thread count.
 constexpr uint64_t kSerialBlock = 1 << 14;
+constexpr uint32_t kTileStages = 8;
+constexpr uint64_t kTileCols = 16;
 
 void check_shape(uint64_t count, uint64_t block) {
   CCSIM_CHECK(is_power_of_two(block), "Hadamard block {} is not a power of two", block);
   CCSIM_CHECK(count % block == 0, "Hadamard: {} elements is not a multiple of the block {}", count, block);
 }
 
-void transform_blocks(float* x, uint64_t count, uint64_t block) {
+uint32_t log2_of(uint64_t n) {
+  uint32_t l = 0;
+  while ((uint64_t{1} << l) < n) ++l;
+  return l;
+}
+
+// The D of the randomized transform over x[i0, i1), x[0] having global index `index_base`, or
+// nothing without a key. The sign flip is an exclusive or on the sign bit, exactly -x where the
+// Philox bit is set, without a branch on random bits.
+struct Signs {
+  const RngKey* key = nullptr;
+  uint64_t index_base = 0;
+
+  void apply(float* x, uint64_t i0, uint64_t i1) const {
+    if (key == nullptr) return;
+    uint64_t cached = UINT64_MAX;
+    U32x4 bits{};
+    for (uint64_t i = i0; i < i1; ++i) {  // same bits as hadamard_sign_at()
+      const uint64_t g = index_base + i;
+      if ((g >> 2) != cached) {
+        cached = g >> 2;
+        bits = philox_block(*key, cached);
+      }
+      x[i] = flip_sign_if(x[i], bits.v[g & 3u]);
+    }
+  }
+  static float flip_sign_if(float v, uint32_t bits) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    u ^= bits & 0x80000000u;
+    std::memcpy(&v, &u, sizeof v);
+    return v;
+  }
+};
+
+// Stages h = 2^a, ..., 2^(a+g-1) of every block of x[0, count), in tiles; the last pass also
+// scales by `scale` and then applies `after` (the inverse's signs).
+void tiled_pass(float* x, uint64_t count, uint32_t a, uint32_t g, bool last, float scale, const Signs& after) {
+  const uint64_t rows = uint64_t{1} << g, stride = uint64_t{1} << a;
+  const uint64_t tiles_per_row = stride / kTileCols;
+  const uint64_t units = count / (rows * kTileCols);
+  parallel_for(units, std::max<uint64_t>(1, kGrain / (rows * kTileCols)), [=, &after](uint64_t u0, uint64_t u1) {
+    std::vector<float> tile(rows * kTileCols);
+    float* buf = tile.data();
+    for (uint64_t u = u0; u < u1; ++u) {
+      const uint64_t base = (u / tiles_per_row) * rows * stride + (u % tiles_per_row) * kTileCols;
+      for (uint64_t r = 0; r < rows; ++r) std::memcpy(buf + r * kTileCols, x + base + r * stride, 4 * kTileCols);
+      for (uint64_t h = 1; h < rows; h <<= 1) {
+        for (uint64_t j0 = 0; j0 < rows; j0 += 2 * h) {
+          for (uint64_t j = j0; j < j0 + h; ++j) {
+            float* lo = buf + j * kTileCols;
+            float* hi = lo + h * kTileCols;
+            for (uint64_t c = 0; c < kTileCols; ++c) {
+              const float p = lo[c], q = hi[c];
+              lo[c] = p + q;
+              hi[c] = p - q;
+            }
+          }
+        }
+      }
+      for (uint64_t r = 0; r < rows; ++r) {
+        float* out = x + base + r * stride;
+        const float* in = buf + r * kTileCols;
+        if (!last) {
+          std::memcpy(out, in, 4 * kTileCols);
+          continue;
+        }
+        for (uint64_t c = 0; c < kTileCols; ++c) out[c] = in[c] * scale;
+        after.apply(x, base + r * stride, base + r * stride + kTileCols);
+      }
+    }
+  });
+}
+
+// x <- H_block x per block, with `before` applied to x first and `after` to the result (the
+// randomized transform's D on one side).
+void transform_blocks(float* x, uint64_t count, uint64_t block, const Signs& before, const Signs& after) {
   if (count == 0) return;
   const float scale = hadamard_scale(block);
   if (block <= kSerialBlock) {
     const uint64_t grain = std::max<uint64_t>(1, kGrain / block);
-    parallel_for(count / block, grain, [=](uint64_t b0, uint64_t b1) {
+    parallel_for(count / block, grain, [=, &before, &after](uint64_t b0, uint64_t b1) {
       for (uint64_t b = b0; b < b1; ++b) {
         float* v = x + b * block;
+        before.apply(x, b * block, (b + 1) * block);
         fwht_unnormalized(v, block);
         for (uint64_t i = 0; i < block; ++i) v[i] *= scale;
+        after.apply(x, b * block, (b + 1) * block);
       }
     });
     return;
   }
-  for (uint64_t base = 0; base < count; base += block) {
-    float* v = x + base;
-    parallel_for(block / kSerialBlock, 1, [=](uint64_t s0, uint64_t s1) {
-      for (uint64_t s = s0; s < s1; ++s) fwht_unnormalized(v + s * kSerialBlock, kSerialBlock);
-    });
-    for (uint64_t h = kSerialBlock; h < block; h <<= 1) {
-      // Butterfly p pairs j = (p / h) * 2h + p % h with j + h.
-      parallel_for(block / 2, kGrain, [=](uint64_t p0, uint64_t p1) {
-        for (uint64_t p = p0; p < p1; ++p) {
-          const uint64_t j = (p / h) * 2 * h + p % h;
-          const float a = v[j], b = v[j + h];
-          v[j] = a + b;
-          v[j + h] = a - b;
-        }
-      });
-    }
-    parallel_for(block, kGrain, [=](uint64_t i0, uint64_t i1) {
-      for (uint64_t i = i0; i < i1; ++i) v[i] *= scale;
-    });
-  }
-}
-
-void apply_signs(float* x, uint64_t count, const RngKey& key, uint64_t index_base) {
-  parallel_for(count, kGrain, [=](uint64_t i0, uint64_t i1) {
-    // Same bits as hadamard_sign_at(), one Philox block per four consecutive global indices.
-    uint64_t cached = UINT64_MAX;
-    U32x4 bits{};
-    for (uint64_t i = i0; i < i1; ++i) {
-      const uint64_t g = index_base + i;
-      if ((g >> 2) != cached) {
-        cached = g >> 2;
-        bits = philox_block(key, cached);
-      }
-      if ((bits.v[g & 3u] >> 31) != 0u) x[i] = -x[i];
+  parallel_for(count / kSerialBlock, 1, [=, &before](uint64_t s0, uint64_t s1) {
+    for (uint64_t s = s0; s < s1; ++s) {
+      before.apply(x, s * kSerialBlock, (s + 1) * kSerialBlock);
+      fwht_unnormalized(x + s * kSerialBlock, kSerialBlock);
     }
   });
+  const uint32_t first = log2_of(kSerialBlock), end = log2_of(block);
+  for (uint32_t a = first; a < end; a += kTileStages) {
+    const uint32_t g = std::min(kTileStages, end - a);
+    tiled_pass(x, count, a, g, a + g == end, scale, after);
+  }
 }
 
 }  // namespace
 
 void hadamard_transform(float* x, uint64_t count, uint64_t block) {
   check_shape(count, block);
-  transform_blocks(x, count, block);
+  transform_blocks(x, count, block, Signs{}, Signs{});
 }
 
 void randomized_hadamard_transform(float* x, uint64_t count, uint64_t block, const RngKey& key, uint64_t index_base) {
   check_shape(count, block);
-  apply_signs(x, count, key, index_base);
-  transform_blocks(x, count, block);
+  transform_blocks(x, count, block, Signs{&key, index_base}, Signs{});
 }
 
 void randomized_hadamard_inverse(float* x, uint64_t count, uint64_t block, const RngKey& key, uint64_t index_base) {
   check_shape(count, block);
-  transform_blocks(x, count, block);
-  apply_signs(x, count, key, index_base);
+  transform_blocks(x, count, block, Signs{}, Signs{&key, index_base});
 }
 
 }  // namespace ccsim::kern

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <vector>
@@ -146,6 +147,46 @@ TEST(BlockStats, MaxAbsAndSumOfSquares) {
   // Infinity is a magnitude like any other.
   const std::vector<float> big = {-std::numeric_limits<float>::infinity(), 1};
   EXPECT_EQ(max_abs(big.data(), big.size()), std::numeric_limits<float>::infinity());
+}
+
+// max_abs() bit for bit against the plain serial scan it replaces (the early-exit loop the CUDA
+// kernels' key reductions were written against): |x| by negation, the first NaN as stored.
+TEST(BlockStats, MaxAbsMatchesTheSerialScanBitForBit) {
+  auto serial = [](const std::vector<float>& x) {
+    float m = 0.0f;
+    for (const float v : x) {
+      const float a = v < 0.0f ? -v : v;
+      if (a > m || a != a) m = a;
+      if (m != m) break;
+    }
+    return m;
+  };
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+  };
+  auto from_bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  const float inf = std::numeric_limits<float>::infinity(), denorm = std::numeric_limits<float>::denorm_min();
+  const float nan_a = from_bits(0x7FC00123u), nan_b = from_bits(0xFFC00456u), snan = from_bits(0x7F800001u);
+  std::vector<std::vector<float>> cases = {
+      {}, {-0.0f}, {-0.0f, 0.0f, -0.0f}, {denorm, -2 * denorm}, {-inf, 3}, {inf, -inf},
+      {1, nan_b, 5, nan_a}, {nan_a, nan_b}, {-7, snan, inf}, {-1e38f, 3e38f, -3.4e38f}};
+  for (uint64_t seed = 0; seed < 20; ++seed) {  // random bit patterns of every kind, lengths 1..199
+    std::vector<float> x(1 + seed * 10);
+    for (uint64_t i = 0; i < x.size(); ++i) {
+      uint32_t u = random_bits_at(RngKey{seed, 0, 0, 1}, i);
+      if (seed % 2 == 0) u &= 0xFF7FFFFFu;  // half the arrays without NaN or inf
+      x[i] = from_bits(u);
+    }
+    cases.push_back(std::move(x));
+  }
+  for (size_t c = 0; c < cases.size(); ++c)
+    EXPECT_EQ(bits(max_abs(cases[c].data(), cases[c].size())), bits(serial(cases[c]))) << "case " << c;
 }
 
 TEST(BlockStats, ResultsIndependentOfThreadCount) {

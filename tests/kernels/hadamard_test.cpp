@@ -107,26 +107,49 @@ TEST(Hadamard, BlocksAreIndependentTransforms) {
   }
 }
 
+// The serial reference of the (randomized) transform: signs by hadamard_sign_at() with `-x`, the
+// plain butterflies of fwht_unnormalized() on each block, the scale, (the inverse's signs).
+std::vector<float> serial_reference(std::vector<float> x, uint64_t block, const RngKey* key, bool inverse) {
+  auto signs = [&] {
+    if (key != nullptr)
+      for (uint64_t i = 0; i < x.size(); ++i)
+        if (hadamard_sign_at(*key, i) < 0) x[i] = -x[i];
+  };
+  if (!inverse) signs();
+  for (uint64_t b = 0; b < x.size(); b += block) fwht_unnormalized(x.data() + b, block);
+  for (float& v : x) v *= hadamard_scale(block);
+  if (inverse) signs();
+  return x;
+}
+
 TEST(Hadamard, LargeBlocksMatchTheSerialButterflyOrderExactly) {
-  // Blocks above the per-thread size run stage-parallel; the result must equal the plain serial
-  // butterflies followed by the scale, bit for bit, whatever the thread count.
-  const uint64_t n = 1u << 17;
-  const auto x = random_vector(n, 5);
-  auto want = x;
-  fwht_unnormalized(want.data(), n);
-  for (float& v : want) v *= hadamard_scale(n);
-  for (int threads : {1, 3}) {
-    set_worker_threads(threads);
-    auto got = x;
-    hadamard_transform(got.data(), n, n);
-    ASSERT_EQ(got, want) << threads << " threads";
-    got = x;
-    hadamard_transform(got.data(), n, n / 2);
-    auto half = x;
-    fwht_unnormalized(half.data(), n / 2);
-    fwht_unnormalized(half.data() + n / 2, n / 2);
-    for (float& v : half) v *= hadamard_scale(n / 2);
-    ASSERT_EQ(got, half);
+  // Blocks above the per-thread size run their later stages in tiled passes of up to 8 stages
+  // (2^15: one stage; 2^17: three; 2^23: a pass of 8 and a pass of 1); the result must equal the
+  // plain serial butterflies followed by the scale, bit for bit, whatever the thread count, for
+  // one block, several blocks, and the randomized transform and its inverse.
+  const RngKey key{9, 2, 0, 4};
+  struct Case {
+    uint64_t n, block;
+  };
+  for (const Case c : {Case{1u << 15, 1u << 15}, Case{1u << 17, 1u << 17}, Case{1u << 17, 1u << 16},
+                       Case{1u << 23, 1u << 23}, Case{1u << 12, 1u << 10}}) {
+    SCOPED_TRACE(fmt::format("n={} block={}", c.n, c.block));
+    const auto x = random_vector(c.n, 5 + c.n + c.block);
+    const std::vector<float> plain = serial_reference(x, c.block, nullptr, false),
+                             forward = serial_reference(x, c.block, &key, false),
+                             inverse = serial_reference(x, c.block, &key, true);
+    for (int threads : {1, 3}) {
+      set_worker_threads(threads);
+      auto got = x;
+      hadamard_transform(got.data(), c.n, c.block);
+      ASSERT_EQ(got, plain) << threads << " threads";
+      got = x;
+      randomized_hadamard_transform(got.data(), c.n, c.block, key, 0);
+      ASSERT_EQ(got, forward) << threads << " threads";
+      got = x;
+      randomized_hadamard_inverse(got.data(), c.n, c.block, key, 0);
+      ASSERT_EQ(got, inverse) << threads << " threads";
+    }
   }
   set_worker_threads(2);
 }
