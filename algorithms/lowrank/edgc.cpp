@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/quant/uniform_stream.hpp"
 #include "kernels/stats/entropy.hpp"
 
 namespace ccsim::algo {
@@ -86,14 +87,11 @@ std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x,
   for (const LayerShape& l : layers_for(x.size())) {
     if (l.rows <= 1 || l.cols <= 1) continue;
     sample.clear();
-    // kern::in_sample(key, index, beta), one Philox block per four consecutive indices.
+    // kern::in_sample(key, index, beta), one Philox block per four consecutive indices (UniformStream).
     const auto beta = static_cast<float>(options_.beta);
-    uint64_t cached = UINT64_MAX;
-    kern::U32x4 bits{};
-    for (uint64_t g = l.offset; g < l.offset + l.count; ++g) {
-      if ((g >> 2) != cached) bits = kern::philox_block(key, cached = g >> 2);
-      if (kern::u32_to_unit_float(bits.v[g & 3u]) < beta && std::isfinite(x[g])) sample.push_back(x[g]);
-    }
+    kern::UniformStream uniform(key);
+    for (uint64_t g = l.offset; g < l.offset + l.count; ++g)
+      if (uniform.at(g) < beta && std::isfinite(x[g])) sample.push_back(x[g]);
     if (sample.size() < 2) continue;
     const auto [lo, hi] = std::minmax_element(sample.begin(), sample.end());
     if (!(*hi > *lo)) continue;

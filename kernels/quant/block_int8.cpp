@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/parallel.hpp"
+#include "kernels/quant/uniform_stream.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -41,17 +42,9 @@ void block_int8_encode(const float* x, uint64_t count, uint32_t block, Rounding 
       for (uint64_t i = begin; i < end; ++i) codes[i] = int8_quantize(x[i], maxabs, rounding, 0.0f);
       return;
     }
-    // One Philox block serves four consecutive global indices.
-    uint64_t cached = UINT64_MAX;
-    U32x4 bits{};
-    for (uint64_t i = begin; i < end; ++i) {
-      const uint64_t g = index_base + i;
-      if ((g >> 2) != cached) {
-        cached = g >> 2;
-        bits = philox_block(key, cached);
-      }
-      codes[i] = int8_quantize(x[i], maxabs, rounding, u32_to_unit_float(bits.v[g & 3u]));
-    }
+    UniformStream uniform(key);
+    for (uint64_t i = begin; i < end; ++i)
+      codes[i] = int8_quantize(x[i], maxabs, rounding, uniform.at(index_base + i));
   });
 }
 

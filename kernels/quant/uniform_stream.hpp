@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// A reader of one Philox stream that serves uniform_at(key, index) for increasing
+/// A reader of one Philox stream that serves uniform_at(key, index) (and random_bits_at) for increasing
 /// indices while computing each Philox block (four consecutive indices) only once. The values are
 /// exactly uniform_at()'s, so a CPU loop using it draws the same numbers as a CUDA thread calling
 /// uniform_at() directly, whatever the loop order or thread split.
@@ -19,12 +19,15 @@ class UniformStream {
   CCSIM_HD explicit UniformStream(const RngKey& key) : key_(key) {}
 
   /// uniform_at(key, index): a float uniform on [0, 1) with 24 bits of resolution.
-  CCSIM_HD float at(uint64_t index) {
+  CCSIM_HD float at(uint64_t index) { return u32_to_unit_float(bits_at(index)); }
+
+  /// random_bits_at(key, index): the raw 32 Philox bits.
+  CCSIM_HD uint32_t bits_at(uint64_t index) {
     if ((index >> 2) != cached_) {
       cached_ = index >> 2;
       bits_ = philox_block(key_, cached_);
     }
-    return u32_to_unit_float(bits_.v[index & 3u]);
+    return bits_.v[index & 3u];
   }
 
  private:

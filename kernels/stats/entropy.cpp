@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/parallel.hpp"
+#include "kernels/quant/uniform_stream.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -21,16 +22,9 @@ void for_each_sampled(const float* x, uint64_t count, float fraction, const RngK
       if (is_finite(x[i])) fn(x[i]);
     return;
   }
-  uint64_t cached = UINT64_MAX;
-  U32x4 bits{};
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t g = index_base + i;
-    if ((g >> 2) != cached) {
-      cached = g >> 2;
-      bits = philox_block(key, cached);
-    }
-    if (u32_to_unit_float(bits.v[g & 3u]) < fraction && is_finite(x[i])) fn(x[i]);
-  }
+  UniformStream uniform(key);  // in_sample(key, index_base + i, fraction)
+  for (uint64_t i = 0; i < count; ++i)
+    if (uniform.at(index_base + i) < fraction && is_finite(x[i])) fn(x[i]);
 }
 
 double sampled_entropy(const float* x, uint64_t count, uint32_t bins, float fraction, const RngKey& key,

@@ -1,10 +1,13 @@
 #include "kernels/transform/hadamard.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <vector>
 
+#include "kernels/float_bits.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/quant/uniform_stream.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -26,12 +29,6 @@ void check_shape(uint64_t count, uint64_t block) {
   CCSIM_CHECK(count % block == 0, "Hadamard: {} elements is not a multiple of the block {}", count, block);
 }
 
-uint32_t log2_of(uint64_t n) {
-  uint32_t l = 0;
-  while ((uint64_t{1} << l) < n) ++l;
-  return l;
-}
-
 // The D of the randomized transform over x[i0, i1), x[0] having global index `index_base`, or
 // nothing without a key. The sign flip is an exclusive or on the sign bit, exactly -x where the
 // Philox bit is set, without a branch on random bits.
@@ -41,23 +38,9 @@ struct Signs {
 
   void apply(float* x, uint64_t i0, uint64_t i1) const {
     if (key == nullptr) return;
-    uint64_t cached = UINT64_MAX;
-    U32x4 bits{};
-    for (uint64_t i = i0; i < i1; ++i) {  // same bits as hadamard_sign_at()
-      const uint64_t g = index_base + i;
-      if ((g >> 2) != cached) {
-        cached = g >> 2;
-        bits = philox_block(*key, cached);
-      }
-      x[i] = flip_sign_if(x[i], bits.v[g & 3u]);
-    }
-  }
-  static float flip_sign_if(float v, uint32_t bits) {
-    uint32_t u;
-    std::memcpy(&u, &v, sizeof u);
-    u ^= bits & 0x80000000u;
-    std::memcpy(&v, &u, sizeof v);
-    return v;
+    UniformStream stream(*key);
+    for (uint64_t i = i0; i < i1; ++i)  // the bit of hadamard_sign_at()
+      x[i] = bits_to_float(float_to_bits(x[i]) ^ (stream.bits_at(index_base + i) & 0x80000000u));
   }
 };
 
@@ -124,7 +107,8 @@ void transform_blocks(float* x, uint64_t count, uint64_t block, const Signs& bef
       fwht_unnormalized(x + s * kSerialBlock, kSerialBlock);
     }
   });
-  const uint32_t first = log2_of(kSerialBlock), end = log2_of(block);
+  const auto first = static_cast<uint32_t>(std::countr_zero(kSerialBlock)),
+             end = static_cast<uint32_t>(std::countr_zero(block));
   for (uint32_t a = first; a < end; a += kTileStages) {
     const uint32_t g = std::min(kTileStages, end - a);
     tiled_pass(x, count, a, g, a + g == end, scale, after);
