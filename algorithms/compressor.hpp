@@ -101,6 +101,10 @@ class Compressor {
 
   /// Registered name ("bf16", "int8", ...).
   virtual std::string_view name() const = 0;
+  /// The parameters it was made with, every declared one present, as compact JSON with sorted keys
+  /// (set by CompressorRegistry::create); "{}" for an instance constructed directly.
+  const std::string& params() const { return params_; }
+  void set_params(std::string params) { params_ = std::move(params); }
   /// Exact size in bytes of an encoded chunk, payload plus metadata.
   virtual uint64_t wire_bytes(const TensorSpec& spec, const HopContext& hop) const = 0;
   /// Encodes x (spec.count elements) into out (wire_bytes(spec, hop) bytes). Randomness, if any,
@@ -173,6 +177,9 @@ class Compressor {
   virtual Determinism determinism() const = 0;
   /// Whether this instance can compress `spec` (default: always).
   virtual Status can_implement(const TensorSpec& /*spec*/) const { return ok_status(); }
+
+ private:
+  std::string params_ = "{}";
 };
 
 /// Boundaries 0 = c_0 <= c_1 <= ... <= c_parts = elements, inner ones multiples of

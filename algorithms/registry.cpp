@@ -74,7 +74,9 @@ Result<std::unique_ptr<Compressor>> CompressorRegistry::create(const std::string
   if (info->check) {
     if (Status st = info->check(p); !st.ok()) return invalid_argument(fmt::format("{}: /params/{}", name, st.message()));
   }
-  return info->create(p);
+  std::unique_ptr<Compressor> made = info->create(p);
+  made->set_params(p.json().dump());
+  return made;
 }
 
 }  // namespace ccsim::algo

@@ -38,9 +38,10 @@ double KernelCostCurve::bandwidth_Bps(size_t i) const {
   return p.seconds > 0 ? static_cast<double>(p.bytes) / p.seconds : 0.0;
 }
 
-const KernelCostCurve* DeviceCostProfile::find(std::string_view scheme, std::string_view op) const {
+const KernelCostCurve* DeviceCostProfile::find(std::string_view scheme, std::string_view op,
+                                               std::string_view params) const {
   for (const auto& k : kernels)
-    if (k.scheme == scheme && k.op == op) return &k;
+    if (k.scheme == scheme && k.op == op && k.params == params) return &k;
   return nullptr;
 }
 

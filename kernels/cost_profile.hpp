@@ -16,6 +16,11 @@
 /// scheme measured with other parameters (another bit width) is charged its own declared bytes at
 /// the measured rate.
 ///
+/// A curve records the parameters it was measured with, as compact JSON: "{}" for the scheme's
+/// defaults, or the switches that differ from them where a scheme only runs an op under a
+/// switch (MX's per-layer scaling, TLq's Hadamard). A profile holds at most one curve per scheme,
+/// op and parameters; sim/kernel_cost.hpp picks the one that fits a scenario's parameters.
+///
 /// Thread safety: immutable after construction; safe to share.
 
 #include <cstdint>
@@ -58,8 +63,8 @@ struct DeviceCostProfile {
   double copy_bandwidth_Bps = 0;  ///< measured copy bandwidth, bytes read + written per second
   std::vector<KernelCostCurve> kernels;
 
-  /// The curve of `scheme`'s `op`, or nullptr.
-  const KernelCostCurve* find(std::string_view scheme, std::string_view op) const;
+  /// The curve of `scheme`'s `op` measured with exactly `params` (compact JSON), or nullptr.
+  const KernelCostCurve* find(std::string_view scheme, std::string_view op, std::string_view params = "{}") const;
   /// Whether any curve belongs to `scheme`.
   bool covers(std::string_view scheme) const;
   friend bool operator==(const DeviceCostProfile&, const DeviceCostProfile&) = default;

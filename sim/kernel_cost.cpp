@@ -3,19 +3,48 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
 
 #include "sim/base/units.hpp"
 
 namespace ccsim::sim {
 
+namespace {
+
+// How many parameters `curve` records if every one of them has the same value in `made` (the
+// scheme's parameters), or -1 if one differs or is absent. Profiles are validated on loading, so a
+// curve's params parse; `made` comes from the registry.
+int matching_params(const kern::KernelCostCurve& curve, const nlohmann::json& made) {
+  const nlohmann::json recorded = nlohmann::json::parse(curve.params.empty() ? "{}" : curve.params);
+  for (const auto& [key, value] : recorded.items()) {
+    const auto it = made.find(key);
+    if (it == made.end() || *it != value) return -1;
+  }
+  return static_cast<int>(recorded.size());
+}
+
+}  // namespace
+
 KernelCostModel KernelCostModel::from_profile(std::shared_ptr<const kern::DeviceCostProfile> profile,
                                               std::string profile_name, const std::string& scheme,
-                                              const KernelCostModel& roofline) {
+                                              std::string_view params, const KernelCostModel& roofline) {
   KernelCostModel m = roofline;
   m.scheme = scheme;
   m.profile_name = std::move(profile_name);
-  for (size_t k = 0; k < m.measured.size(); ++k)
-    m.measured[k] = profile->find(scheme, topo::kernel_kind_name(static_cast<topo::KernelKind>(k)));
+  const nlohmann::json made = nlohmann::json::parse(params.empty() ? std::string_view("{}") : params);
+  std::array<int, topo::kNumKernelKinds> best;
+  best.fill(-1);
+  for (const kern::KernelCostCurve& c : profile->kernels) {
+    if (c.scheme != scheme) continue;
+    for (size_t k = 0; k < m.measured.size(); ++k) {
+      if (c.op != topo::kernel_kind_name(static_cast<topo::KernelKind>(k))) continue;
+      if (const int n = matching_params(c, made); n > best[k]) {
+        best[k] = n;
+        m.measured[k] = &c;
+      }
+    }
+  }
   m.profile = std::move(profile);
   return m;
 }
@@ -42,6 +71,7 @@ std::string KernelCostModel::describe(std::span<const topo::KernelKind> round_op
                                               : std::string("ideal (compression kernels not timed)");
   if (profile == nullptr) return roofline;
   std::string ops, missing;
+  bool any_params = false;  // an op charged from a curve measured with other than the defaults
   for (size_t k = 0; k < measured.size(); ++k) {
     const auto kind = static_cast<topo::KernelKind>(k);
     if (topo::is_round_op(kind) && measured[k] == nullptr &&
@@ -49,11 +79,16 @@ std::string KernelCostModel::describe(std::span<const topo::KernelKind> round_op
       continue;  // a round op the scheme does not run is neither measured nor charged
     std::string& list = measured[k] != nullptr ? ops : missing;
     list += fmt::format("{}{}", list.empty() ? "" : ", ", topo::kernel_kind_name(kind));
+    if (measured[k] != nullptr && !measured[k]->params.empty() && measured[k]->params != "{}") {
+      list += fmt::format(" at {}", measured[k]->params);
+      any_params = true;
+    }
   }
   const std::string where = fmt::format("{} ({} {}, measured {})", profile_name, profile->kind, profile->name,
                                         profile->measured);
   if (ops.empty()) return fmt::format("{}: no kernels of '{}' in the profile {}", roofline, scheme, where);
-  if (missing.empty()) return fmt::format("measured {} kernels: {}", scheme, where);
+  if (missing.empty() && !any_params) return fmt::format("measured {} kernels: {}", scheme, where);
+  if (missing.empty()) return fmt::format("measured {} kernels: {} ({})", scheme, where, ops);
   return fmt::format("measured {} kernels: {} ({}); {} for {}", scheme, where, ops, roofline, missing);
 }
 

@@ -111,8 +111,9 @@ void read_kernels(const json& ks, kern::DeviceCostProfile& p, Diagnostics& diag)
     }
     if (auto l = read_quantity(e, at, "launch", UnitKind::kTime, false, diag)) k.launch_s = *l;
     read_points(e["points"], at + "/points", k, diag);
-    if (!k.scheme.empty() && p.find(k.scheme, k.op) != nullptr)
-      diag.add(at, fmt::format("duplicate kernel: {} {} is measured twice", k.scheme, k.op));
+    if (!k.scheme.empty() && p.find(k.scheme, k.op, k.params) != nullptr)
+      diag.add(at, fmt::format("duplicate kernel: {} {} is measured twice{}", k.scheme, k.op,
+                               k.params == "{}" ? std::string() : fmt::format(" with params {}", k.params)));
     p.kernels.push_back(std::move(k));
   }
 }

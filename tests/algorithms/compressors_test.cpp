@@ -45,6 +45,23 @@ TEST(Registry, ValidatesParametersWithoutClamping) {
   EXPECT_TRUE(reg.create("tfp", {{"k", 12}, {"base", "fp16"}}).ok());
 }
 
+// A compressor made by the registry carries its resolved parameters (every declared one, the
+// defaults filled in; compact JSON with sorted keys), which pick its curves in a device profile.
+TEST(Registry, MadeCompressorsCarryTheirResolvedParameters) {
+  auto& reg = CompressorRegistry::global();
+  auto r = reg.create("int8", {{"rounding", "nearest"}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const nlohmann::json made = nlohmann::json::parse((*r)->params());
+  Diagnostics diag;
+  EXPECT_EQ(made, reg.find("int8")->params.resolve({{"rounding", "nearest"}}, "", diag));
+  EXPECT_EQ(made["rounding"], "nearest");
+  EXPECT_EQ(made.size(), reg.find("int8")->params.specs().size());
+  EXPECT_EQ((*r)->params(), made.dump());
+  auto d = reg.create("mxfp8", nlohmann::json::object());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(nlohmann::json::parse((*d)->params())["global_scaling"], "block");
+}
+
 struct Case {
   const char* name;
   nlohmann::json params;

@@ -216,7 +216,7 @@ TEST(RoundOps, CostModelsChargeThemAndSayHow) {
   profile->name = "test GPU";
   profile->measured = "2026-11-21";
   profile->kernels.push_back({"dynamiq", "prepare", "{}", 2e-6, {{1000, 1000000, 2e-6 + 1e-3}}});
-  const sim::KernelCostModel m = sim::KernelCostModel::from_profile(profile, "p.json", "dynamiq", roof);
+  const sim::KernelCostModel m = sim::KernelCostModel::from_profile(profile, "p.json", "dynamiq", "{}", roof);
   EXPECT_EQ(m.cost(kPrep, 1000, 1000000), Duration::from_seconds_ceil(2e-6 + 1e-3));
   EXPECT_EQ(m.cost(kFin, 1000, 8000), roof.cost(kFin, 1000, 8000));
   const std::vector<KernelKind> runs = {kPlan, kPrep, kFin};

@@ -3,10 +3,10 @@
 // and each round op's output, against the CPU compressor's, byte for byte) and launches cleanly,
 // with the collective ops and the round ops each scheme has kernels for. Without a device the GPU
 // cases skip and opening the bench fails with a clear message.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -46,36 +46,58 @@ std::pair<std::vector<float>, std::vector<float>> two_workers(uint64_t n) {
 
 const std::vector<KernelKind> kAllRound = {KernelKind::kPlanLocal, KernelKind::kPrepare, KernelKind::kFinish};
 
-// The round ops with CUDA kernels in the bench, per scheme (none for the others), and the parameters
-// the bench's round cases use (the switch that gives sdp4bit_tlq its round ops).
+// The round ops with CUDA kernels in the bench, per scheme and the parameters its round cases are
+// made with (none for the other schemes): the defaults, and the round_variants() switches (TLq's
+// Hadamard, MX's layer scaling), in the order the bench runs them.
 struct RoundKernels {
+  std::string scheme;
+  nlohmann::json params;
   std::vector<KernelKind> ops;
-  nlohmann::json params = nlohmann::json::object();
 };
-const std::map<std::string, RoundKernels>& round_kernels() {
-  static const std::map<std::string, RoundKernels> kRound = {
-      {"thc", {kAllRound}},
-      {"dynamiq", {kAllRound}},
-      {"omnireduce", {kAllRound}},
-      {"mxfp8", {{KernelKind::kPlanLocal}}},
-      {"mxfp6", {{KernelKind::kPlanLocal}}},
-      {"mxfp4", {{KernelKind::kPlanLocal}}},
-      {"sdp4bit_tlq", {{KernelKind::kPrepare, KernelKind::kFinish}, {{"hadamard", true}}}},
-      {"sdp4bit_qwd", {{KernelKind::kPrepare, KernelKind::kFinish}}},
-      {"powersgd", {kAllRound}},
-      {"edgc", {{KernelKind::kPlanLocal, KernelKind::kPrepare}}},  // warming up: nothing to finish
+const std::vector<RoundKernels>& round_kernels() {
+  static const std::vector<RoundKernels> kRound = {
+      {"sdp4bit_tlq", {{"hadamard", true}}, {KernelKind::kPrepare, KernelKind::kFinish}},
+      {"sdp4bit_qwd", nlohmann::json::object(), {KernelKind::kPrepare, KernelKind::kFinish}},
+      {"mxfp8", nlohmann::json::object(), {KernelKind::kPlanLocal}},
+      {"mxfp8", {{"global_scaling", "layer"}}, kAllRound},
+      {"mxfp6", nlohmann::json::object(), {KernelKind::kPlanLocal}},
+      {"mxfp6", {{"global_scaling", "layer"}}, kAllRound},
+      {"mxfp4", nlohmann::json::object(), {KernelKind::kPlanLocal}},
+      {"mxfp4", {{"global_scaling", "layer"}}, kAllRound},
+      {"dynamiq", nlohmann::json::object(), kAllRound},
+      {"thc", nlohmann::json::object(), kAllRound},
+      {"omnireduce", nlohmann::json::object(), kAllRound},
+      {"powersgd", nlohmann::json::object(), kAllRound},
+      {"edgc", nlohmann::json::object(), {KernelKind::kPlanLocal, KernelKind::kPrepare}},  // warming up
   };
   return kRound;
 }
 
+// The round cases of `scheme`, in the order cuda_cases() produces them.
 std::vector<KernelKind> expected_round_ops(const std::string& scheme) {
-  const auto it = round_kernels().find(scheme);
-  return it == round_kernels().end() ? std::vector<KernelKind>{} : it->second.ops;
+  std::vector<KernelKind> out;
+  for (const auto& k : round_kernels())
+    if (k.scheme == scheme) out.insert(out.end(), k.ops.begin(), k.ops.end());
+  return out;
 }
 
 TEST(CudaBenchCases, SchemesWithRoundKernelsAreInTheBench) {
   const std::vector<std::string> cuda = cuda_case_schemes();
-  for (const auto& [s, k] : round_kernels()) EXPECT_NE(std::find(cuda.begin(), cuda.end(), s), cuda.end()) << s;
+  for (const auto& k : round_kernels())
+    EXPECT_NE(std::find(cuda.begin(), cuda.end(), k.scheme), cuda.end()) << k.scheme;
+}
+
+// The CUDA bench measures the round ops of every parameter switch the CPU bench measures, and no
+// other: the two profiles hold the same curves.
+TEST(CudaBenchCases, RoundVariantsAreTheCpuBenchs) {
+  std::vector<std::pair<std::string, std::string>> cpu;
+  for (const RoundVariant& v : round_variants()) cpu.emplace_back(v.scheme, v.params);
+  std::vector<std::pair<std::string, std::string>> cuda = cuda_round_variants();
+  std::sort(cpu.begin(), cpu.end());
+  std::sort(cuda.begin(), cuda.end());
+  EXPECT_EQ(cpu, cuda);
+  for (const auto& [scheme, params] : cpu)  // recorded as a profile stores them: compact, sorted keys
+    EXPECT_EQ(params, nlohmann::json::parse(params).dump()) << scheme;
 }
 
 // The bench's round cases cover every round op these schemes run (algo::round_ops after a planned
@@ -83,9 +105,9 @@ TEST(CudaBenchCases, SchemesWithRoundKernelsAreInTheBench) {
 TEST(CudaBenchCases, RoundCasesCoverEveryRoundOpOfTheirSchemes) {
   constexpr uint64_t kN = 1 << 16;
   const auto [x0, x1] = two_workers(kN);
-  for (const auto& [scheme, k] : round_kernels()) {
-    SCOPED_TRACE(scheme);
-    auto comp = algo::CompressorRegistry::global().create(scheme, k.params);
+  for (const auto& k : round_kernels()) {
+    SCOPED_TRACE(fmt::format("{} {}", k.scheme, k.params.dump()));
+    auto comp = algo::CompressorRegistry::global().create(k.scheme, k.params);
     ASSERT_TRUE(comp.ok()) << comp.status().message();
     const algo::LayerShape layer = bench_layer(kN);  // the round cases' layout
     (*comp)->set_layout(std::span<const algo::LayerShape>(&layer, 1));

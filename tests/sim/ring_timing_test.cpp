@@ -82,7 +82,7 @@ TEST(RingTiming, MeasuredKernelCurvesReplaceTheRooflineKindByKind) {
                                     topo::KernelKind::kDecodeAccumulate, topo::KernelKind::kDecodeAccumulateEncode};
   auto same = std::make_shared<kern::DeviceCostProfile>();
   for (auto k : kinds) same->kernels.push_back(curve(k, 1.0));
-  const KernelCostModel measured = KernelCostModel::from_profile(same, "same.json", "test", roofline);
+  const KernelCostModel measured = KernelCostModel::from_profile(same, "same.json", "test", "{}", roofline);
   EXPECT_TRUE(measured.any_measured());
   EXPECT_NE(measured.describe().find("measured test kernels"), std::string::npos) << measured.describe();
   const ScheduleTiming a = simulate_schedule(t, s, roofline);
@@ -93,7 +93,7 @@ TEST(RingTiming, MeasuredKernelCurvesReplaceTheRooflineKindByKind) {
   // Only the encode kernels measured, twice as slow: encode busy time doubles, the rest is roofline.
   auto slow = std::make_shared<kern::DeviceCostProfile>();
   slow->kernels.push_back(curve(topo::KernelKind::kEncode, 2.0));
-  const KernelCostModel partial = KernelCostModel::from_profile(slow, "slow.json", "test", roofline);
+  const KernelCostModel partial = KernelCostModel::from_profile(slow, "slow.json", "test", "{}", roofline);
   EXPECT_NE(partial.describe().find("(encode); roofline"), std::string::npos) << partial.describe();
   Duration want = Duration::zero();
   for (const auto& op : s.ops()) {
@@ -108,7 +108,7 @@ TEST(RingTiming, MeasuredKernelCurvesReplaceTheRooflineKindByKind) {
   EXPECT_NEAR(c.kernel_busy[0].seconds(), want.seconds(), 1e-8);  // ns rounding per kernel
 
   // A scheme the profile does not cover is charged by the roofline and says so.
-  const KernelCostModel other = KernelCostModel::from_profile(same, "same.json", "thc", roofline);
+  const KernelCostModel other = KernelCostModel::from_profile(same, "same.json", "thc", "{}", roofline);
   EXPECT_FALSE(other.any_measured());
   EXPECT_NE(other.describe().find("no kernels of 'thc' in the profile same.json"), std::string::npos)
       << other.describe();

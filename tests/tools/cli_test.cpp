@@ -331,6 +331,55 @@ TEST_F(Cli, RunChargesRoundOpsAndReportsThemApart) {
   EXPECT_TRUE(contains(how, "decode_accumulate_encode, plan_local, finish")) << how;
 }
 
+// A profile may measure a scheme's ops under several parameter sets: each op is charged from the
+// curve whose recorded parameters all hold in the scenario's, the one naming the most of them;
+// none holding, the roofline. MX's default block scaling runs plan_local only; layer scaling runs
+// plan_local, prepare and finish.
+TEST_F(Cli, ProfileCurvesAreChosenByTheSchemesParameters) {
+  const uint64_t n = 1'000'000;
+  auto flat = [&](const char* op, const json& params, double seconds) {
+    return json{{"scheme", "mxfp8"}, {"op", op}, {"params", params}, {"launch", seconds},
+                {"points", json::array({{{"elements", n}, {"bytes", 8 * n}, {"seconds", seconds}}})}};
+  };
+  const json layer = {{"global_scaling", "layer"}};
+  const json profile = {
+      {"format", "ccsim-device-profile"}, {"version", 1},
+      {"device", {{"kind", "cuda"}, {"name", "test GPU"}, {"measured", "2026-11-21"}, {"source", "test"}}},
+      {"copy_bandwidth", 1e9},
+      {"kernels", json::array({flat("plan_local", json::object(), 1e-3), flat("plan_local", layer, 2e-3),
+                               flat("prepare", layer, 3e-3),
+                               flat("finish", {{"global_scaling", "layer"}, {"mu_decay", 0.5}}, 0.1)})}};
+  tmp_.write("variants_profile.json", profile.dump(2));
+  const json doc = {
+      {"name", "variants"},
+      {"cluster", {{"topology", "star"}, {"nodes", 4}, {"nic_bandwidth", "100Gbps"}, {"link_latency", "1us"},
+                   {"gpu", {{"kernel_cost", "profile"}, {"profile", "variants_profile.json"},
+                            {"memory_bandwidth", "1GBps"}, {"kernel_launch", "5us"}}}}},
+      {"collective", {{"operation", "allreduce"}, {"algorithm", "ring"}}},
+      {"gradients", {{"source", "synthetic"}, {"size", "4MB"}}},
+      {"compression", json::array({{{"scheme", "mxfp8"}},
+                                   {{"scheme", "mxfp8"}, {"params", {{"global_scaling", "layer"}}}}})}};
+  const fs::path file = tmp_.write("variants.json", doc.dump(2));
+  const fs::path out = tmp_ / "variants";
+  const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  const json results = json::parse(read_file(out / "summary.json"))["results"];
+  ASSERT_EQ(results.size(), 2u);
+  // Block scaling: the default's plan_local (the layer curve's switch does not hold).
+  EXPECT_NEAR(results[0]["round_kernel_time_s"].get<double>(), 1e-3, 4e-12);
+  const std::string block_how = results[0]["kernel_cost"].get<std::string>();
+  EXPECT_FALSE(contains(block_how, "global_scaling")) << block_how;
+  // Layer scaling: plan_local and prepare from the layer curves; finish's curve names a mu_decay
+  // the scenario does not have, so finish (8 B per entry) is charged by the roofline.
+  EXPECT_NEAR(results[1]["round_kernel_time_s"].get<double>(), 2e-3 + 3e-3 + 5e-6 + 8e-9 * n, 4e-12);
+  const std::string layer_how = results[1]["kernel_cost"].get<std::string>();
+  EXPECT_TRUE(contains(layer_how, R"(plan_local at {"global_scaling":"layer"}, prepare at {"global_scaling":"layer"})"))
+      << layer_how;
+  EXPECT_TRUE(contains(layer_how, "roofline (1 GB/s, 5 us launch) for encode, decode, decode_accumulate, "
+                                  "decode_accumulate_encode, finish"))
+      << layer_how;
+}
+
 TEST_F(Cli, RunSeedOptionChangesTheSeed) {
   const fs::path d = tmp_ / "seeded";
   const Outcome o = run(fmt::format("run {} --set gradients.size=64KB --seed 9 --out {}", quote(kQuickstart),

@@ -858,6 +858,33 @@ TEST_F(Training, BenchKernelsWritesAProfileThatScenariosUse) {
   EXPECT_TRUE(contains(r.out, "kernels: measured bf16 kernels")) << show(r);
 }
 
+// Round ops that only a parameter switch runs are measured again under it: MX's layer scaling
+// (plan_local, prepare, finish) next to the default's block maxima, TLq's Hadamard; the curves
+// record the switch, and the collective ops are measured once, at the defaults.
+TEST_F(Training, BenchKernelsMeasuresRoundOpsUnderTheirSwitches) {
+  const fs::path prof = tmp_ / "variants.json";
+  const Outcome o = run(fmt::format("bench-kernels --out {} --min-size 16384 --max-size 16384 --repeats 1 "
+                                    "--threads 1 --algo mxfp8 --algo sdp4bit_tlq",
+                                    quote(prof.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  const json profile = json::parse(read_file(prof));
+  std::vector<std::string> curves;
+  for (const json& k : profile["kernels"]) {
+    curves.push_back(fmt::format("{} {} {}", k["scheme"].get<std::string>(), k["op"].get<std::string>(),
+                                 k["params"].dump()));
+    EXPECT_EQ(k["points"].size(), 1u) << curves.back();
+  }
+  const std::vector<std::string> want = {
+      "mxfp8 encode {}", "mxfp8 decode {}", "mxfp8 decode_accumulate {}", "mxfp8 decode_accumulate_encode {}",
+      "mxfp8 plan_local {}",
+      R"(mxfp8 plan_local {"global_scaling":"layer"})", R"(mxfp8 prepare {"global_scaling":"layer"})",
+      R"(mxfp8 finish {"global_scaling":"layer"})",
+      "sdp4bit_tlq encode {}", "sdp4bit_tlq decode {}", "sdp4bit_tlq decode_accumulate {}",
+      "sdp4bit_tlq decode_accumulate_encode {}",
+      R"(sdp4bit_tlq prepare {"hadamard":true})", R"(sdp4bit_tlq finish {"hadamard":true})"};
+  EXPECT_EQ(curves, want);
+}
+
 TEST_F(Training, BenchKernelsRejectsBadOptionsWritingNothing) {
   const fs::path prof = tmp_ / "never.json";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -74,7 +74,8 @@ TEST(DeviceProfile, RoundTripsThroughItsFileFormat) {
   auto back = device_profile_from_json(json::parse(j.dump()), "mem");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, p);
-  EXPECT_NE(back->find("dynamiq", "decode_accumulate_encode"), nullptr);
+  EXPECT_NE(back->find("dynamiq", "decode_accumulate_encode", R"({"bits":5})"), nullptr);
+  EXPECT_EQ(back->find("dynamiq", "decode_accumulate_encode"), nullptr);  // measured with other params
   EXPECT_EQ(back->find("dynamiq", "decode"), nullptr);
   EXPECT_TRUE(back->covers("dynamiq"));
   EXPECT_FALSE(back->covers("thc"));
@@ -123,11 +124,28 @@ TEST(DeviceProfile, BadFilesNameTheFilePathAndWhatWasExpected) {
     EXPECT_NE(m.find(c.path), std::string::npos) << m;
     EXPECT_NE(m.find(c.what), std::string::npos) << m;
   }
-  json dup = device_profile_to_json(profile());
-  dup["kernels"][1]["op"] = "encode";
+  // One curve per scheme, op and parameters: the same op under other parameters is another curve.
+  json variant = device_profile_to_json(profile());
+  variant["kernels"][1]["op"] = "encode";
+  auto both = device_profile_from_json(variant, "prof.json");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_NE(both->find("dynamiq", "encode"), nullptr);
+  EXPECT_NE(both->find("dynamiq", "encode", R"({"bits":5})"), nullptr);
+  EXPECT_EQ(both->find("dynamiq", "encode", R"({"bits":4})"), nullptr);
+  json dup = variant;
+  dup["kernels"][1]["params"] = json::object();
   auto p = device_profile_from_json(dup, "prof.json");
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("duplicate kernel: dynamiq encode"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("/kernels/1: duplicate kernel: dynamiq encode is measured twice"),
+            std::string::npos)
+      << p.status().message();
+  dup = variant;
+  dup["kernels"][0]["params"] = {{"bits", 5}};
+  p = device_profile_from_json(dup, "prof.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find(R"(duplicate kernel: dynamiq encode is measured twice with params {"bits":5})"),
+            std::string::npos)
+      << p.status().message();
 }
 
 TEST(DeviceProfile, MissingAndBrokenFilesAreInputErrors) {

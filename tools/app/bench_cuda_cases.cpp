@@ -619,6 +619,59 @@ Status mx_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
       stats.max, d_max, out);
 }
 
+// MX with layer scaling (round_params: global_scaling layer), under the CPU's committed plan of
+// the bench's one layer: plan_local, the largest magnitude of every layer; prepare and finish,
+// the multiply by every layer's agreed factor (to_fpx, then from_fpx).
+Status mx_layer_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
+  const auto* mx = dynamic_cast<const algo::MxCompressor*>(c.comp);
+  if (mx == nullptr) return internal_error(fmt::format("{}: the registry made another compressor", c.scheme));
+  const uint64_t n = c.n;
+  const algo::PlanStats stats = cpu_plan_local(c);
+  CCSIM_RETURN_IF_ERROR(plan_once(c));
+  const std::span<const algo::MxCompressor::LayerScale> scales = mx->layer_scales();
+  if (scales.empty() || stats.max.size() != scales.size())
+    return internal_error(fmt::format("{}: {} layer maxima and {} layer scales for {} elements", c.scheme,
+                                      stats.max.size(), scales.size(), n));
+  std::vector<uint64_t> offsets;
+  std::vector<float> to_fpx, from_fpx;
+  for (const auto& s : scales) {
+    offsets.push_back(s.offset);
+    to_fpx.push_back(s.to_fpx);
+    from_fpx.push_back(s.from_fpx);
+  }
+  offsets.push_back(n);
+  const uint64_t layers = scales.size(), temp_bytes = kern::layer_max_abs_cuda_temp_bytes(layers);
+  CCSIM_ASSIGN_OR_RETURN(void* d_offsets_v, c.dev->allocate(8 * offsets.size()));
+  CCSIM_ASSIGN_OR_RETURN(void* d_to_v, c.dev->allocate(4 * layers));
+  CCSIM_ASSIGN_OR_RETURN(void* d_from_v, c.dev->allocate(4 * layers));
+  CCSIM_ASSIGN_OR_RETURN(void* d_temp, c.dev->allocate(temp_bytes));
+  CCSIM_ASSIGN_OR_RETURN(void* d_max, c.dev->allocate(4 * layers));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_offsets_v, offsets.data(), 8 * offsets.size()));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_to_v, to_fpx.data(), 4 * layers));
+  CCSIM_RETURN_IF_ERROR(c.dev->upload(d_from_v, from_fpx.data(), 4 * layers));
+  const float* d_x = c.d_x;
+  const auto* d_offsets = static_cast<const uint64_t*>(d_offsets_v);
+  const auto* d_to = static_cast<const float*>(d_to_v);
+  const auto* d_from = static_cast<const float*>(d_from_v);
+  auto* maxima = static_cast<float*>(d_max);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPlanLocal,
+      [=](kern::CudaStream s) {
+        return kern::layer_max_abs_cuda(d_x, n, d_offsets, layers, d_temp, temp_bytes, maxima, s);
+      },
+      stats.max, d_max, out));
+  const std::vector<float> prepared = cpu_prepare(c);
+  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
+  auto* prepared_out = static_cast<float*>(d_prepared);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPrepare,
+      [=](kern::CudaStream s) { return kern::scale_layers_cuda(d_x, n, d_offsets, layers, d_to, prepared_out, s); },
+      prepared, d_prepared, out));
+  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
+    return kern::scale_layers_cuda(sum, n, d_offsets, layers, d_from, tensor, s);
+  }, out);
+}
+
 // SDP4Bit TLq-HS (round_params: hadamard on): prepare and finish, H_32 on every complete
 // 32-element block.
 Status tlq_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
@@ -932,9 +985,9 @@ Status round_cases(const std::string& scheme, RoundCases build, std::string_view
 }
 
 // The CUDA kernels of a scheme in the bench: the four collective ops (scheme_ops(), default
-// parameters) and/or round cases, on a compressor made with `round_params` (the switch that gives
-// the scheme its round ops, where the default has none). A scheme's further round kernels go into
-// its RoundCases function.
+// parameters) and/or round cases, on a compressor made with `round_params` (a round_variants()
+// switch, or "{}"). A scheme may have several entries, one per round_params; its further round
+// kernels under the same parameters go into the entry's RoundCases function.
 struct SchemeKernels {
   std::string_view scheme;
   bool collective = false;
@@ -955,8 +1008,11 @@ constexpr SchemeKernels kSchemeKernels[] = {
     {"tfp", true},
     {"qsgd", true},
     {"mxfp8", true, mx_round_cases},
+    {"mxfp8", false, mx_layer_round_cases, R"({"global_scaling":"layer"})"},
     {"mxfp6", true, mx_round_cases},
+    {"mxfp6", false, mx_layer_round_cases, R"({"global_scaling":"layer"})"},
     {"mxfp4", true, mx_round_cases},
+    {"mxfp4", false, mx_layer_round_cases, R"({"global_scaling":"layer"})"},
     {"dynamiq", true, dynamiq_round_cases},
     {"thc", true, thc_round_cases},
     {"omnireduce", false, omnireduce_round_cases},
@@ -968,18 +1024,29 @@ constexpr SchemeKernels kSchemeKernels[] = {
 
 std::vector<std::string> cuda_case_schemes() {
   std::vector<std::string> out;
-  for (const SchemeKernels& k : kSchemeKernels) out.emplace_back(k.scheme);
+  for (const SchemeKernels& k : kSchemeKernels)
+    if (std::find(out.begin(), out.end(), k.scheme) == out.end()) out.emplace_back(k.scheme);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> cuda_round_variants() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const SchemeKernels& k : kSchemeKernels)
+    if (k.round != nullptr && k.round_params != "{}") out.emplace_back(k.scheme, k.round_params);
   return out;
 }
 
 Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> x0, std::span<const float> x1,
                   uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out) {
-  const auto* k = std::find_if(std::begin(kSchemeKernels), std::end(kSchemeKernels),
-                               [&](const SchemeKernels& s) { return s.scheme == scheme; });
-  if (k == std::end(kSchemeKernels)) return invalid_argument(fmt::format("no CUDA kernels for scheme '{}'", scheme));
-  if (k->collective) CCSIM_RETURN_IF_ERROR(collective_cases(scheme, n, x0, x1, seed, dev, out));
-  if (k->round != nullptr)
-    CCSIM_RETURN_IF_ERROR(round_cases(scheme, k->round, k->round_params, n, x0, x1, seed, dev, out));
+  bool found = false;
+  for (const SchemeKernels& k : kSchemeKernels) {
+    if (k.scheme != scheme) continue;
+    found = true;
+    if (k.collective) CCSIM_RETURN_IF_ERROR(collective_cases(scheme, n, x0, x1, seed, dev, out));
+    if (k.round != nullptr)
+      CCSIM_RETURN_IF_ERROR(round_cases(scheme, k.round, k.round_params, n, x0, x1, seed, dev, out));
+  }
+  if (!found) return invalid_argument(fmt::format("no CUDA kernels for scheme '{}'", scheme));
   return ok_status();
 }
 

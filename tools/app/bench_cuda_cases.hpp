@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// The CUDA kernels `ccsim bench-kernels --device cuda` times, at the compressors' default
-/// parameters.
+/// parameters and, for round ops only a parameter switch runs, under that switch
+/// (round_variants() in tools/app/bench_kernels.hpp).
 ///
 /// Collective ops, for every scheme whose messages have CUDA kernels: the four schedule ops on one
 /// chunk: encode of a leaf message, decode of a fully reduced message, decode-accumulate of a leaf
@@ -12,9 +13,10 @@
 /// the device's leaf message with the CPU compressor's, byte for byte.
 ///
 /// Round ops (topo::is_round_op), every one these schemes run: thc, dynamiq, omnireduce (compact):
-/// plan_local, prepare, finish; mxfp8/6/4 (block scaling): plan_local; sdp4bit_tlq (made with
-/// hadamard on, the parameters its curves record) and sdp4bit_qwd (in its second round, against the
-/// reference the first left): prepare, finish; powersgd (in round 1, after a complete round 0: the
+/// plan_local, prepare, finish; mxfp8/6/4: plan_local with the default block scaling, and
+/// plan_local, prepare and finish made with global_scaling layer (the parameters their curves
+/// record); sdp4bit_tlq (made with hadamard on, recorded likewise) and sdp4bit_qwd (in its second
+/// round, against the reference the first left): prepare, finish; powersgd (in round 1, after a complete round 0: the
 /// warm-start Q and a nonzero error-feedback residual): plan_local, prepare, finish; edgc (warming
 /// up, a sampled round): plan_local, prepare. One rank's op on its whole tensor of n elements, laid
 /// out as one matrix layer (bench_layer()), under the CPU compressor's plan of the same four-rank
@@ -32,6 +34,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/bench_cuda.hpp"
@@ -50,11 +53,15 @@ struct CudaCase {
 
 /// Schemes with CUDA kernels in the bench, in the order the bench runs them.
 std::vector<std::string> cuda_case_schemes();
+/// The (scheme, params) of the round cases made with other than the default parameters: the
+/// round_variants() of tools/app/bench_kernels.hpp, which the CPU bench measures too.
+std::vector<std::pair<std::string, std::string>> cuda_round_variants();
 
 /// Builds the cases of `scheme` on a chunk of `n` elements (a multiple of the scheme's alignment)
 /// made from two synthetic ranks' gradients `x0`, `x1` (at least n each), allocating what it needs
 /// from `dev` (the caller releases it after timing): its collective ops' cases, if it has any, then
-/// its round ops' in KernelKind order (a round op's chunk is the whole tensor of n elements).
+/// its round ops' in KernelKind order, those of the default parameters first (a round op's chunk is
+/// the whole tensor of n elements).
 /// REQUIRES: scheme in cuda_case_schemes().
 Status cuda_cases(const std::string& scheme, uint64_t n, std::span<const float> x0, std::span<const float> x1,
                   uint64_t seed, kern::CudaBench& dev, std::vector<CudaCase>& out);

@@ -94,18 +94,21 @@ namespace {
 // The chunk size closest below `elements` that is a multiple of the scheme's alignment (at least one block).
 uint64_t aligned_count(uint64_t elements, uint64_t align) { return std::max(align, elements / align * align); }
 
-// One scheme: its four kernels at every size, on two synthetic workers' gradients.
-Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& scheme, const KernelBenchOptions& o,
+// One scheme made with `params` ("{}": its defaults): its four kernels at every size, on two
+// synthetic workers' gradients, and its round ops; only the round ops with `round_only` (a
+// round_variants() switch, whose collective ops are the defaults' kernels).
+Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& scheme, std::string_view params,
+                                                            bool round_only, const KernelBenchOptions& o,
                                                             std::span<const float> x0, std::span<const float> x1,
                                                             std::string& skipped) {
-  auto made = algo::CompressorRegistry::global().create(scheme, nlohmann::json::object());
+  auto made = algo::CompressorRegistry::global().create(scheme, nlohmann::json::parse(params));
   if (!made.ok()) return made.status();
   algo::Compressor& comp = **made;
   // One curve per kernel kind (KernelKind order: the collective ops, then the round ops); the
   // round ops only where the scheme does round work, each on rank 0's whole tensor.
   std::vector<kern::KernelCostCurve> curves(topo::kNumKernelKinds);
   for (size_t k = 0; k < curves.size(); ++k)
-    curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<KernelKind>(k))), "{}", 0, {}};
+    curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<KernelKind>(k))), std::string(params), 0, {}};
   const uint64_t align = std::max<uint64_t>(comp.alignment(), 1);
   std::vector<uint64_t> sizes = {aligned_count(256, align)};  // the launch-overhead point
   for (uint64_t n : bench_sizes(o)) sizes.push_back(aligned_count(n, align));
@@ -136,22 +139,6 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
       skipped = st.message();
       return std::vector<kern::KernelCostCurve>{};
     }
-    const algo::HopContext leaf{1, kRanks}, second{2, kRanks}, full{kRanks, kRanks};
-    const kern::RngKey key{o.seed, 0, 0, 1};
-    std::vector<uint8_t> leaf_msg(comp.wire_bytes(spec, leaf)), full_msg(comp.wire_bytes(spec, full)),
-        leaf_out(leaf_msg.size()), second_out(comp.wire_bytes(spec, second));
-    std::vector<float> acc(m), x_full(b);
-    for (float& v : x_full) v *= static_cast<float>(kRanks);
-    comp.encode(a, spec, leaf, key, leaf_msg);
-    comp.encode(x_full, spec, full, key, full_msg);
-    auto reset_acc = [&] { std::copy(b.begin(), b.end(), acc.begin()); };
-    const double t[4] = {
-        median_seconds(o.repeats, [] {}, [&] { comp.encode(a, spec, leaf, key, leaf_out); }),
-        median_seconds(o.repeats, [] {}, [&] { comp.decode(full_msg, spec, full, acc); }),
-        median_seconds(o.repeats, reset_acc, [&] { comp.decode_accumulate(leaf_msg, spec, leaf, acc); }),
-        median_seconds(o.repeats, reset_acc,
-                       [&] { comp.decode_accumulate_encode(leaf_msg, spec, leaf, acc, second, key, second_out); })};
-    const algo::HopContext hop_of[4] = {leaf, full, leaf, leaf};
     auto record = [&](KernelKind kind, uint64_t elements, uint64_t bytes, double seconds) {
       kern::KernelCostCurve& c = curves[static_cast<size_t>(kind)];
       if (si == 0)
@@ -159,7 +146,26 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
       else
         c.points.push_back({elements, bytes, seconds});
     };
-    for (size_t k = 0; k < 4; ++k) record(kKinds[k], m, comp.memory_bytes(kKinds[k], spec, hop_of[k]), t[k]);
+    std::vector<float> x_full(b);  // a fully reduced vector: kRanks times rank 1's
+    for (float& v : x_full) v *= static_cast<float>(kRanks);
+    if (!round_only) {  // the collective ops
+      const algo::HopContext leaf{1, kRanks}, second{2, kRanks}, full{kRanks, kRanks};
+      const kern::RngKey key{o.seed, 0, 0, 1};
+      std::vector<uint8_t> leaf_msg(comp.wire_bytes(spec, leaf)), full_msg(comp.wire_bytes(spec, full)),
+          leaf_out(leaf_msg.size()), second_out(comp.wire_bytes(spec, second));
+      std::vector<float> acc(m);
+      comp.encode(a, spec, leaf, key, leaf_msg);
+      comp.encode(x_full, spec, full, key, full_msg);
+      auto reset_acc = [&] { std::copy(b.begin(), b.end(), acc.begin()); };
+      const double t[4] = {
+          median_seconds(o.repeats, [] {}, [&] { comp.encode(a, spec, leaf, key, leaf_out); }),
+          median_seconds(o.repeats, [] {}, [&] { comp.decode(full_msg, spec, full, acc); }),
+          median_seconds(o.repeats, reset_acc, [&] { comp.decode_accumulate(leaf_msg, spec, leaf, acc); }),
+          median_seconds(o.repeats, reset_acc,
+                         [&] { comp.decode_accumulate_encode(leaf_msg, spec, leaf, acc, second, key, second_out); })};
+      const algo::HopContext hop_of[4] = {leaf, full, leaf, leaf};
+      for (size_t k = 0; k < 4; ++k) record(kKinds[k], m, comp.memory_bytes(kKinds[k], spec, hop_of[k]), t[k]);
+    }
     // Round ops on rank 0's tensor: its metadata statistics, its prepare, and finish of the fully
     // reduced vector (kRanks times rank 1's prepared one). The launch point times every round op
     // the compressor can run (a tiny tensor may leave one with nothing to do, e.g. an OmniReduce
@@ -217,11 +223,14 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
   dev->release_all();
   for (const std::string& scheme : run) {
     if (progress) progress(fmt::format("{} (CUDA)", scheme));
-    // A curve per kernel kind, indexed by KernelKind: the collective ops, then plan_local, prepare
-    // and finish; only the kinds the scheme's cases produce get points, and only those are written.
-    std::vector<kern::KernelCostCurve> curves(topo::kNumKernelKinds);
-    for (size_t k = 0; k < curves.size(); ++k)
-      curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<KernelKind>(k))), "{}", 0, {}};
+    // A curve per kernel kind and parameters, in the order the cases first produce them.
+    std::vector<kern::KernelCostCurve> curves;
+    auto curve_of = [&](const CudaCase& c) -> kern::KernelCostCurve& {
+      const std::string op(topo::kernel_kind_name(c.kind));
+      for (auto& k : curves)
+        if (k.op == op && k.params == c.params) return k;
+      return curves.emplace_back(kern::KernelCostCurve{scheme, op, c.params, 0, {}});
+    };
     std::vector<uint64_t> points = {256};  // the launch-overhead point
     for (uint64_t n : sizes) points.push_back(n);
     for (size_t si = 0; si < points.size(); ++si) {
@@ -231,12 +240,11 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
       for (const CudaCase& c : cases) {
         double t = 0;
         CCSIM_RETURN_IF_ERROR(dev->median_seconds(o.repeats, c.launch, t));
-        const auto k = static_cast<size_t>(c.kind);
-        curves[k].params = c.params;
+        kern::KernelCostCurve& k = curve_of(c);
         if (si == 0)
-          curves[k].launch_s = t;
+          k.launch_s = t;
         else
-          curves[k].points.push_back({points[si], c.bytes, t});
+          k.points.push_back({points[si], c.bytes, t});
       }
       dev->release_all();
     }
@@ -248,6 +256,16 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
 #endif
 
 }  // namespace
+
+std::span<const RoundVariant> round_variants() {
+  static constexpr RoundVariant kVariants[] = {
+      {"sdp4bit_tlq", R"({"hadamard":true})"},
+      {"mxfp8", R"({"global_scaling":"layer"})"},
+      {"mxfp6", R"({"global_scaling":"layer"})"},
+      {"mxfp4", R"({"global_scaling":"layer"})"},
+  };
+  return kVariants;
+}
 
 std::vector<uint64_t> bench_sizes(const KernelBenchOptions& o) {
   std::vector<uint64_t> out;
@@ -310,9 +328,17 @@ Result<kern::DeviceCostProfile> bench_kernels(const KernelBenchOptions& o,
     p.copy_bandwidth_Bps = std::max(p.copy_bandwidth_Bps, cpu_copy_bandwidth(x0, copy, o.repeats));
     if (progress) progress(scheme);
     std::string skipped;
-    CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> curves, bench_scheme_cpu(scheme, o, x0, x1, skipped));
+    CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> curves,
+                           bench_scheme_cpu(scheme, "{}", false, o, x0, x1, skipped));
     if (!skipped.empty() && progress) progress(fmt::format("  skipped: {}", skipped));
     for (auto& c : curves) p.kernels.push_back(std::move(c));
+    for (const RoundVariant& v : round_variants()) {
+      if (v.scheme != scheme) continue;
+      if (progress) progress(fmt::format("{} {} (round ops)", scheme, v.params));
+      CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> round,
+                             bench_scheme_cpu(scheme, v.params, true, o, x0, x1, skipped));
+      for (auto& c : round) p.kernels.push_back(std::move(c));
+    }
   }
   return p;
 }

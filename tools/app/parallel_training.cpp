@@ -306,7 +306,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
     po.schedule = kind;
     po.tp_allreduces = static_cast<uint32_t>(wl.tp_allreduces);
     po.optimizer_s = trace.optimizer_s();
-    po.kernel_costs = kernel_costs.scheme(cc.scheme);
+    po.kernel_costs = kernel_costs.scheme(cc.scheme, cc.params);
     po.ecmp_salt = ci;
     auto job = sim::ParallelTrainingJob::make(engine, network, topology, *groups, layers, *starts, stragglers, po,
                                               factory);

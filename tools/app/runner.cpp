@@ -244,7 +244,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     if (s.outputs.link_timeline_bin_s > 0) network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
     std::vector<std::unique_ptr<topo::ScheduleGenerator>> generators;
     std::vector<std::unique_ptr<sim::ScheduleRunner>> runners;
-    const sim::KernelCostModel scheme_costs = kernel_costs.scheme(cc.scheme);
+    const sim::KernelCostModel scheme_costs = kernel_costs.scheme(cc.scheme, cc.params);
     using MakeGenerator = std::function<std::unique_ptr<topo::ScheduleGenerator>()>;
     auto run_groups = [&](const MakeGenerator& make, const sim::ScheduleBinder& binder,
                           const sim::KernelCostModel& costs) {
@@ -289,7 +289,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
                  [&fp32](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
                    algo::bind_ops(sched, fp32, first, end);
                  },
-                 kernel_costs.scheme(std::string(fp32.name())));
+                 kernel_costs.scheme(fp32));
       r.plan_time_s = (engine.now() - plan_start).seconds();
     }
     run_round(topo::KernelKind::kPrepare);
@@ -434,9 +434,14 @@ Result<KernelCosts> KernelCosts::of(const Scenario& s) {
   return c;
 }
 
-sim::KernelCostModel KernelCosts::scheme(const std::string& scheme) const {
+sim::KernelCostModel KernelCosts::scheme(const std::string& scheme, const nlohmann::json& params) const {
   if (profile == nullptr) return roofline;
-  return sim::KernelCostModel::from_profile(profile, profile_file, scheme, roofline);
+  return sim::KernelCostModel::from_profile(profile, profile_file, scheme, params.dump(), roofline);
+}
+
+sim::KernelCostModel KernelCosts::scheme(const algo::Compressor& comp) const {
+  if (profile == nullptr) return roofline;
+  return sim::KernelCostModel::from_profile(profile, profile_file, std::string(comp.name()), comp.params(), roofline);
 }
 
 std::string KernelCosts::describe() const {

@@ -16,6 +16,10 @@
 #include "topology/topology.hpp"
 #include "tools/app/scenario_io.hpp"
 
+namespace ccsim::algo {
+class Compressor;
+}  // namespace ccsim::algo
+
 namespace ccsim::app {
 
 /// What one compression scheme produced.
@@ -110,8 +114,11 @@ struct KernelCosts {
 
   /// Loads the profile if the scenario names one (errors at /cluster/gpu/profile).
   static Result<KernelCosts> of(const Scenario& s);
-  /// The model for `scheme`'s kernels.
-  sim::KernelCostModel scheme(const std::string& scheme) const;
+  /// The model for the kernels of `scheme` made with `params` (its resolved parameters; which
+  /// curves of a profile apply depends on them: sim/kernel_cost.hpp).
+  sim::KernelCostModel scheme(const std::string& scheme, const nlohmann::json& params) const;
+  /// The model for the kernels of `comp` (its name and params()).
+  sim::KernelCostModel scheme(const algo::Compressor& comp) const;
   /// The mode line of a summary: "ideal (...)", "roofline (...)", "measured profile FILE (...)".
   std::string describe() const;
 };

@@ -250,7 +250,7 @@ sim::SyncPhase compressor_phase(std::string name, std::unique_ptr<topo::Schedule
   p.name = std::move(name);
   p.generator = std::move(generator);
   p.binder = [&comp](topo::Schedule& sc, topo::OpId first, topo::OpId end) { algo::bind_ops(sc, comp, first, end); };
-  p.costs = costs.scheme(std::string(comp.name()));
+  p.costs = costs.scheme(comp);
   return p;
 }
 
@@ -486,14 +486,14 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
       if (planned)
         desc += replanned ? fmt::format("; metadata plan every {} round(s) per bucket", replan)
                            : "; metadata plan once per bucket size";
-      auto bs = std::make_unique<sim::BucketCollectiveSync>(buckets, factory, kernel_costs.scheme(cc.scheme),
+      auto bs = std::make_unique<sim::BucketCollectiveSync>(buckets, factory, kernel_costs.scheme(cc.scheme, cc.params),
                                                                std::move(desc));
       bucket_sync = bs.get();
       sync = std::move(bs);
     } else {
       sim::BroadcastOptions bo;
       bo.segment_params = static_cast<uint64_t>(s.sync.segment);
-      bo.costs = kernel_costs.scheme(cc.scheme);
+      bo.costs = kernel_costs.scheme(cc.scheme, cc.params);
       bo.scheme = cc.scheme;
       if (cc.controller.kind == "aqgb") {
         if (cc.scheme != "tfp")
@@ -535,10 +535,10 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     const SimTime horizon = wl.duration_s > 0 ? SimTime::zero() + Duration::from_seconds(wl.duration_s) : SimTime::infinite();
     engine.run_until(horizon);
     // After the run: the round ops its phases charged (a scheme may start planning later).
-    res.kernel_cost = kernel_costs.scheme(cc.scheme).describe(round_charged);
+    res.kernel_cost = kernel_costs.scheme(cc.scheme, cc.params).describe(round_charged);
     if (s.sync.mode == "sharded" && cc.weights.scheme != cc.scheme)
-      res.kernel_cost += fmt::format("; weights: {}",
-                                     kernel_costs.scheme(cc.weights.scheme).describe(weight_round_charged));
+      res.kernel_cost += fmt::format(
+          "; weights: {}", kernel_costs.scheme(cc.weights.scheme, cc.weights.params).describe(weight_round_charged));
     const std::vector<SimTime> done = job.round_completion();
     res.rounds_completed = static_cast<uint32_t>(
         std::count_if(done.begin(), done.end(), [&](SimTime t) { return t <= horizon; }));
