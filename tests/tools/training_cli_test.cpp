@@ -20,6 +20,8 @@
 
 #include "tests/tools/cli_run.hpp"
 #include "tests/tools/temp_dir.hpp"
+#include "tools/app/bench_kernels.hpp"
+#include "traces/device_profile.hpp"
 
 namespace ccsim {
 namespace {
@@ -883,6 +885,24 @@ TEST_F(Training, BenchKernelsMeasuresRoundOpsUnderTheirSwitches) {
       "sdp4bit_tlq decode_accumulate_encode {}",
       R"(sdp4bit_tlq prepare {"hadamard":true})", R"(sdp4bit_tlq finish {"hadamard":true})"};
   EXPECT_EQ(curves, want);
+}
+
+// The shipped profiles hold the curves of every parameter switch the bench measures, so that a
+// scenario with MX's layer scaling or TLq's Hadamard is charged from measurements there too.
+TEST(ShippedProfiles, CoverEveryRoundVariant) {
+  const fs::path dir = fs::path(CCSIM_SOURCE_DIR) / "traces" / "devices";
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    auto p = traces::load_device_profile(e.path());
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    for (const app::RoundVariant& v : app::round_variants()) {
+      const bool has = std::any_of(p->kernels.begin(), p->kernels.end(), [&](const kern::KernelCostCurve& k) {
+        return k.scheme == v.scheme && k.params == v.params;
+      });
+      EXPECT_TRUE(has) << v.scheme << " " << v.params;
+    }
+  }
 }
 
 TEST_F(Training, BenchKernelsRejectsBadOptionsWritingNothing) {

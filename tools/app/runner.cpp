@@ -261,7 +261,10 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
       engine.run();
       for (size_t k = first; k < runners.size(); ++k)
         CCSIM_CHECK(runners[k]->done(), "schedule {} did not complete", runners[k]->window().name());
-      return std::span<const std::unique_ptr<sim::ScheduleRunner>>(runners).subspan(first);
+      // The runners themselves, not a view of `runners`: a later call's push_back may reallocate it.
+      std::vector<const sim::ScheduleRunner*> ran;
+      for (size_t k = first; k < runners.size(); ++k) ran.push_back(runners[k].get());
+      return ran;
     };
     const auto comp_binder = [&comp](topo::Schedule& sched, topo::OpId first, topo::OpId end) {
       algo::bind_ops(sched, comp, first, end);
