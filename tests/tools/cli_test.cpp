@@ -429,6 +429,31 @@ TEST_F(Cli, RunOnMismatchedNpyFilesFailsAndWritesNothing) {
   for (const auto& f : files_under(tmp_.path())) EXPECT_FALSE(contains(f, ".tmp.")) << f;
 }
 
+// An all-to-all's blocks are the operation's, so a scheme whose blocks they cut (MX's 32-entry
+// blocks in 31,250-entry all-to-all blocks) is bad input naming the scheme, not an internal
+// failure halfway through; the scheme before it ran, and nothing is written.
+TEST_F(Cli, RunRejectsAnAllToAllThatCutsTheSchemesBlocks) {
+  const json doc = {{"name", "a2a"},
+                    {"cluster", {{"topology", "star"}, {"nodes", 8}, {"nic_bandwidth", "100Gbps"}}},
+                    {"collective", {{"operation", "alltoall"}, {"algorithm", "direct"}}},
+                    {"gradients", {{"source", "synthetic"}, {"size", "1MB"}}},
+                    {"compression", json::array({{{"scheme", "bf16"}}, {{"scheme", "mxfp8"}}})}};
+  const fs::path file = tmp_.write("a2a.json", doc.dump(2));
+  const fs::path out = tmp_ / "a2a_out";
+  const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, file.string() + ": /compression/1: direct cannot run 'mxfp8' on 250000 elements"))
+      << show(o);
+  EXPECT_TRUE(contains(o.err, "blocks of 31250 elements")) << show(o);
+  EXPECT_FALSE(fs::exists(out));
+  // 1,048,576 bytes: 32,768-entry blocks, whole MX blocks: it runs.
+  json fits = doc;
+  fits["gradients"]["size"] = "1MiB";
+  const fs::path file2 = tmp_.write("a2a_fits.json", fits.dump(2));
+  const Outcome ok = run(fmt::format("run {} --out {}", quote(file2.string()), quote((tmp_ / "fits").string())));
+  EXPECT_EQ(ok.code, 0) << show(ok);
+}
+
 TEST_F(Cli, RunWithAnUncreatableOutputFolderIsARuntimeFailure) {
   const fs::path blocker = tmp_.write("blocker", "a file, not a folder");
   const Outcome o = run(fmt::format("run {} --set gradients.size=64KB --out {}", quote(kQuickstart),

@@ -352,9 +352,9 @@ TEST_P(CollectiveExact, IntegerInterpreterMatchesSemantics) {
               o.gpus_per_node = gpus;
               const Status st = info.check(n, elements, o);
               // Power-of-two groups (n is a multiple of gpus_per_node here) with equal all-to-all blocks
-              // are the shapes every algorithm must accept.
-              const bool must = std::has_single_bit(n) &&
-                                (info.operation != CollectiveOp::kAllToAll || elements % n == 0);
+              // that start on the compressor's blocks are the shapes every algorithm must accept.
+              const bool must = std::has_single_bit(n) && (info.operation != CollectiveOp::kAllToAll ||
+                                                           (elements % n == 0 && elements / n % align == 0));
               if (!st.ok()) {
                 EXPECT_FALSE(must) << "a power-of-two / divisible shape is rejected: " << st.message();
                 EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
@@ -422,6 +422,17 @@ TEST(CollectiveExactRegistry, UnsupportedShapesAreInputErrors) {
   EXPECT_TRUE(check("alltoall", "two_level", 8, 96, o).ok());
   o.gpus_per_node = 1;
   EXPECT_EQ(check("alltoall", "direct", 3, 100, o).code(), StatusCode::kInvalidArgument);
+  // All-to-all blocks are the operation's: each must start on a compressor block (align).
+  o.align = 32;
+  st = check("alltoall", "direct", 8, 8 * 48, o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("blocks of 48 elements"), std::string::npos) << st.message();
+  EXPECT_TRUE(check("alltoall", "direct", 8, 8 * 64, o).ok());
+  o.gpus_per_node = 4;
+  EXPECT_EQ(check("alltoall", "two_level", 8, 8 * 48, o).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(check("alltoall", "two_level", 8, 8 * 64, o).ok());
+  o.gpus_per_node = 1;
+  o.align = 1;
   EXPECT_EQ(check("allreduce", "p2p", 1, 100, o).code(), StatusCode::kInvalidArgument);
   o.root = 4;
   EXPECT_EQ(check("broadcast", "p2p", 4, 100, o).code(), StatusCode::kInvalidArgument);

@@ -234,6 +234,11 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
                                             "ranks: {}", i, s.collective.algorithm, reduced, cc.scheme, g, st.message()));
     }
     algo::set_shard_options(comp, collective->operation, reduced, g, options);
+    if (reduced == report.elements) {  // the collective under the scheme's alignment and cuts
+      if (Status st = collective->check(g, reduced, options); !st.ok())
+        return invalid_argument(fmt::format("/compression/{}: {} cannot run '{}' on {} elements over {} ranks: {}", i,
+                                            s.collective.algorithm, cc.scheme, reduced, g, st.message()));
+    }
     r.tensor_wire_bytes = algo::tensor_wire_bytes(comp, reduced, g, options);
     r.bits_per_element = 8.0 * static_cast<double>(r.tensor_wire_bytes) / static_cast<double>(report.elements);
 

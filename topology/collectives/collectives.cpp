@@ -22,11 +22,18 @@ Status check_common(uint32_t ranks, uint64_t elements, const CollectiveOptions& 
   return check_cuts(ranks, elements, o);
 }
 
-Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements) {
-  if (op == CollectiveOp::kAllToAll && elements % ranks != 0)
+Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements, uint64_t align) {
+  if (op != CollectiveOp::kAllToAll) return Status();
+  if (elements % ranks != 0)
     return invalid_argument(
         fmt::format("alltoall needs elements divisible by the ranks (equal blocks), got {} elements over {} ranks",
                     elements, ranks));
+  // The blocks are the operation's, not a split the schedule may align: each must start on a
+  // compressor block.
+  if (align > 1 && (elements / ranks) % align != 0)
+    return invalid_argument(fmt::format("alltoall blocks of {} elements ({} over {} ranks) do not start on the "
+                                        "compressor's blocks of {} elements",
+                                        elements / ranks, elements, ranks, align));
   return Status();
 }
 

@@ -119,7 +119,8 @@ std::unique_ptr<ScheduleGenerator> make_hierarchical_ring(CollectiveOp op, uint3
 /// in place: the decode into block s waits for the rank's encode of its own block s. Block
 /// boundaries are fixed by the operation; options.align applies to segments within a block.
 /// Segments split every chunk; segment j+1 of a (sender, receiver) pair is sent after segment j.
-/// REQUIRES: ranks >= 2; kBroadcast: options.root < ranks; kAllToAll: elements % ranks == 0.
+/// REQUIRES: ranks >= 2; kBroadcast: options.root < ranks; kAllToAll: elements % ranks == 0 and
+/// (elements / ranks) % options.align == 0.
 std::unique_ptr<ScheduleGenerator> make_direct(CollectiveOp op, uint32_t ranks, uint64_t elements,
                                                const CollectiveOptions& options);
 
@@ -132,7 +133,8 @@ std::unique_ptr<ScheduleGenerator> make_direct(CollectiveOp op, uint32_t ranks, 
 /// (i, j') of d = (i', j') (skipped when j = j'), then across to d (skipped when i = i'); encoded once,
 /// forwarded unchanged, decoded only at d; own block left as is; shards[b] = block b (as for
 /// make_direct's all-to-all: in place, align applies within blocks).
-/// REQUIRES: ranks >= 2, ranks % G == 0; kAllToAll: elements % ranks == 0.
+/// REQUIRES: ranks >= 2, ranks % G == 0; kAllToAll: elements % ranks == 0 and
+/// (elements / ranks) % options.align == 0.
 std::unique_ptr<ScheduleGenerator> make_two_level(CollectiveOp op, uint32_t ranks, uint64_t elements,
                                                   const CollectiveOptions& options);
 

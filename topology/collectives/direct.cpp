@@ -161,7 +161,7 @@ Status check_direct(CollectiveOp op, uint32_t ranks, uint64_t elements, const Co
   CCSIM_RETURN_IF_ERROR(detail::check_common(ranks, elements, o));
   if (op == CollectiveOp::kBroadcast && o.root >= ranks)
     return invalid_argument(fmt::format("broadcast root {} is not one of the {} ranks", o.root, ranks));
-  return detail::check_alltoall_blocks(op, ranks, elements);
+  return detail::check_alltoall_blocks(op, ranks, elements, o.align);
 }
 
 }  // namespace
@@ -183,7 +183,8 @@ void register_direct(std::vector<CollectiveInfo>& out) {
        "rank s encodes its copy of shard d and sends it straight to d, which accumulates n-1 messages; 2 steps"},
       {CollectiveOp::kBroadcast, "the root encodes once and sends to every rank directly; all decode; 2 steps"},
       {CollectiveOp::kAllToAll,
-       "rank s encodes block d and sends it straight to d; own block left as is; elements % n == 0; 2 steps"},
+       "rank s encodes block d and sends it straight to d; own block left as is; elements % n == 0, each block "
+       "whole scheme blocks; 2 steps"},
   };
   for (const auto& entry : entries) {
     const CollectiveOp op = entry.first;  // not a structured binding: clang < 16 cannot capture those

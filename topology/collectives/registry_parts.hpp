@@ -22,8 +22,9 @@ Status need_ranks(uint32_t ranks, uint32_t at_least);
 /// What every algorithm requires: at least two ranks, segments >= 1, align >= 1.
 Status check_common(uint32_t ranks, uint64_t elements, const CollectiveOptions& o);
 
-/// For an all-to-all, an input error unless the elements split into equal blocks over the ranks.
-Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements);
+/// For an all-to-all, an input error unless the elements split into equal blocks over the ranks,
+/// each a multiple of `align` (the compressor's block).
+Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements, uint64_t align);
 
 /// A transfer of `msg` from `from` to `to` that leaves after op `after` and, unless `prev_segment`
 /// is kNoOp, after the previous segment's transfer on the same hop (segments of a message follow

@@ -343,7 +343,7 @@ Status check_two_level(CollectiveOp op, uint32_t ranks, uint64_t elements, const
   if (o.gpus_per_node < 1 || ranks % o.gpus_per_node != 0)
     return invalid_argument(fmt::format("two_level needs the ranks ({}) to be a multiple of gpus_per_node ({})",
                                         ranks, o.gpus_per_node));
-  return detail::check_alltoall_blocks(op, ranks, elements);
+  return detail::check_alltoall_blocks(op, ranks, elements, o.align);
 }
 
 }  // namespace
@@ -372,7 +372,7 @@ void register_two_level(std::vector<CollectiveInfo>& out) {
   out.push_back(CollectiveInfo{
       CollectiveOp::kAllToAll, "two_level",
       "blocks relayed through the local peer with the destination's local index, then across nodes; encoded once, "
-      "forwarded unchanged; ranks % gpus_per_node == 0, elements % ranks == 0",
+      "forwarded unchanged; ranks % gpus_per_node == 0, elements % ranks == 0, each block whole scheme blocks",
       [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
         return check_two_level(CollectiveOp::kAllToAll, ranks, elements, o);
       },
