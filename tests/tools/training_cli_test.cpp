@@ -480,6 +480,25 @@ TEST_F(Training, ShardedRoundsTimeGradientAndWeightCollectivesSeparately) {
   EXPECT_LT(q["round_s"].get<double>(), base["round_s"].get<double>());
 }
 
+// The weights' kernels are described apart from the gradients' unless they use the same scheme with
+// the same parameters (whose kernels are charged alike).
+TEST_F(Training, ShardedWeightsKernelsAreDescribedApartWhenTheirParamsDiffer) {
+  json doc = small_scenario();
+  doc["sync"] = {{"mode", "sharded"}, {"bucket", "1MB"}};
+  doc["collective"] = {{"operation", "reduce_scatter"}, {"algorithm", "ring"}};
+  doc["cluster"]["gpu"] = {{"kernel_cost", "roofline"}, {"memory_bandwidth", "1TBps"}, {"kernel_launch", "5us"}};
+  doc["compression"] = json::parse(R"([{"scheme": "int8", "weights": {"scheme": "int8"}},
+                                       {"scheme": "int8", "params": {"block": 64}, "weights": {"scheme": "int8"}}])");
+  const fs::path file = write_scenario("sharded_params", doc);
+  const fs::path out = tmp_ / "sharded_params";
+  const Outcome o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  ASSERT_EQ(o.code, 0) << show(o);
+  const json results = json::parse(read_file(out / "summary.json"))["results"];
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(contains(results[0]["kernel_cost"].get<std::string>(), "; weights:")) << results[0];
+  EXPECT_TRUE(contains(results[1]["kernel_cost"].get<std::string>(), "; weights: roofline")) << results[1];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Adaptive controllers: every metadata plan's decisions are logged per round and bucket.
 

@@ -225,19 +225,17 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     // After the plan, which may fix a low-rank scheme's factors: such schemes reduce a shorter
     // vector than the tensor, which only an all-reduce can do.
     const uint64_t reduced = comp.reduced_elements(report.elements);
-    if (reduced != report.elements) {
-      if (collective->operation != topo::CollectiveOp::kAllReduce)
-        return invalid_argument(fmt::format("/compression/{}: '{}' reduces low-rank factors, which only an allreduce "
-                                            "can do, not a {}", i, cc.scheme, s.collective.operation));
-      if (Status st = collective->check(g, reduced, options); !st.ok())
+    if (reduced != report.elements && collective->operation != topo::CollectiveOp::kAllReduce)
+      return invalid_argument(fmt::format("/compression/{}: '{}' reduces low-rank factors, which only an allreduce "
+                                          "can do, not a {}", i, cc.scheme, s.collective.operation));
+    algo::set_shard_options(comp, collective->operation, reduced, g, options);
+    // The collective under the scheme's alignment and shard cuts, on what it reduces.
+    if (Status st = collective->check(g, reduced, options); !st.ok()) {
+      if (reduced != report.elements)
         return invalid_argument(fmt::format("/compression/{}: {} cannot reduce the {} factor elements of '{}' on {} "
                                             "ranks: {}", i, s.collective.algorithm, reduced, cc.scheme, g, st.message()));
-    }
-    algo::set_shard_options(comp, collective->operation, reduced, g, options);
-    if (reduced == report.elements) {  // the collective under the scheme's alignment and cuts
-      if (Status st = collective->check(g, reduced, options); !st.ok())
-        return invalid_argument(fmt::format("/compression/{}: {} cannot run '{}' on {} elements over {} ranks: {}", i,
-                                            s.collective.algorithm, cc.scheme, reduced, g, st.message()));
+      return invalid_argument(fmt::format("/compression/{}: {} cannot run '{}' on {} elements over {} ranks: {}", i,
+                                          s.collective.algorithm, cc.scheme, reduced, g, st.message()));
     }
     r.tensor_wire_bytes = algo::tensor_wire_bytes(comp, reduced, g, options);
     r.bits_per_element = 8.0 * static_cast<double>(r.tensor_wire_bytes) / static_cast<double>(report.elements);

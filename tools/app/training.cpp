@@ -342,10 +342,11 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     sim::BucketCollectiveSync* bucket_sync = nullptr;
     sim::BroadcastSync* broadcast = nullptr;
     sim::TrainingJob* job_ptr = nullptr;  // set once the job exists (the factory logs decisions into it)
-    // Round ops the phases charged, per scheme (one list when the weights use the gradients' scheme).
+    // Round ops the phases charged, per scheme (one list when the weights use the gradients' scheme
+    // and parameters, whose kernels are charged alike).
+    const bool same_weights = cc.weights.scheme == cc.scheme && cc.weights.params == cc.params;
     std::vector<topo::KernelKind> round_charged, weight_round_charged;
-    std::vector<topo::KernelKind>* weight_charged =
-        cc.weights.scheme == cc.scheme ? &round_charged : &weight_round_charged;
+    std::vector<topo::KernelKind>* weight_charged = same_weights ? &round_charged : &weight_round_charged;
     if (bucketed) {
       if (cc.controller.kind != "none")
         return invalid_argument(fmt::format("{}/controller/kind: {} drives a broadcast (sync.mode broadcast); with "
@@ -536,7 +537,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
     engine.run_until(horizon);
     // After the run: the round ops its phases charged (a scheme may start planning later).
     res.kernel_cost = kernel_costs.scheme(cc.scheme, cc.params).describe(round_charged);
-    if (s.sync.mode == "sharded" && cc.weights.scheme != cc.scheme)
+    if (s.sync.mode == "sharded" && !same_weights)
       res.kernel_cost += fmt::format(
           "; weights: {}", kernel_costs.scheme(cc.weights.scheme, cc.weights.params).describe(weight_round_charged));
     const std::vector<SimTime> done = job.round_completion();
