@@ -225,14 +225,13 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     // After the plan, which may fix a low-rank scheme's factors: such schemes reduce a shorter
     // vector than the tensor, which only an all-reduce can do.
     const uint64_t reduced = comp.reduced_elements(report.elements);
-    if (reduced != report.elements && collective->operation != topo::CollectiveOp::kAllReduce)
-      return invalid_argument(fmt::format("/compression/{}: '{}' reduces low-rank factors, which only an allreduce "
-                                          "can do, not a {}", i, cc.scheme, s.collective.operation));
+    CCSIM_RETURN_IF_ERROR(algo::check_reduced_length(comp, collective->operation, report.elements, reduced)
+                              .with_context(fmt::format("/compression/{}", i)));
     algo::set_shard_options(comp, collective->operation, reduced, g, options);
     // The collective under the scheme's alignment and shard cuts, on what it reduces.
     if (Status st = collective->check(g, reduced, options); !st.ok()) {
       if (reduced != report.elements)
-        return invalid_argument(fmt::format("/compression/{}: {} cannot reduce the {} factor elements of '{}' on {} "
+        return invalid_argument(fmt::format("/compression/{}: {} cannot reduce the {} prepared entries of '{}' on {} "
                                             "ranks: {}", i, s.collective.algorithm, reduced, cc.scheme, g, st.message()));
       return invalid_argument(fmt::format("/compression/{}: {} cannot run '{}' on {} elements over {} ranks: {}", i,
                                           s.collective.algorithm, cc.scheme, reduced, g, st.message()));

@@ -403,9 +403,8 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
         } else {
           codec.reduced = codec.comp->reduced_elements(elements);
         }
-        if (codec.reduced != elements && cop != topo::CollectiveOp::kAllReduce)
-          return invalid_argument(fmt::format("{}/scheme: '{}' reduces low-rank factors, which only an allreduce can "
-                                              "do (sync.mode allreduce)", where, scheme));
+        CCSIM_RETURN_IF_ERROR(algo::check_reduced_length(*codec.comp, cop, elements, codec.reduced)
+                                  .with_context(fmt::format("{}/scheme", where)));
         algo::set_shard_options(*codec.comp, cop, codec.reduced, m, codec.options);
         if (Status st = info.check(m, codec.reduced, codec.options); !st.ok())
           return invalid_argument(fmt::format("/sync/bucket: {} cannot run {} on a bucket of {} entries ({} reduced) "

@@ -311,9 +311,8 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
           copt.gpus_per_node = o.gpus_per_node;
           const uint64_t reduced = comp.reduced_elements(elements);
           algo::set_shard_options(comp, collective->operation, reduced, ranks, copt);
-          if (reduced != elements && collective->operation != topo::CollectiveOp::kAllReduce)
-            return invalid_argument(fmt::format("--algo {}: reduces low-rank factors, which only an allreduce can do",
-                                                scheme.label));
+          CCSIM_RETURN_IF_ERROR(algo::check_reduced_length(comp, collective->operation, elements, reduced)
+                                    .with_context(fmt::format("--algo {}", scheme.label)));
           if (Status st = collective->check(ranks, reduced, copt); !st.ok())
             return invalid_argument(fmt::format("--collective {}: cannot run {} entries on {} ranks: {}", o.algorithm,
                                                 reduced, ranks, st.message()));
