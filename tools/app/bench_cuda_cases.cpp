@@ -450,6 +450,22 @@ Status finish_case(const RoundContext& c, const std::vector<float>& sum, uint64_
       c, KernelKind::kFinish, [=](kern::CudaStream s) { return launch(sums, finished, s); }, tensor, d_tensor, out);
 }
 
+// The prepare case, `prepare(d_prepared, stream)` checked against rank kTimedRank's cpu_prepare(),
+// then, unless `finish` is empty, the finish case of kRanks times that prepared vector (finish_case()).
+// REQUIRES: plan_once().
+Status prepare_finish_cases(const RoundContext& c, std::function<Status(float*, kern::CudaStream)> prepare,
+                            std::function<Status(const float*, float*, kern::CudaStream)> finish,
+                            std::vector<CudaCase>& out) {
+  const std::vector<float> prepared = cpu_prepare(c);
+  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * std::max<uint64_t>(prepared.size(), 1)));
+  auto* prepared_out = static_cast<float*>(d_prepared);
+  CCSIM_RETURN_IF_ERROR(add_round_case(
+      c, KernelKind::kPrepare, [=](kern::CudaStream s) { return prepare(prepared_out, s); }, prepared, d_prepared,
+      out));
+  if (!finish) return ok_status();
+  return finish_case(c, full_sum(prepared), c.n, std::move(finish), out);
+}
+
 // THC (kernels/cuda/thc_cuda.hpp), as tests/kernels/thc_cuda_test.cu drives it: plan_local (the one
 // max entry, with the plan key's shared signs), then, under the CPU's committed lattice and the
 // round's shared sign key, prepare (the lattice codes) and finish (of kRanks times those codes).
@@ -535,16 +551,14 @@ Status dynamiq_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   CCSIM_RETURN_IF_ERROR(c.dev->upload(d_mean_v, dq->means().data(), 4 * groups));
   const auto* order = static_cast<const uint32_t*>(d_order_v);
   const auto* mean = static_cast<const float*>(d_mean_v);
-  const std::vector<float> prepared = cpu_prepare(c);
-  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
-  auto* prepared_out = static_cast<float*>(d_prepared);
-  CCSIM_RETURN_IF_ERROR(add_round_case(
-      c, KernelKind::kPrepare,
-      [=](kern::CudaStream s) { return kern::dynamiq_prepare_cuda(d_x, n, sg, order, mean, prepared_out, s); },
-      prepared, d_prepared, out));
-  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
-    return kern::dynamiq_finish_cuda(sum, n, sg, order, mean, kRanks, tensor, s);
-  }, out);
+  return prepare_finish_cases(
+      c, [=](float* prepared, kern::CudaStream s) {
+        return kern::dynamiq_prepare_cuda(d_x, n, sg, order, mean, prepared, s);
+      },
+      [=](const float* sum, float* tensor, kern::CudaStream s) {
+        return kern::dynamiq_finish_cuda(sum, n, sg, order, mean, kRanks, tensor, s);
+      },
+      out);
 }
 
 // OmniReduce (kernels/cuda/select_cuda.hpp): plan_local, the chunk norms and the bitmap of the local
@@ -586,20 +600,17 @@ Status omnireduce_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   const auto* in_union = static_cast<const uint64_t*>(d_union_v);
   auto* prefix = static_cast<uint64_t*>(d_prefix_v);
   const bool compact = omni->compact();
-  const std::vector<float> prepared = cpu_prepare(c);
-  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * std::max<uint64_t>(prepared.size(), 1)));
-  auto* prepared_out = static_cast<float*>(d_prepared);
-  CCSIM_RETURN_IF_ERROR(add_round_case(
-      c, KernelKind::kPrepare,
-      [=](kern::CudaStream s) {
+  std::function<Status(const float*, float*, kern::CudaStream)> finish;  // sparse: a copy (no round op)
+  if (compact)
+    finish = [=](const float* sum, float* tensor, kern::CudaStream s) {
+      return kern::omnireduce_finish_cuda(sum, n, chunk, in_union, prefix, true, tensor, s);
+    };
+  return prepare_finish_cases(
+      c, [=](float* prepared, kern::CudaStream s) {
         const Status st = kern::omnireduce_prefix_cuda(in_union, n, chunk, d_prefix_temp, prefix_temp, prefix, s);
-        return st.ok() ? kern::omnireduce_prepare_cuda(d_x, n, chunk, in_union, prefix, compact, prepared_out, s) : st;
+        return st.ok() ? kern::omnireduce_prepare_cuda(d_x, n, chunk, in_union, prefix, compact, prepared, s) : st;
       },
-      prepared, d_prepared, out));
-  if (!compact) return ok_status();  // sparse finish is a copy (no round op)
-  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
-    return kern::omnireduce_finish_cuda(sum, n, chunk, in_union, prefix, true, tensor, s);
-  }, out);
+      std::move(finish), out);
 }
 
 // MX with its default block scaling: plan_local, the largest magnitude of every block (prepare and
@@ -660,16 +671,14 @@ Status mx_layer_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
         return kern::layer_max_abs_cuda(d_x, n, d_offsets, layers, d_temp, temp_bytes, maxima, s);
       },
       stats.max, d_max, out));
-  const std::vector<float> prepared = cpu_prepare(c);
-  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
-  auto* prepared_out = static_cast<float*>(d_prepared);
-  CCSIM_RETURN_IF_ERROR(add_round_case(
-      c, KernelKind::kPrepare,
-      [=](kern::CudaStream s) { return kern::scale_layers_cuda(d_x, n, d_offsets, layers, d_to, prepared_out, s); },
-      prepared, d_prepared, out));
-  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
-    return kern::scale_layers_cuda(sum, n, d_offsets, layers, d_from, tensor, s);
-  }, out);
+  return prepare_finish_cases(
+      c, [=](float* prepared, kern::CudaStream s) {
+        return kern::scale_layers_cuda(d_x, n, d_offsets, layers, d_to, prepared, s);
+      },
+      [=](const float* sum, float* tensor, kern::CudaStream s) {
+        return kern::scale_layers_cuda(sum, n, d_offsets, layers, d_from, tensor, s);
+      },
+      out);
 }
 
 // SDP4Bit TLq-HS (round_params: hadamard on): prepare and finish, H_32 on every complete
@@ -678,15 +687,12 @@ Status tlq_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   const uint64_t n = c.n;
   const float* d_x = c.d_x;
   CCSIM_RETURN_IF_ERROR(plan_once(c));
-  const std::vector<float> prepared = cpu_prepare(c);
-  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
-  auto* prepared_out = static_cast<float*>(d_prepared);
-  CCSIM_RETURN_IF_ERROR(add_round_case(
-      c, KernelKind::kPrepare, [=](kern::CudaStream s) { return kern::sdp4bit_hadamard_cuda(d_x, n, prepared_out, s); },
-      prepared, d_prepared, out));
-  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
-    return kern::sdp4bit_hadamard_cuda(sum, n, tensor, s);
-  }, out);
+  return prepare_finish_cases(
+      c, [=](float* prepared, kern::CudaStream s) { return kern::sdp4bit_hadamard_cuda(d_x, n, prepared, s); },
+      [=](const float* sum, float* tensor, kern::CudaStream s) {
+        return kern::sdp4bit_hadamard_cuda(sum, n, tensor, s);
+      },
+      out);
 }
 
 // SDP4Bit qWD in its second round, against the reference R the first one left (R = 0 before it):
@@ -707,17 +713,15 @@ Status qwd_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   CCSIM_ASSIGN_OR_RETURN(void* d_ref, c.dev->allocate(4 * n));
   CCSIM_RETURN_IF_ERROR(c.dev->upload(d_ref, w->reference().data(), 4 * n));
   auto* reference = static_cast<float*>(d_ref);
-  const std::vector<float> prepared = cpu_prepare(c);
-  CCSIM_ASSIGN_OR_RETURN(void* d_prepared, c.dev->allocate(4 * n));
-  auto* prepared_out = static_cast<float*>(d_prepared);
-  CCSIM_RETURN_IF_ERROR(add_round_case(
-      c, KernelKind::kPrepare,
-      [=](kern::CudaStream s) { return kern::sdp4bit_qwd_prepare_cuda(d_x, n, reference, prepared_out, s); },
-      prepared, d_prepared, out));
   static_assert(kTimedRank + 1 < kRanks, "the timed finish keeps R");
-  return finish_case(c, full_sum(prepared), n, [=](const float* sum, float* tensor, kern::CudaStream s) {
-    return kern::sdp4bit_qwd_finish_cuda(sum, n, reference, false, tensor, s);
-  }, out);
+  return prepare_finish_cases(
+      c, [=](float* prepared, kern::CudaStream s) {
+        return kern::sdp4bit_qwd_prepare_cuda(d_x, n, reference, prepared, s);
+      },
+      [=](const float* sum, float* tensor, kern::CudaStream s) {
+        return kern::sdp4bit_qwd_finish_cuda(sum, n, reference, false, tensor, s);
+      },
+      out);
 }
 
 // ---- Low-rank schemes (PowerSGD, EDGC) -----------------------------------------------------------
