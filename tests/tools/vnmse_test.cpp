@@ -186,7 +186,8 @@ TEST(Vnmse, ReportsLayersHopsAndBias) {
 }
 
 // The super-group energy shares, against an independent NumPy computation on the same files (ranks
-// 0..3 = workers 0..3; share of the largest ceil(f * 1431) super-groups).
+// 0..3 = workers 0..3; share of the largest ceil(f * 1431) super-groups, and the share of the summed
+// gradient's energy in its smallest 715).
 TEST(Vnmse, ReportsSuperGroupEnergyConcentration) {
   VnmseOptions o;
   o.gradients = kDump;
@@ -197,8 +198,9 @@ TEST(Vnmse, ReportsSuperGroupEnergyConcentration) {
   ASSERT_EQ(r->skew.size(), 2u);
   const struct {
     uint64_t step;
-    double top10, top30, top50, small;
-  } want[] = {{50, 0.954382, 0.996925, 0.999239, 0.062893}, {200, 0.909245, 0.996444, 0.999589, 0.039133}};
+    double top10, top30, top50, small, sum_low50;
+  } want[] = {{50, 0.954382, 0.996925, 0.999239, 0.062893, 0.00243740875},
+              {200, 0.909245, 0.996444, 0.999589, 0.039133, 0.00134385214}};
   for (size_t i = 0; i < 2; ++i) {
     const SuperGroupSkew& s = r->skew[i];
     EXPECT_EQ(s.step, want[i].step);
@@ -207,6 +209,7 @@ TEST(Vnmse, ReportsSuperGroupEnergyConcentration) {
     EXPECT_NEAR(s.top30, want[i].top30, 2e-6);
     EXPECT_NEAR(s.top50, want[i].top50, 2e-6);
     EXPECT_NEAR(s.below_median_100, want[i].small, 2e-6);
+    EXPECT_NEAR(s.sum_low50, want[i].sum_low50, 1e-11);  // the lowest 715 of the rank sum's super-groups
   }
 }
 
@@ -247,6 +250,53 @@ TEST(Vnmse, BadOptionsAreInputErrors) {
   o.gradients = "";
   o.synthetic = "12xq";
   EXPECT_NE(error_of(o).find("--synthetic: expected ROWSxCOLS"), std::string::npos);
+  o.synthetic = "4096";
+  o.structure = "envelope_sigma=1,layer=2";
+  EXPECT_NE(error_of(o).find("--structure: expected KEY=VALUE with KEY one of layers, scale_decades, correlation, "
+                             "envelope_sigma, envelope_span; got 'layer=2'"),
+            std::string::npos);
+  o.structure = "correlation=1.5";
+  EXPECT_NE(error_of(o).find("--structure correlation: expected a number in [0, 1], got '1.5'"), std::string::npos);
+  o.structure = "layers=2.5";
+  EXPECT_NE(error_of(o).find("--structure layers: expected an integer in [1, 1048576], got '2.5'"), std::string::npos);
+  o.structure = "envelope_span=";
+  EXPECT_NE(error_of(o).find("--structure envelope_span: expected an integer"), std::string::npos);
+  o.synthetic = "";
+  o.gradients = kDump;
+  o.structure = "layers=1";
+  EXPECT_NE(error_of(o).find("--structure: shapes synthetic entries; give --synthetic with it"), std::string::npos);
+}
+
+// `--synthetic N --structure ...` draws the scenario generator's gradients (traces/synthetic_gradients.hpp):
+// one layer of lognormal super-group envelopes shared by the ranks. Where the energy lies decides
+// both of DynamiQ's comparisons (docs/compression.md): with a narrow envelope (sigma 0.5) the lowest
+// half of the chunks holds much of the energy, OmniReduce loses it and DynamiQ's 4-bit super-groups
+// lose to MXFP8; with a wide one (sigma 2) DynamiQ is over 3x below MXFP8 and OmniReduce below DynamiQ.
+TEST(Vnmse, StructuredSyntheticGradientsTradeDynamiqsTwoMargins) {
+  VnmseOptions o;
+  o.synthetic = "262144";
+  o.ranks = 4;
+  o.warmup = 16;
+  o.algos = {"dynamiq", "mxfp8", "omnireduce"};
+  auto at = [&](const char* sigma) {
+    o.structure = std::string("layers=1,scale_decades=0,correlation=0.3,envelope_sigma=") + sigma;
+    auto r = run_vnmse(o);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    std::map<std::string, double> v;
+    if (!r.ok()) return v;
+    EXPECT_NE(r->gradients_desc.find("lognormal envelope sigma"), std::string::npos) << r->gradients_desc;
+    EXPECT_EQ(r->layer_names.size(), 1u);
+    for (const VnmseRow& row : r->rows) v[row.label] = row.vnmse;
+    return v;
+  };
+  auto narrow = at("0.5");
+  EXPECT_GT(narrow.at("omnireduce"), 5 * narrow.at("dynamiq"));
+  EXPECT_GT(narrow.at("dynamiq"), 5 * narrow.at("mxfp8"));
+  auto wide = at("2");
+  EXPECT_LT(3 * wide.at("dynamiq"), wide.at("mxfp8"));
+  EXPECT_LT(wide.at("omnireduce"), wide.at("dynamiq"));
+  // The envelope is what moves them: MXFP8's relative error hardly depends on it.
+  EXPECT_NEAR(wide.at("mxfp8") / narrow.at("mxfp8"), 1.0, 0.1);
 }
 
 }  // namespace

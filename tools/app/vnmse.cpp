@@ -17,6 +17,7 @@
 #include "sim/base/diagnostics.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "traces/gradient_dump.hpp"
+#include "traces/synthetic_gradients.hpp"
 
 namespace ccsim::app {
 namespace {
@@ -141,6 +142,52 @@ Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, st
   return ok_status();
 }
 
+// --structure "KEY=VALUE,...": the synthetic generator's parameters, each in the range a scenario's
+// synthetic gradients accept (tools/app/scenario.hpp); unnamed keys keep their defaults.
+Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
+  traces::SyntheticGradientSpec spec;
+  struct Key {
+    const char* name;
+    double lo, hi;
+    bool integer;
+    std::function<void(double)> set;
+  };
+  const Key keys[] = {
+      {"layers", 1, 1 << 20, true, [&](double v) { spec.layers = static_cast<uint32_t>(v); }},
+      {"scale_decades", 0, 30, false, [&](double v) { spec.scale_decades = v; }},
+      {"correlation", 0, 1, false, [&](double v) { spec.correlation = v; }},
+      {"envelope_sigma", 0, 5, false, [&](double v) { spec.envelope_sigma = v; }},
+      {"envelope_span", 1, 1 << 30, true, [&](double v) { spec.envelope_span = static_cast<uint32_t>(v); }}};
+  for (size_t p = 0; p <= text.size();) {
+    const size_t comma = std::min(text.find(',', p), text.size());
+    const std::string kv = text.substr(p, comma - p);
+    p = comma + 1;
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    const std::string name = kv.substr(0, eq);
+    const Key* key = nullptr;
+    for (const Key& k : keys)
+      if (name == k.name) key = &k;
+    if (eq == std::string::npos || key == nullptr)
+      return invalid_argument(fmt::format("--structure: expected KEY=VALUE with KEY one of layers, scale_decades, "
+                                          "correlation, envelope_sigma, envelope_span; got '{}'",
+                                          kv));
+    const std::string value = kv.substr(eq + 1);
+    double v = std::numeric_limits<double>::quiet_NaN();
+    try {
+      size_t used = 0;
+      v = std::stod(value, &used);
+      if (used != value.size()) v = std::numeric_limits<double>::quiet_NaN();
+    } catch (const std::exception&) {
+    }
+    if (!(v >= key->lo && v <= key->hi) || (key->integer && v != std::floor(v)))
+      return invalid_argument(fmt::format("--structure {}: expected {} in [{}, {}], got '{}'", name,
+                                          key->integer ? "an integer" : "a number", key->lo, key->hi, value));
+    key->set(v);
+  }
+  return spec;
+}
+
 Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report,
                       std::vector<algo::LayerShape>& layout, std::vector<std::vector<std::vector<float>>>& inputs) {
   uint64_t rows = 0, cols = 1;
@@ -162,18 +209,37 @@ Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& repor
   if (ranks == 0) ranks = 8;
   if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
   const uint64_t n = rows * cols;
-  layout.push_back({0, n, x == std::string::npos ? n : rows, x == std::string::npos ? 1 : cols});
-  report.layer_names.push_back("normal");
+  const algo::LayerShape whole{0, n, x == std::string::npos ? n : rows, x == std::string::npos ? 1 : cols};
   report.elements = n;
-  report.gradients_desc = fmt::format("synthetic: i.i.d. N(0,1), shape {}, drawn per rank", o.synthetic);
   inputs.assign(1, std::vector<std::vector<float>>(ranks, std::vector<float>(n)));
-  for (uint32_t r = 0; r < ranks; ++r) {
-    float* v = inputs[0][r].data();
-    const kern::RngKey key{0x5EED, 0, r, 0x4E};
-    kern::parallel_for(n, 1 << 16, [=](uint64_t b, uint64_t e) {
-      for (uint64_t i = b; i < e; ++i) v[i] = kern::standard_normal_at(key, i);
-    });
+  if (o.structure.empty()) {
+    layout.push_back(whole);
+    report.layer_names.push_back("normal");
+    report.gradients_desc = fmt::format("synthetic: i.i.d. N(0,1), shape {}, drawn per rank", o.synthetic);
+    for (uint32_t r = 0; r < ranks; ++r) {
+      float* v = inputs[0][r].data();
+      const kern::RngKey key{0x5EED, 0, r, 0x4E};
+      kern::parallel_for(n, 1 << 16, [=](uint64_t b, uint64_t e) {
+        for (uint64_t i = b; i < e; ++i) v[i] = kern::standard_normal_at(key, i);
+      });
+    }
+    return ok_status();
   }
+  // Structured: the scenario generator, one worker per rank, the data seed fixed like the normals'.
+  CCSIM_ASSIGN_OR_RETURN(traces::SyntheticGradientSpec spec, parse_structure(o.structure));
+  spec.elements = n;
+  constexpr uint64_t kDataSeed = 0x5EED;
+  std::vector<std::span<float>> views(inputs[0].begin(), inputs[0].end());
+  traces::generate_synthetic_gradients(spec, kDataSeed, views);
+  const std::vector<uint64_t> off = traces::synthetic_layer_offsets(spec, kDataSeed);
+  for (size_t l = 0; l + 1 < off.size(); ++l) {
+    layout.push_back(off.size() == 2 ? whole : algo::LayerShape{off[l], off[l + 1] - off[l], off[l + 1] - off[l], 1});
+    report.layer_names.push_back(fmt::format("layer{}", l));
+  }
+  report.gradients_desc = fmt::format(
+      "synthetic: shape {} per rank, {} layer(s) with scales over {} decades, correlation {} between ranks, "
+      "lognormal envelope sigma {} per {} entries",
+      o.synthetic, layout.size(), spec.scale_decades, spec.correlation, spec.envelope_sigma, spec.envelope_span);
   return ok_status();
 }
 
@@ -188,10 +254,16 @@ SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<flo
   constexpr uint64_t kSuperGroup = 256;
   const uint64_t n = workers.front().size();
   std::vector<double> f((n + kSuperGroup - 1) / kSuperGroup, 0.0);
+  std::vector<double> sum(n, 0.0);
   for (uint32_t r = 0; r < ranks; ++r) {
     const std::vector<float>& x = workers[r % workers.size()];
-    for (uint64_t i = 0; i < n; ++i) f[i / kSuperGroup] += static_cast<double>(x[i]) * x[i];
+    for (uint64_t i = 0; i < n; ++i) {
+      f[i / kSuperGroup] += static_cast<double>(x[i]) * x[i];
+      sum[i] += x[i];
+    }
   }
+  std::vector<double> g(f.size(), 0.0);  // the summed gradient's super-group energies
+  for (uint64_t i = 0; i < n; ++i) g[i / kSuperGroup] += sum[i] * sum[i];
   SuperGroupSkew s;
   s.step = step;
   s.super_groups = f.size();
@@ -208,6 +280,10 @@ SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<flo
   const double median = sorted[sorted.size() / 2];
   s.below_median_100 = static_cast<double>(std::count_if(f.begin(), f.end(), [&](double v) { return v < median / 100; })) /
                        static_cast<double>(f.size());
+  std::sort(g.begin(), g.end());
+  const double g_total = std::accumulate(g.begin(), g.end(), 0.0);
+  const auto half = static_cast<std::ptrdiff_t>(g.size() / 2);
+  s.sum_low50 = g_total > 0 ? std::accumulate(g.begin(), g.begin() + half, 0.0) / g_total : 0.0;
   return s;
 }
 
@@ -257,6 +333,8 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   std::vector<uint64_t> step_numbers;
   std::vector<std::vector<std::vector<float>>> inputs;  // [step][worker]
   uint32_t ranks = o.ranks;
+  if (!o.structure.empty() && o.synthetic.empty())
+    return invalid_argument("--structure: shapes synthetic entries; give --synthetic with it");
   if (!o.synthetic.empty()) {
     if (!o.gradients.empty()) return invalid_argument("--synthetic and --gradients: give one of them");
     CCSIM_RETURN_IF_ERROR(load_synthetic(o, ranks, report, layout, inputs));
@@ -412,8 +490,10 @@ std::string format_vnmse(const VnmseReport& report, bool detail) {
   if (!report.sampling_note.empty()) out += fmt::format("sampling    {}\n", report.sampling_note);
   for (const SuperGroupSkew& s : report.skew)
     out += fmt::format("energy      step {}: the largest 10/30/50% of the {} super-groups (256 entries) hold "
-                       "{:.1f}/{:.1f}/{:.1f}% of the sum of squares; {:.1f}% are below 1/100 of the median\n",
-                       s.step, s.super_groups, 100 * s.top10, 100 * s.top30, 100 * s.top50, 100 * s.below_median_100);
+                       "{:.1f}/{:.1f}/{:.1f}% of the sum of squares; {:.1f}% are below 1/100 of the median; "
+                       "the smallest half of the summed gradient's super-groups hold {:.3g}% of its energy\n",
+                       s.step, s.super_groups, 100 * s.top10, 100 * s.top30, 100 * s.top50, 100 * s.below_median_100,
+                       100 * s.sum_low50);
   out += "\n";
   size_t width = 6;
   for (const auto& r : report.rows) width = std::max(width, r.label.size());

@@ -30,6 +30,10 @@ namespace ccsim::app {
 struct VnmseOptions {
   std::string gradients;                ///< gradient dump directory (manifest.json), or:
   std::string synthetic;                ///< "ROWSxCOLS" or "N": i.i.d. N(0,1) per rank (fixed data, one step)
+  /// With `synthetic`: "KEY=VALUE,..." draws the entries from traces/synthetic_gradients.hpp instead
+  /// (keys layers, scale_decades, correlation, envelope_sigma, envelope_span, as a scenario's
+  /// synthetic gradients; unnamed keys keep that generator's defaults). Empty: i.i.d. N(0,1).
+  std::string structure;
   std::vector<std::string> algos;       ///< "name" or "name:k=v,k=v"
   std::vector<std::string> params;      ///< "k=v", applied to every algo (a key it lacks is an error)
   std::string operation = "allreduce";
@@ -76,6 +80,9 @@ struct SuperGroupSkew {
   uint64_t super_groups = 0;
   double top10 = 0, top30 = 0, top50 = 0;  ///< share of sum F_j held by the largest 10/30/50% of super-groups
   double below_median_100 = 0;             ///< fraction of super-groups with F_j < median / 100
+  /// Share of the summed gradient's energy (sum over ranks, then squares) held by its smallest
+  /// floor(n / 2) super-groups: what any selection keeping half of them (OmniReduce at 8 bits) loses at least.
+  double sum_low50 = 0;
 };
 
 struct VnmseReport {

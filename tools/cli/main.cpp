@@ -331,6 +331,9 @@ int cmd_vnmse(const std::vector<std::string>& args) {
       ("gradients,g", po::value<std::string>(), "gradient dump directory (with manifest.json)")
       ("synthetic", po::value<std::string>(),
        "instead of a dump: ROWSxCOLS (or N) i.i.d. N(0,1) entries drawn per rank, one step (default 8 ranks)")
+      ("structure", po::value<std::string>(),
+       "with --synthetic: KEY=VALUE,... draws the entries from the scenario generator instead of i.i.d. normals "
+       "(layers, scale_decades, correlation, envelope_sigma, envelope_span; others keep its defaults)")
       ("algo,a", po::value<std::vector<std::string>>()->required()->composing(),
        "compression scheme, NAME or NAME:KEY=VALUE,KEY=VALUE (see `ccsim list`); repeatable")
       ("param,p", po::value<std::vector<std::string>>()->composing(),
@@ -363,6 +366,7 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   app::VnmseOptions o;
   if (vm.count("gradients")) o.gradients = vm["gradients"].as<std::string>();
   if (vm.count("synthetic")) o.synthetic = vm["synthetic"].as<std::string>();
+  if (vm.count("structure")) o.structure = vm["structure"].as<std::string>();
   o.algos = vm["algo"].as<std::vector<std::string>>();
   if (vm.count("param")) o.params = vm["param"].as<std::vector<std::string>>();
   o.algorithm = vm["collective"].as<std::string>();
