@@ -15,6 +15,12 @@
 
 namespace ccsim::traces {
 
+/// The parameters' accepted ranges (scenario files and `ccsim vnmse --structure` check them).
+inline constexpr int64_t kMaxSyntheticLayers = int64_t{1} << 20;  ///< layers in [1, this]
+inline constexpr double kMaxScaleDecades = 30.0;                  ///< scale_decades in [0, this]
+inline constexpr double kMaxEnvelopeSigma = 5.0;                  ///< envelope_sigma in [0, this]
+inline constexpr int64_t kMaxEnvelopeSpan = int64_t{1} << 30;     ///< envelope_span in [1, this]
+
 /// Parameters of the synthetic generator (defaults are what scenarios get when they say nothing).
 struct SyntheticGradientSpec {
   uint64_t elements = 0;          ///< fp32 elements per worker

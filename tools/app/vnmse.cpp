@@ -143,7 +143,7 @@ Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, st
 }
 
 // --structure "KEY=VALUE,...": the synthetic generator's parameters, each in the range a scenario's
-// synthetic gradients accept (tools/app/scenario.hpp); unnamed keys keep their defaults.
+// synthetic gradients accept (traces/synthetic_gradients.hpp); unnamed keys keep their defaults.
 Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
   traces::SyntheticGradientSpec spec;
   struct Key {
@@ -153,11 +153,12 @@ Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
     std::function<void(double)> set;
   };
   const Key keys[] = {
-      {"layers", 1, 1 << 20, true, [&](double v) { spec.layers = static_cast<uint32_t>(v); }},
-      {"scale_decades", 0, 30, false, [&](double v) { spec.scale_decades = v; }},
+      {"layers", 1, traces::kMaxSyntheticLayers, true, [&](double v) { spec.layers = static_cast<uint32_t>(v); }},
+      {"scale_decades", 0, traces::kMaxScaleDecades, false, [&](double v) { spec.scale_decades = v; }},
       {"correlation", 0, 1, false, [&](double v) { spec.correlation = v; }},
-      {"envelope_sigma", 0, 5, false, [&](double v) { spec.envelope_sigma = v; }},
-      {"envelope_span", 1, 1 << 30, true, [&](double v) { spec.envelope_span = static_cast<uint32_t>(v); }}};
+      {"envelope_sigma", 0, traces::kMaxEnvelopeSigma, false, [&](double v) { spec.envelope_sigma = v; }},
+      {"envelope_span", 1, traces::kMaxEnvelopeSpan, true,
+       [&](double v) { spec.envelope_span = static_cast<uint32_t>(v); }}};
   for (size_t p = 0; p <= text.size();) {
     const size_t comma = std::min(text.find(',', p), text.size());
     const std::string kv = text.substr(p, comma - p);
@@ -254,16 +255,20 @@ SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<flo
   constexpr uint64_t kSuperGroup = 256;
   const uint64_t n = workers.front().size();
   std::vector<double> f((n + kSuperGroup - 1) / kSuperGroup, 0.0);
-  std::vector<double> sum(n, 0.0);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    const std::vector<float>& x = workers[r % workers.size()];
-    for (uint64_t i = 0; i < n; ++i) {
-      f[i / kSuperGroup] += static_cast<double>(x[i]) * x[i];
-      sum[i] += x[i];
-    }
-  }
   std::vector<double> g(f.size(), 0.0);  // the summed gradient's super-group energies
-  for (uint64_t i = 0; i < n; ++i) g[i / kSuperGroup] += sum[i] * sum[i];
+  double sum[kSuperGroup];
+  for (uint64_t j = 0; j < f.size(); ++j) {
+    const uint64_t lo = j * kSuperGroup, len = std::min(kSuperGroup, n - lo);
+    std::fill(sum, sum + len, 0.0);
+    for (uint32_t r = 0; r < ranks; ++r) {
+      const float* x = workers[r % workers.size()].data() + lo;
+      for (uint64_t i = 0; i < len; ++i) {
+        f[j] += static_cast<double>(x[i]) * x[i];
+        sum[i] += x[i];
+      }
+    }
+    for (uint64_t i = 0; i < len; ++i) g[j] += sum[i] * sum[i];
+  }
   SuperGroupSkew s;
   s.step = step;
   s.super_groups = f.size();
