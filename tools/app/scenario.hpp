@@ -270,10 +270,13 @@ void visit(V& v, GradientsConfig& c) {
   v.choice("source", c.source, {"synthetic", "npy"}, "synthetic generator or per-worker .npy files");
   v.bytes("size", c.size_bytes, "synthetic: fp32 gradient bytes per rank (a multiple of 4)");
   v.integer("layers", c.layers, 1, traces::kMaxSyntheticLayers, "synthetic: number of layers");
-  v.number("scale_decades", c.scale_decades, 0.0, traces::kMaxScaleDecades, "synthetic: layer scales span this many decades");
+  v.number("scale_decades", c.scale_decades, 0.0, traces::kMaxScaleDecades,
+           "synthetic: layer scales span this many decades");
   v.number("correlation", c.correlation, 0.0, 1.0, "synthetic: correlation between two workers' values");
-  v.number("envelope_sigma", c.envelope_sigma, 0.0, traces::kMaxEnvelopeSigma, "synthetic: sigma of the lognormal local-magnitude envelope");
-  v.integer("envelope_span", c.envelope_span, 1, traces::kMaxEnvelopeSpan, "synthetic: elements sharing one envelope value");
+  v.number("envelope_sigma", c.envelope_sigma, 0.0, traces::kMaxEnvelopeSigma,
+           "synthetic: sigma of the lognormal local-magnitude envelope");
+  v.integer("envelope_span", c.envelope_span, 1, traces::kMaxEnvelopeSpan,
+            "synthetic: elements sharing one envelope value");
   v.path_list("files", c.files, "npy: per-worker gradient files (float32/float16), relative to the scenario file");
   v.bytes("numerics_memory", c.numerics_memory_bytes,
           "the numerics interpreter runs (one collective group, real data) only when its buffers fit in this much "

@@ -142,6 +142,17 @@ Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, st
   return ok_status();
 }
 
+// The non-empty items of a comma-separated list ("a,,b" gives a and b).
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> items;
+  for (size_t p = 0; p <= text.size();) {
+    const size_t comma = std::min(text.find(',', p), text.size());
+    if (comma > p) items.push_back(text.substr(p, comma - p));
+    p = comma + 1;
+  }
+  return items;
+}
+
 // --structure "KEY=VALUE,...": the synthetic generator's parameters, each in the range a scenario's
 // synthetic gradients accept (traces/synthetic_gradients.hpp); unnamed keys keep their defaults.
 Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
@@ -159,11 +170,7 @@ Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
       {"envelope_sigma", 0, traces::kMaxEnvelopeSigma, false, [&](double v) { spec.envelope_sigma = v; }},
       {"envelope_span", 1, traces::kMaxEnvelopeSpan, true,
        [&](double v) { spec.envelope_span = static_cast<uint32_t>(v); }}};
-  for (size_t p = 0; p <= text.size();) {
-    const size_t comma = std::min(text.find(',', p), text.size());
-    const std::string kv = text.substr(p, comma - p);
-    p = comma + 1;
-    if (kv.empty()) continue;
+  for (const std::string& kv : comma_items(text)) {
     const size_t eq = kv.find('=');
     const std::string name = kv.substr(0, eq);
     const Key* key = nullptr;
@@ -315,14 +322,8 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
       explicit_params += (explicit_params.empty() ? "" : ",") + kv;
       return ok_status();
     };
-    if (colon != std::string::npos) {
-      std::string rest = a.substr(colon + 1);
-      for (size_t p = 0; p <= rest.size();) {
-        const size_t comma = std::min(rest.find(',', p), rest.size());
-        if (comma > p) CCSIM_RETURN_IF_ERROR(add(rest.substr(p, comma - p), "--algo " + a));
-        p = comma + 1;
-      }
-    }
+    if (colon != std::string::npos)
+      for (const std::string& kv : comma_items(a.substr(colon + 1))) CCSIM_RETURN_IF_ERROR(add(kv, "--algo " + a));
     for (const std::string& kv : o.params) CCSIM_RETURN_IF_ERROR(add(kv, "--param"));
     auto made = algo::CompressorRegistry::global().create(s.name, s.params);
     if (!made.ok()) return made.status().with_context("--algo " + a);
