@@ -30,6 +30,9 @@ inline void put_bf16(uint8_t* out, uint64_t pos, float x) {
   std::memcpy(out + 2 * pos, &h, sizeof h);
 }
 
+// Whether chunk c is sent: every union chunk when own is null (send=union), else chunk c's bit.
+inline bool sends(const uint64_t* own, uint64_t c) { return own == nullptr || ((own[c / 64] >> (c % 64)) & 1u) != 0; }
+
 inline float get_bf16(const uint8_t* in, uint64_t pos) {
   uint16_t h;
   std::memcpy(&h, in + 2 * pos, sizeof h);
@@ -47,7 +50,11 @@ CompressorInfo OmniReduceCompressor::info() {
                   "sparse: the collective runs on the whole tensor, a message carrying the union elements of its "
                   "range; compact: the union chunks are gathered into one dense vector that an all-reduce splits "
                   "evenly (all-reduce only)",
-                  "compact", {"sparse", "compact"});
+                  "compact", {"sparse", "compact"})
+      .add_choice("send",
+                  "union: every rank sends its values in every union chunk; own: a rank sends its values only in "
+                  "its own top-k chunks and zeros in the other union chunks (OmniReduce's local sparsification)",
+                  "union", {"union", "own"});
   return {"omnireduce",
           "OmniReduce chunked top-k (DynamiQ App. C adaptation): union of local top-k chunks agreed by a bitmap "
           "all-reduce, union chunks in BF16 at every hop, k adapted per round toward K = n_chunks * b / 16",
@@ -55,12 +62,14 @@ CompressorInfo OmniReduceCompressor::info() {
             return std::make_unique<OmniReduceCompressor>(static_cast<uint64_t>(p.get_int("chunk")),
                                                           static_cast<uint32_t>(p.get_int("bits")),
                                                           p.get_number("momentum"),
-                                                          p.get_string("layout") == "compact");
+                                                          p.get_string("layout") == "compact",
+                                                          p.get_string("send") == "own");
           }};
 }
 
-OmniReduceCompressor::OmniReduceCompressor(uint64_t chunk, uint32_t bits, double momentum, bool compact)
-    : chunk_(chunk), bits_(bits), momentum_(momentum), compact_(compact) {
+OmniReduceCompressor::OmniReduceCompressor(uint64_t chunk, uint32_t bits, double momentum, bool compact,
+                                           bool send_own)
+    : chunk_(chunk), bits_(bits), momentum_(momentum), compact_(compact), send_own_(send_own) {
   CCSIM_CHECK(std::has_single_bit(chunk), "omnireduce: chunk {} is not a power of two", chunk);
   CCSIM_CHECK(bits >= 1 && bits <= 16, "omnireduce: bits {} not in [1, 16]", bits);
   CCSIM_CHECK(momentum >= 0.0 && momentum <= 1.0, "omnireduce: momentum {} not in [0, 1]", momentum);
@@ -83,7 +92,8 @@ PlanFormat OmniReduceCompressor::plan_format(uint64_t elements, uint32_t) const 
   return f;
 }
 
-void OmniReduceCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey&, PlanStats& out) const {
+void OmniReduceCompressor::plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey&,
+                                      PlanStats& out) const {
   const uint64_t nc = chunks_of(x.size());
   CCSIM_CHECK(out.bits.size() == (nc + 63) / 64, "omnireduce: {} bitmap words for {} chunks", out.bits.size(), nc);
   if (nc == 0) return;
@@ -105,6 +115,28 @@ void OmniReduceCompressor::plan_local(std::span<const float> x, uint32_t, const 
   auto before = [&key](uint64_t a, uint64_t b) { return key[a] > key[b] || (key[a] == key[b] && a < b); };
   std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(), before);
   for (uint64_t j = 0; j < k; ++j) out.bits[order[j] / 64] |= uint64_t{1} << (order[j] % 64);
+  if (send_own_) {
+    if (own_.size() <= rank) {
+      own_.resize(rank + 1);
+      own_round_.resize(rank + 1, 0);
+    }
+    own_[rank].assign(out.bits.begin(), out.bits.end());
+    own_round_[rank] = commits_;
+  }
+}
+
+std::span<const uint64_t> OmniReduceCompressor::own_bitmap(uint32_t rank) const {
+  if (!send_own_ || prefix_.empty() || rank >= own_.size() || own_round_[rank] + 1 != commits_ ||
+      own_[rank].size() != union_.size())
+    return {};
+  return own_[rank];
+}
+
+const uint64_t* OmniReduceCompressor::own_words(uint32_t rank) const {
+  if (!send_own_) return nullptr;
+  const std::span<const uint64_t> own = own_bitmap(rank);
+  CCSIM_CHECK(!own.empty(), "omnireduce: send=own needs rank {}'s plan_local of the committed round", rank);
+  return own.data();
 }
 
 Status OmniReduceCompressor::plan_commit(const PlanStats& combined, uint64_t elements, uint32_t) {
@@ -131,6 +163,7 @@ Status OmniReduceCompressor::plan_commit(const PlanStats& combined, uint64_t ele
   }
   k_chunks_ = nc;
   k_set_ = true;
+  ++commits_;
   return ok_status();
 }
 
@@ -246,24 +279,36 @@ uint64_t OmniReduceCompressor::memory_bytes(topo::KernelKind kind, const TensorS
                                             const HopContext& hop) const {
   if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
   if (kind == topo::KernelKind::kPlanLocal) return 4 * spec.count + plan_format(spec.count, hop.ranks).wire_bytes();
-  const uint64_t u = !prefix_.empty() && spec.count == elements_ ? prefix_.back() : spec.count;
+  const bool planned = !prefix_.empty() && spec.count == elements_;
+  const uint64_t u = planned ? prefix_.back() : spec.count;
+  const bool prepare = kind == topo::KernelKind::kPrepare;
+  if (send_own_ && prepare) {  // the rank's own entries, about k chunks of them
+    const uint64_t k = planned ? committed_k_ : local_k(chunks_of(spec.count));
+    const uint64_t own = std::min(spec.count, k * chunk_);
+    // In place (sparse, or a union of everything): zeros over the rest; else a gather of u entries
+    // that reads the own ones.
+    return !compact_ || u == spec.count ? 4 * (spec.count - own) : 4 * own + 4 * u;
+  }
   if (u == spec.count) return 0;  // every chunk in the union: the tensor is the reduced vector
-  if (!compact_) return kind == topo::KernelKind::kPrepare ? 4 * (spec.count - u) : 0;
-  return kind == topo::KernelKind::kPrepare ? 8 * u : 4 * u + 4 * spec.count;
+  if (!compact_) return prepare ? 4 * (spec.count - u) : 0;
+  return prepare ? 8 * u : 4 * u + 4 * spec.count;
 }
 
-void OmniReduceCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t, uint32_t,
+void OmniReduceCompressor::prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t,
                                    const kern::RngKey&) {
   CCSIM_CHECK(!prefix_.empty() && x.size() == elements_ && out.size() == reduced_elements(x.size()),
               "omnireduce: prepare of {} elements into {} with a plan of {}", x.size(), out.size(), elements_);
   const float* src = x.data();
   float* dst = out.data();
+  const uint64_t* own = own_words(rank);  // null: send every union chunk
   kern::parallel_for(n_chunks_, std::max<uint64_t>(1, kGrainElements / chunk_), [&](uint64_t c0, uint64_t c1) {
     for (uint64_t c = c0; c < c1; ++c) {
       const uint64_t lo = c * chunk_, hi = std::min<uint64_t>(x.size(), (c + 1) * chunk_);
       if (compact_) {  // gather: chunk c lands at its rank among the union chunks
-        if (in_union(c) && src + lo != dst + prefix_[c]) std::copy(src + lo, src + hi, dst + prefix_[c]);
-      } else if (in_union(c)) {
+        if (!in_union(c)) continue;
+        if (!sends(own, c)) std::fill(dst + prefix_[c], dst + prefix_[c] + (hi - lo), 0.0f);
+        else if (src + lo != dst + prefix_[c]) std::copy(src + lo, src + hi, dst + prefix_[c]);
+      } else if (in_union(c) && sends(own, c)) {
         if (src != dst) std::copy(src + lo, src + hi, dst + lo);
       } else {
         std::fill(dst + lo, dst + hi, 0.0f);

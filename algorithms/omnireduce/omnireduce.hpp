@@ -6,7 +6,8 @@
 /// The tensor is cut into chunks of `chunk` elements (the last one may be short). Every round:
 ///  1. Metadata phase: each rank picks its local top-k chunks by L2 norm and contributes a bitmap of
 ///     them; the bitmaps are OR-combined into the union U of K'_t = |U| chunks (the "global top-K").
-///  2. prepare() keeps only the rank's union chunks (see the layouts below).
+///  2. prepare() keeps only the rank's union chunks (see the layouts below); with send=own, only the
+///     rank's own top-k chunks, sending zeros in the union chunks other ranks chose.
 ///  3. The collective sends only the elements of U, in BF16; every hop decodes to fp32, adds in fp32
 ///     and re-encodes. The result is the BF16-hop sum over U and 0 elsewhere.
 ///
@@ -42,6 +43,16 @@
 /// round would charge a third of the budget or less. The state belongs to the instance and restarts at k_0 when the tensor's chunk count
 /// changes.
 ///
+/// What a rank sends in the union (`send`). App. C says both that "each worker selects and
+/// aggregates its local top-k gradient chunks" and that the workers "transmit the union":
+///  - union (default): every rank sends its own values in every union chunk, so the union is summed
+///    exactly (up to BF16) and only the chunks no rank chose are lost;
+///  - own: a rank sends its values only in its own top-k chunks and zeros in the union chunks the
+///    other ranks chose (OmniReduce's local top-k sparsification, the union fixing only the wire
+///    layout), so a rank's entries outside its own top-k are lost too.
+/// The wire (the union, every rank sending the same |U| entries) is the same for both. plan_local
+/// keeps each rank's own bitmap for prepare() of the same round (own only).
+///
 /// BF16 encoding: round to nearest even (kernels/quant/bf16.hpp), saturating: a finite value that
 /// would round to +-inf (|x| >= 2^128 - 2^119) is sent as +-0x7F7F (the largest finite BF16,
 /// 3.39e38), so finite inputs never decode to inf. NaN and inf pass through.
@@ -55,7 +66,7 @@
 ///
 /// Parameters: chunk (default 256, power of two in [1, 65536]); bits (default 8, in [1, 16]: the
 /// target K = round(n_chunks * bits / 16)); momentum (gamma, default 0.8 as the paper, in [0, 1]);
-/// layout (sparse | compact, default compact).
+/// layout (sparse | compact, default compact); send (union | own, default union).
 ///
 /// Biased (top-k drops the other chunks). Thread safety: none; one instance serves one collective
 /// at a time.
@@ -73,8 +84,8 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   static CompressorInfo info();
   /// REQUIRES: chunk a power of two >= 1, 1 <= bits <= 16, 0 <= momentum <= 1 (the parameter table
   /// enforces these).
-  /// `compact`: the compact layout (see the file comment), else sparse.
-  OmniReduceCompressor(uint64_t chunk, uint32_t bits, double momentum, bool compact);
+  /// `compact`: the compact layout (see the file comment), else sparse. `send_own`: send=own.
+  OmniReduceCompressor(uint64_t chunk, uint32_t bits, double momentum, bool compact, bool send_own = false);
 
   std::string_view name() const override { return "omnireduce"; }
   /// Sparse: 2 bytes per element of `spec` inside the committed union; compact: 2 * spec.count.
@@ -92,6 +103,8 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   /// One bitmap word per 64 chunks.
   PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
   /// Sets the bits of rank `rank`'s local top-k chunks of `x`, k = local_k(chunks_of(x.size())).
+  /// send=own: also keeps them as the rank's own bitmap for this round's prepare() (ranks' calls
+  /// must not run concurrently).
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
   /// Stores the union U = OR of the bitmaps, K'_t = |U|, and moves k to k_{t+1} (eq. 1).
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
@@ -103,7 +116,9 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   /// `elements`. Sparse: `elements`.
   uint64_t reduced_elements(uint64_t elements) const override;
   /// Sparse: out = x inside U, 0 outside (out may alias x). Compact: out = the union chunks of x,
-  /// concatenated in order. REQUIRES: a committed plan for x.size() elements.
+  /// concatenated in order. send=own: as if x were 0 outside the rank's own top-k chunks.
+  /// REQUIRES: a committed plan for x.size() elements (send=own: planned with plan_local of this
+  /// rank and this x).
   void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,
                const kern::RngKey& key) override;
   /// Sparse: copy. Compact: scatters the union chunks back to their places, zeros elsewhere.
@@ -114,7 +129,9 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   /// gathers the union's u entries (reads and writes them) and finish scatters them back (reads u,
   /// writes the tensor, zeros outside the union), nothing when the union is everything; not
   /// compact, prepare zero-fills the chunks outside the union in place and finish is elided.
-  /// Collective ops: the default.
+  /// send=own, prepare: zeros over the entries outside the rank's own k chunks when it works in
+  /// place (sparse, or a union of everything), else a gather writing u entries and reading the own
+  /// ones. Collective ops: the default.
   uint64_t memory_bytes(topo::KernelKind kind, const TensorSpec& spec, const HopContext& hop) const override;
   /// Byte-balanced shards (byte_balanced_cuts): chunk sizes vary with the round's plan.
   std::vector<uint64_t> shard_cuts(uint64_t elements, uint32_t parts) const override {
@@ -147,6 +164,11 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   bool in_union(uint64_t c) const { return c < n_chunks_ && ((union_[c / 64] >> (c % 64)) & 1u) != 0; }
   /// Whether the compact layout is used.
   bool compact() const { return compact_; }
+  /// Whether ranks send only their own top-k chunks (send=own).
+  bool sends_own() const { return send_own_; }
+  /// send=own: rank `rank`'s own top-k bitmap of the committed round (the layout of union_bitmap(),
+  /// a subset of it); empty if that rank did not plan the round. For GPU callers.
+  std::span<const uint64_t> own_bitmap(uint32_t rank) const;
   /// The committed union's bitmap, ceil(n_chunks / 64) words (bit c % 64 of word c / 64 set iff
   /// chunk c is in U; bits past the last chunk clear). For GPU callers (kernels/cuda/round_cuda.hpp).
   std::span<const uint64_t> union_bitmap() const { return union_; }
@@ -159,6 +181,8 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   }
 
  private:
+  /// send=own: rank `rank`'s own bitmap of the committed round (checked); send=union: null.
+  const uint64_t* own_words(uint32_t rank) const;
   /// Union elements in [0, i). REQUIRES: i <= planned elements.
   uint64_t union_before(uint64_t i) const;
   /// Elements of the vector the collective runs on: the tensor (sparse) or |U| (compact).
@@ -174,6 +198,11 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   uint32_t bits_;
   double momentum_;
   bool compact_;
+  bool send_own_;
+  // send=own: each rank's own bitmap from plan_local, and the plan_commit count it was made before.
+  mutable std::vector<std::vector<uint64_t>> own_;
+  mutable std::vector<uint64_t> own_round_;
+  uint64_t commits_ = 0;
   // k_t for the next round and the chunk count it belongs to (set by plan_commit()).
   double k_ = 0;
   uint64_t k_chunks_ = 0;

@@ -205,13 +205,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// prepare, compact: out[prefix[c] + t] = x[c chunk + t] for union chunks c. kVec: chunk >= 4 and
-// x, out 16-byte aligned (a vector at g lies in one chunk; its destination is a vector when
-// prefix[c] is a multiple of 4, always true of a correct prefix, checked anyway).
+// prepare, compact: out[prefix[c] + t] = x[c chunk + t] for union chunks c, +0 for those outside
+// own when own is not null (send=own). kVec: chunk >= 4 and x, out 16-byte aligned (a vector at g
+// lies in one chunk; its destination is a vector when prefix[c] is a multiple of 4, always true of
+// a correct prefix, checked anyway).
 template <bool kVec>
 __global__ void __launch_bounds__(kThreads)
     omni_gather_kernel(const float* __restrict__ x, uint64_t count, uint32_t shift, const uint64_t* __restrict__ bitmap,
-                       const uint64_t* __restrict__ prefix, float* __restrict__ out) {
+                       const uint64_t* __restrict__ prefix, const uint64_t* __restrict__ own, float* __restrict__ out) {
   const uint64_t stride = grid_threads(), tid = global_thread(), mask = (uint64_t{1} << shift) - 1;
   uint64_t head = 0;
   if constexpr (kVec) {
@@ -220,7 +221,8 @@ __global__ void __launch_bounds__(kThreads)
       const uint64_t g = 4 * v, c = g >> shift;
       if (!in_union(bitmap, c)) continue;
       const uint64_t p = prefix[c] + (g & mask);
-      const float4 q = *reinterpret_cast<const float4*>(x + g);
+      const float4 q = own == nullptr || in_union(own, c) ? *reinterpret_cast<const float4*>(x + g)
+                                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (p % 4 == 0) {
         *reinterpret_cast<float4*>(out + p) = q;
       } else {
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (uint64_t i = head + tid; i < count; i += stride) {
     const uint64_t c = i >> shift;
-    if (in_union(bitmap, c)) out[prefix[c] + (i & mask)] = x[i];
+    if (in_union(bitmap, c)) out[prefix[c] + (i & mask)] = own == nullptr || in_union(own, c) ? x[i] : 0.0f;
   }
 }
 
@@ -600,7 +602,8 @@ Status omnireduce_prefix_cuda(const uint64_t* d_bitmap, uint64_t count, uint64_t
 }
 
 Status omnireduce_prepare_cuda(const float* d_x, uint64_t count, uint64_t chunk, const uint64_t* d_bitmap,
-                               const uint64_t* d_prefix, bool compact, float* d_out, CudaStream stream) {
+                               const uint64_t* d_prefix, const uint64_t* d_own, bool compact, float* d_out,
+                               CudaStream stream) {
   constexpr const char* kName = "omnireduce_prepare_cuda";
   CCSIM_RETURN_IF_ERROR(check_chunk(chunk, kName));
   if (count == 0) return ok_status();
@@ -614,16 +617,18 @@ Status omnireduce_prepare_cuda(const float* d_x, uint64_t count, uint64_t chunk,
     // The compact vector's length is on the device; one that starts inside the tensor overlaps it.
     if (overlap(d_x, count, d_out, 1)) return fail(kName, "d_out starts inside d_x (compact layout)");
     if (vec) {
-      omni_gather_kernel<true><<<grid, kThreads, 0, stream>>>(d_x, count, shift, d_bitmap, d_prefix, d_out);
+      omni_gather_kernel<true><<<grid, kThreads, 0, stream>>>(d_x, count, shift, d_bitmap, d_prefix, d_own, d_out);
     } else {
-      omni_gather_kernel<false><<<grid, kThreads, 0, stream>>>(d_x, count, shift, d_bitmap, d_prefix, d_out);
+      omni_gather_kernel<false><<<grid, kThreads, 0, stream>>>(d_x, count, shift, d_bitmap, d_prefix, d_own, d_out);
     }
   } else {
     if (!same_or_disjoint(d_x, d_out, count)) return fail(kName, "d_x and d_out overlap partially");
+    // In place on the tensor: what is sent is the union, or the own chunks (a subset of it).
+    const uint64_t* sent = d_own != nullptr ? d_own : d_bitmap;
     if (vec) {
-      omni_mask_kernel<false, true><<<grid, kThreads, 0, stream>>>(d_x, count, shift, d_bitmap, nullptr, d_out);
+      omni_mask_kernel<false, true><<<grid, kThreads, 0, stream>>>(d_x, count, shift, sent, nullptr, d_out);
     } else {
-      omni_mask_kernel<false, false><<<grid, kThreads, 0, stream>>>(d_x, count, shift, d_bitmap, nullptr, d_out);
+      omni_mask_kernel<false, false><<<grid, kThreads, 0, stream>>>(d_x, count, shift, sent, nullptr, d_out);
     }
   }
   return launch_status(kName);

@@ -100,11 +100,14 @@ Status omnireduce_prefix_cuda(const uint64_t* d_bitmap, uint64_t count, uint64_t
 /// gathered in order; d_out holds d_prefix[n] floats and must not overlap d_x: a d_out that starts
 /// inside d_x is rejected, the rest is not checked since the length is on the device). sparse:
 /// d_out[i] = d_x[i] inside union chunks, +0 elsewhere (d_out holds `count` floats and may be d_x;
-/// d_prefix is not read and may be null).
-/// REQUIRES: d_prefix as omnireduce_prefix_cuda() computes it (compact). kInvalidArgument unless
-/// chunk is a power of two.
+/// d_prefix is not read and may be null). d_own (send=own): null, or the rank's own top-k bitmap
+/// (OmniReduceCompressor::own_bitmap(), the layout of d_bitmap): entries of chunks outside it are
+/// sent as +0, in their union places.
+/// REQUIRES: d_prefix as omnireduce_prefix_cuda() computes it (compact); d_own a subset of d_bitmap.
+/// kInvalidArgument unless chunk is a power of two.
 Status omnireduce_prepare_cuda(const float* d_x, uint64_t count, uint64_t chunk, const uint64_t* d_bitmap,
-                               const uint64_t* d_prefix, bool compact, float* d_out, CudaStream stream = nullptr);
+                               const uint64_t* d_prefix, const uint64_t* d_own, bool compact, float* d_out,
+                               CudaStream stream = nullptr);
 
 /// OmniReduceCompressor::finish. compact: d_out[c * chunk + t] = d_reduced[d_prefix[c] + t] inside
 /// union chunks, +0 elsewhere (d_reduced holds d_prefix[n] floats and must not overlap d_out: a

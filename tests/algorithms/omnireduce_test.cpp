@@ -1,6 +1,7 @@
 // OmniReduce (DynamiQ App. C): the agreed union of local top-k chunks, wire sizes over the union,
-// a ring all-reduce that sums the union in BF16 and zeroes the rest, the k update of eq. (1), the
-// fused hop, thread-count independence and degenerate inputs.
+// a ring all-reduce that sums the union in BF16 and zeroes the rest, send=own (each rank's own
+// top-k only), the k update of eq. (1), the fused hop, thread-count independence and degenerate
+// inputs.
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -86,11 +87,15 @@ TEST(OmniReduce, RegisteredWithItsParameterTable) {
   EXPECT_EQ(info->params.find("bits")->default_value, 8);
   EXPECT_EQ(info->params.find("momentum")->default_value, 0.8);
   EXPECT_EQ(info->params.find("layout")->default_value, "compact");
+  EXPECT_EQ(info->params.find("send")->default_value, "union");
   EXPECT_FALSE(reg.create("omnireduce", {{"layout", "dense"}}).ok());
+  EXPECT_FALSE(reg.create("omnireduce", {{"send", "all"}}).ok());
   EXPECT_FALSE(reg.create("omnireduce", {{"chunk", 100}}).ok());  // not a power of two
   EXPECT_FALSE(reg.create("omnireduce", {{"bits", 17}}).ok());
   EXPECT_FALSE(reg.create("omnireduce", {{"momentum", 1.5}}).ok());
   auto c = make_omni();
+  EXPECT_FALSE(c->sends_own());
+  EXPECT_TRUE(make_omni({{"send", "own"}})->sends_own());
   EXPECT_FALSE(c->unbiased());
   EXPECT_EQ(c->determinism(), Determinism::kRunToRun);
   EXPECT_EQ(c->alignment(), 256u);
@@ -316,6 +321,76 @@ TEST(OmniReduce, CompactLayoutAllReducesTheGatheredUnion) {
   all->prepare(y, y, 1, ranks, kern::RngKey{});
   all->finish(y, y, 1, ranks);
   EXPECT_EQ(y, x[1]);
+}
+
+// send=own: a rank contributes only its own top-k chunks; the union still fixes the wire. With
+// small integers every BF16 hop is exact, so the all-reduce must equal, entry for entry, the sum of
+// each rank's entries in the chunks of its own top-k (the test's own selection), on both layouts.
+TEST(OmniReduce, SendOwnSumsEachRanksOwnTopKChunksOnly) {
+  const uint32_t ranks = 4;
+  const uint64_t chunk = 16, n = 16 * 50 + 9;  // 51 chunks, the last one partial
+  // Integers in [-31, 31]: every partial sum of 4 ranks is an integer of magnitude <= 124, exact in BF16.
+  std::vector<std::vector<float>> x = chunky_inputs(ranks, n, chunk, 11, 0.3);
+  for (auto& xr : x)
+    for (float& v : xr) v = std::clamp(std::round(v * 4.0f), -31.0f, 31.0f);
+  for (const std::string layout : {"sparse", "compact"}) {
+    SCOPED_TRACE(layout);
+    auto own = make_omni({{"chunk", chunk}, {"bits", 4}, {"layout", layout}, {"send", "own"}});
+    auto all = make_omni({{"chunk", chunk}, {"bits", 4}, {"layout", layout}});
+    ASSERT_TRUE(plan(*own, x).ok());
+    ASSERT_TRUE(plan(*all, x).ok());
+    const uint64_t nc = 51, k = own->committed_k();
+    EXPECT_EQ(k, 13u);  // K = round(51 * 4 / 16)
+    EXPECT_TRUE(all->own_bitmap(0).empty());  // send=union keeps no per-rank bitmaps
+    EXPECT_TRUE(own->own_bitmap(ranks).empty());
+    std::vector<std::vector<bool>> mine(ranks);
+    for (uint32_t r = 0; r < ranks; ++r) {
+      mine[r] = local_top_k(x[r], chunk, k);
+      const auto bitmap = own->own_bitmap(r);
+      ASSERT_EQ(bitmap.size(), 1u);
+      for (uint64_t j = 0; j < nc; ++j) {
+        EXPECT_EQ(((bitmap[0] >> j) & 1u) != 0, mine[r][j]) << "rank " << r << " chunk " << j;
+        if (mine[r][j]) {
+          EXPECT_TRUE(own->in_union(j));
+        }
+      }
+    }
+    const uint64_t reduced = own->reduced_elements(n);
+    ASSERT_EQ(reduced, all->reduced_elements(n));
+    topo::Schedule s = topo::make_allreduce_ring(ranks, reduced, {chunk});
+    topo::Schedule s_all = topo::make_allreduce_ring(ranks, reduced, {chunk});
+    bind_schedule(s, *own);
+    bind_schedule(s_all, *all);
+    auto out = x, out_all = x;
+    std::vector<std::span<float>> v(out.begin(), out.end()), v_all(out_all.begin(), out_all.end());
+    auto stats = run_numerics(s, *own, v, {7, 0});
+    auto stats_all = run_numerics(s_all, *all, v_all, {7, 0});
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    ASSERT_TRUE(stats_all.ok()) << stats_all.status().message();
+    EXPECT_EQ(stats->wire_bytes, stats_all->wire_bytes);  // the same union on the wire
+    uint64_t differ = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      float expected = 0.0f, expected_all = 0.0f;
+      for (uint32_t r = 0; r < ranks; ++r) {
+        if (mine[r][i / chunk]) expected += x[r][i];
+        if (own->in_union(i / chunk)) expected_all += x[r][i];
+      }
+      differ += expected != expected_all;
+      for (uint32_t r = 0; r < ranks; ++r) {
+        ASSERT_EQ(out[r][i], expected) << "element " << i << " rank " << r;
+        ASSERT_EQ(out_all[r][i], expected_all) << "element " << i << " rank " << r;
+      }
+    }
+    EXPECT_GT(differ, 0u);  // the ranks' top-k sets differ, so the two readings do too
+  }
+  // prepare() needs the rank's plan_local of the committed round: a new commit without it leaves
+  // that rank's bitmap stale.
+  auto own = make_omni({{"chunk", chunk}, {"bits", 4}, {"send", "own"}});
+  ASSERT_TRUE(plan(*own, x).ok());
+  ASSERT_FALSE(own->own_bitmap(3).empty());
+  ASSERT_TRUE(plan(*own, {x[0], x[1]}, 1).ok());
+  EXPECT_FALSE(own->own_bitmap(1).empty());
+  EXPECT_TRUE(own->own_bitmap(3).empty());
 }
 
 TEST(OmniReduce, KFollowsTheMomentumRule) {

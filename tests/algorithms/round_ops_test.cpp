@@ -126,6 +126,16 @@ TEST(RoundOps, OmniReduceGathersAndScattersTheUnion) {
   const uint64_t u_sparse = dynamic_cast<const OmniReduceCompressor&>(*sparse).union_chunks() * 256;
   EXPECT_EQ(bytes(*sparse, kPrep, n), 4 * (n - u_sparse));  // zero-fill outside the union, in place
   EXPECT_EQ(round_ops(*sparse, n, kRanks), (std::vector<KernelKind>{kPlan, kPrep}));  // finish is a copy
+  // send=own: the gather reads the rank's own k chunks; in place, zeros over everything else.
+  for (const bool is_compact : {true, false}) {
+    auto own = make("omnireduce", {{"layout", is_compact ? "compact" : "sparse"}, {"send", "own"}});
+    plan(*own, n);
+    const auto& o = dynamic_cast<const OmniReduceCompressor&>(*own);
+    const uint64_t k_own = o.committed_k() * 256, u_own = o.union_chunks() * 256;
+    ASSERT_LT(k_own, u_own);
+    EXPECT_EQ(bytes(*own, kPrep, n), is_compact ? 4 * k_own + 4 * u_own : 4 * (n - k_own));
+    EXPECT_EQ(bytes(*own, kFin, n), is_compact ? 4 * u_own + 4 * n : 0);
+  }
 }
 
 TEST(RoundOps, LowRankCountsFactorsResidualsAndUncompressedLayers) {

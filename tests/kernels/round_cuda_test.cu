@@ -183,33 +183,45 @@ INSTANTIATE_TEST_SUITE_P(All, RoundCudaDynamiq,
 class RoundCudaOmniReduce : public ::testing::TestWithParam<std::tuple<uint64_t, bool, Input>> {};
 
 // The prefix from the union bitmap (with garbage bits past the last chunk, which plan_commit
-// clears), prepare of rank 0's tensor (in place too, sparse) and finish of a reduced vector.
+// clears), prepare of rank 0's tensor (in place too, sparse; sending the union, and with send=own
+// only rank 0's own top-k chunks) and finish of a reduced vector.
 TEST_P(RoundCudaOmniReduce, PrefixPrepareAndFinishMatchCpuBitwise) {
   SKIP_WITHOUT_GPU();
   const auto [chunk, compact, input] = GetParam();
   for (const uint64_t n : {1ull, 5ull, 64ull, 1000ull, 4099ull, 70001ull}) {
     for (const uint32_t bits : {1u, 8u, 16u}) {
+     for (const bool own : {false, true}) {
       const uint32_t ranks = 3;
-      const uint64_t seed = case_seed(n, chunk, 2 * bits + compact, static_cast<uint64_t>(input));
-      SCOPED_TRACE(fmt::format("chunk={} layout={} n={} bits={} input={} seed={:#x}", chunk,
-                               compact ? "compact" : "sparse", n, bits, input_name(input), seed));
+      const uint64_t seed = case_seed(n, chunk, 4 * bits + 2 * own + compact, static_cast<uint64_t>(input));
+      SCOPED_TRACE(fmt::format("chunk={} layout={} send={} n={} bits={} input={} seed={:#x}", chunk,
+                               compact ? "compact" : "sparse", own ? "own" : "union", n, bits, input_name(input),
+                               seed));
       const auto xs = rank_inputs(input, n, ranks, seed);
-      auto c = create("omnireduce", {{"chunk", chunk}, {"bits", bits}, {"layout", compact ? "compact" : "sparse"}});
+      auto c = create("omnireduce", {{"chunk", chunk},
+                                     {"bits", bits},
+                                     {"layout", compact ? "compact" : "sparse"},
+                                     {"send", own ? "own" : "union"}});
       ASSERT_NE(c, nullptr);
       ASSERT_NO_FATAL_FAILURE(plan(*c, xs, seed));
       auto& o = dynamic_cast<algo::OmniReduceCompressor&>(*c);
       const uint64_t chunks = o.chunks_of(n), reduced_n = o.reduced_elements(n);
       std::vector<uint64_t> bitmap(o.union_bitmap().begin(), o.union_bitmap().end());
       if (chunks % 64 != 0) bitmap.back() |= ~((uint64_t{1} << (chunks % 64)) - 1);
+      std::vector<uint64_t> own_bitmap(o.own_bitmap(0).begin(), o.own_bitmap(0).end());
+      ASSERT_EQ(own_bitmap.empty(), !own);
+      if (own && chunks % 64 != 0) own_bitmap.back() |= ~((uint64_t{1} << (chunks % 64)) - 1);
       std::vector<float> cpu_prepared(reduced_n), cpu_finished(n);
       o.prepare(xs[0], cpu_prepared, 0, ranks, RngKey{});
       const std::vector<float> reduced = make_input(Input::kNonFinite, reduced_n, seed + 7);
       o.finish(reduced, cpu_finished, 0, ranks);
 
       const auto d_bitmap = upload<uint64_t>(bitmap);
+      const auto d_own = upload<uint64_t>(own ? own_bitmap : std::vector<uint64_t>(1, 0));
+      const uint64_t* own_words = own ? d_own->get() : nullptr;
       const auto d_prefix = garbage<uint64_t>(chunks + 1);
       DeviceBuffer<uint8_t> d_temp(omnireduce_prefix_cuda_temp_bytes());
       ASSERT_NE(d_bitmap->get(), nullptr);
+      ASSERT_NE(d_own->get(), nullptr);
       ASSERT_NE(d_prefix->get(), nullptr);
       ASSERT_NE(d_temp.get(), nullptr);
       ASSERT_STATUS_OK(omnireduce_prefix_cuda(d_bitmap->get(), n, chunk, d_temp.get(),
@@ -224,17 +236,19 @@ TEST_P(RoundCudaOmniReduce, PrefixPrepareAndFinishMatchCpuBitwise) {
         ASSERT_NE(d_reduced->get(), nullptr);
         ASSERT_NE(d_out->get(), nullptr);
         ASSERT_NE(d_tensor->get(), nullptr);
-        ASSERT_STATUS_OK(
-            omnireduce_prepare_cuda(d_x->get(), n, chunk, d_bitmap->get(), d_prefix->get(), compact, d_out->get()));
+        ASSERT_STATUS_OK(omnireduce_prepare_cuda(d_x->get(), n, chunk, d_bitmap->get(), d_prefix->get(), own_words,
+                                                 compact, d_out->get()));
         expect_same_floats(cpu_prepared, download(*d_out, reduced_n));
         if (!compact) {
-          ASSERT_STATUS_OK(omnireduce_prepare_cuda(d_x->get(), n, chunk, d_bitmap->get(), nullptr, false, d_x->get()));
+          ASSERT_STATUS_OK(omnireduce_prepare_cuda(d_x->get(), n, chunk, d_bitmap->get(), nullptr, own_words, false,
+                                                   d_x->get()));
           expect_same_floats(cpu_prepared, download(*d_x, n));
         }
         ASSERT_STATUS_OK(omnireduce_finish_cuda(d_reduced->get(), n, chunk, d_bitmap->get(), d_prefix->get(), compact,
                                                 d_tensor->get()));
         expect_same_floats(cpu_finished, download(*d_tensor, n));
       }
+     }
     }
   }
 }
@@ -599,11 +613,11 @@ TEST(RoundCudaArguments, RejectsBadArgumentsWithoutTouchingTheDevice) {
   EXPECT_TRUE(invalid(omnireduce_prefix_cuda(words, 8, 3, f, omnireduce_prefix_cuda_temp_bytes(), words)));
   EXPECT_TRUE(invalid(omnireduce_prefix_cuda(words, 8, 4, f, 8, words)));
   EXPECT_TRUE(invalid(omnireduce_prefix_cuda(words, 8, 4, f, omnireduce_prefix_cuda_temp_bytes(), nullptr)));
-  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 0, words, words, true, f + 8)));
-  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, words, nullptr, true, f + 8)));
-  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, words, words, true, f + 4)));
-  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, words, nullptr, false, f + 1)));
-  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, nullptr, nullptr, false, f)));
+  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 0, words, words, nullptr, true, f + 8)));
+  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, words, nullptr, nullptr, true, f + 8)));
+  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, words, words, words, true, f + 4)));
+  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, words, nullptr, nullptr, false, f + 1)));
+  EXPECT_TRUE(invalid(omnireduce_prepare_cuda(f, 8, 2, nullptr, nullptr, nullptr, false, f)));
   EXPECT_TRUE(invalid(omnireduce_finish_cuda(f, 8, 2, words, words, true, f)));
   EXPECT_TRUE(invalid(omnireduce_finish_cuda(f, 8, 2, words, nullptr, true, f + 8)));
   EXPECT_TRUE(invalid(omnireduce_finish_cuda(f, 8, 2, nullptr, nullptr, false, f + 1)));
@@ -641,7 +655,7 @@ TEST(RoundCudaArguments, RejectsBadArgumentsWithoutTouchingTheDevice) {
 TEST(RoundCudaArguments, EmptyTensorsAndScratchSizes) {
   EXPECT_TRUE(dynamiq_prepare_cuda(nullptr, 0, 256, nullptr, nullptr, nullptr).ok());
   EXPECT_TRUE(dynamiq_finish_cuda(nullptr, 0, 256, nullptr, nullptr, 4, nullptr).ok());
-  EXPECT_TRUE(omnireduce_prepare_cuda(nullptr, 0, 256, nullptr, nullptr, true, nullptr).ok());
+  EXPECT_TRUE(omnireduce_prepare_cuda(nullptr, 0, 256, nullptr, nullptr, nullptr, true, nullptr).ok());
   EXPECT_TRUE(omnireduce_finish_cuda(nullptr, 0, 256, nullptr, nullptr, false, nullptr).ok());
   EXPECT_TRUE(block_max_abs_cuda(nullptr, 0, 32, nullptr).ok());
   EXPECT_TRUE(scale_layers_cuda(nullptr, 0, nullptr, 1, nullptr, nullptr).ok());

@@ -600,6 +600,14 @@ Status omnireduce_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   const auto* in_union = static_cast<const uint64_t*>(d_union_v);
   auto* prefix = static_cast<uint64_t*>(d_prefix_v);
   const bool compact = omni->compact();
+  const uint64_t* own = nullptr;  // send=own: the timed rank's own top-k chunks, uploaded
+  if (omni->sends_own()) {
+    const std::span<const uint64_t> bits = omni->own_bitmap(kTimedRank);
+    if (bits.size() != words) return internal_error(fmt::format("omnireduce: {} own bitmap words", bits.size()));
+    CCSIM_ASSIGN_OR_RETURN(void* d_own_v, c.dev->allocate(8 * words));
+    CCSIM_RETURN_IF_ERROR(c.dev->upload(d_own_v, bits.data(), 8 * words));
+    own = static_cast<const uint64_t*>(d_own_v);
+  }
   std::function<Status(const float*, float*, kern::CudaStream)> finish;  // sparse: a copy (no round op)
   if (compact)
     finish = [=](const float* sum, float* tensor, kern::CudaStream s) {
@@ -608,7 +616,7 @@ Status omnireduce_round_cases(RoundContext& c, std::vector<CudaCase>& out) {
   return prepare_finish_cases(
       c, [=](float* prepared, kern::CudaStream s) {
         const Status st = kern::omnireduce_prefix_cuda(in_union, n, chunk, d_prefix_temp, prefix_temp, prefix, s);
-        return st.ok() ? kern::omnireduce_prepare_cuda(d_x, n, chunk, in_union, prefix, compact, prepared, s) : st;
+        return st.ok() ? kern::omnireduce_prepare_cuda(d_x, n, chunk, in_union, prefix, own, compact, prepared, s) : st;
       },
       std::move(finish), out);
 }
