@@ -69,6 +69,11 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
   const float a_shared = static_cast<float>(std::sqrt(spec.correlation));
   const float a_own = static_cast<float>(std::sqrt(1.0 - spec.correlation));
   const float sigma = static_cast<float>(spec.envelope_sigma);
+  // Envelope exponents: sigma * (a_env_shared n_shared + a_env_own n_w); with one shared envelope
+  // (rho_e = 1) the worker part is skipped, so those outputs do not depend on this option.
+  const bool own_envelope = spec.envelope_correlation < 1.0;
+  const float sigma_shared = own_envelope ? sigma * static_cast<float>(std::sqrt(spec.envelope_correlation)) : sigma;
+  const float sigma_own = sigma * static_cast<float>(std::sqrt(1.0 - spec.envelope_correlation));
   const uint32_t span = std::max<uint32_t>(1, spec.envelope_span);
   const kern::RngKey env_key{seed, 0, 0, kStreamEnvelope};
   const kern::RngKey shared_key{seed, 0, 0, kStreamNoise};
@@ -87,7 +92,7 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
         while (i >= off[layer + 1]) ++layer;
         if (i / span != env_index) {
           env_index = i / span;
-          env = std::exp(sigma * normal_at(env_key, env_index));
+          env = std::exp(sigma_shared * normal_at(env_key, env_index));
         }
         base[i - begin] = layer_scale[layer] * env;
       }
@@ -108,6 +113,14 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
           // `begin` is even (tiles are even-sized), so i is the even element of its pair.
           out[i] = base[i - begin] * (shared[i - begin] + a_own * z0);
           if (i + 1 < end) out[i + 1] = base[i + 1 - begin] * (shared[i + 1 - begin] + a_own * z1);
+        }
+        if (!own_envelope) continue;
+        // The worker's own envelope factor, one per span.
+        const kern::RngKey own_env_key{seed, 0, static_cast<uint32_t>(w + 1), kStreamEnvelope};
+        for (uint64_t i = begin; i < end;) {
+          const uint64_t run_end = std::min(end, (i / span + 1) * span);
+          const float factor = std::exp(sigma_own * normal_at(own_env_key, i / span));
+          for (; i < run_end; ++i) out[i] *= factor;
         }
       }
     }

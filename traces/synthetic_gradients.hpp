@@ -3,8 +3,11 @@
 /// Synthetic gradients with the structure that matters to compression error:
 ///  * layers whose scales span `scale_decades` orders of magnitude (log-uniform per layer);
 ///  * spatially local magnitudes: a lognormal envelope (σ = `envelope_sigma`) per run of
-///    `envelope_span` consecutive elements, shared by all workers, which also makes the marginal
-///    distribution heavy-tailed (a Gaussian scale mixture);
+///    `envelope_span` consecutive elements, which also makes the marginal distribution heavy-tailed
+///    (a Gaussian scale mixture). Worker w's envelope is exp(σ·(√ρ_e·n_shared + √(1−ρ_e)·n_w)),
+///    ρ_e = `envelope_correlation`: 1 shares one envelope (where a gradient is large is the same on
+///    every worker), less lets each worker's batch make its own places large (as the rows of the
+///    tokens in its batch are in an embedding's gradient);
 ///  * correlation across workers: x_w = s·e·(√ρ·z_shared + √(1−ρ)·z_w), ρ = `correlation`.
 /// Every value is a pure function of (seed, worker, element index) through Philox, so any slice
 /// can be regenerated and the output does not depend on the thread count.
@@ -29,6 +32,7 @@ struct SyntheticGradientSpec {
   double correlation = 0.5;       ///< ρ: correlation of two workers' values at one index
   double envelope_sigma = 1.0;    ///< σ of the lognormal local-magnitude envelope
   uint32_t envelope_span = 256;   ///< elements sharing one envelope value
+  double envelope_correlation = 1.0;  ///< ρ_e: correlation of two workers' log-envelopes
 };
 
 /// Layer boundaries: `layers + 1` offsets from 0 to `elements` (deterministic in `seed`).

@@ -344,6 +344,8 @@ const std::vector<BadCase>& bad_cases() {
        P{"/cluster", "expected type object"}},
       {"CorrelationAboveOne", set("/gradients/correlation", 1.5), "/gradients/correlation", {"[0, 1]", "1.5"},
        P{"/gradients/correlation", "<= 1"}},
+      {"EnvelopeCorrelationNegative", set("/gradients/envelope_correlation", -0.25), "/gradients/envelope_correlation",
+       {"[0, 1]", "-0.25"}, P{"/gradients/envelope_correlation", ">= 0"}},
       {"SizeNotMultipleOfFour", set("/gradients/size", "1001B"), "/gradients/size", {"multiple of 4", "1001"},
        std::nullopt},
       {"SizeFractionalBytes", set("/gradients/size", "2.5B"), "/gradients/size", {"whole number of bytes"},

@@ -36,13 +36,7 @@ Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector
   grads.assign(ranks, {});
   layout.clear();
   if (g.source == "synthetic") {
-    traces::SyntheticGradientSpec spec;
-    spec.elements = g.size_bytes / 4;
-    spec.layers = static_cast<uint32_t>(g.layers);
-    spec.scale_decades = g.scale_decades;
-    spec.correlation = g.correlation;
-    spec.envelope_sigma = g.envelope_sigma;
-    spec.envelope_span = static_cast<uint32_t>(g.envelope_span);
+    const traces::SyntheticGradientSpec spec = g.synthetic_spec(g.size_bytes / 4);
     std::vector<std::span<float>> views;
     for (auto& v : grads) {
       v.resize(spec.elements);
@@ -52,8 +46,11 @@ Status load_gradients(const Scenario& s, uint32_t ranks, std::vector<std::vector
     const std::vector<uint64_t> offsets = traces::synthetic_layer_offsets(spec, static_cast<uint64_t>(s.seed));
     for (size_t l = 0; l + 1 < offsets.size(); ++l)
       layout.push_back({offsets[l], offsets[l + 1] - offsets[l], offsets[l + 1] - offsets[l], 1});
-    desc = fmt::format("synthetic ({} layers, scales over {} decades, correlation {}, envelope sigma {})", g.layers,
-                       g.scale_decades, g.correlation, g.envelope_sigma);
+    const std::string shared = g.envelope_correlation < 1.0
+                                   ? fmt::format(" correlated {} between ranks", g.envelope_correlation)
+                                   : std::string();
+    desc = fmt::format("synthetic ({} layers, scales over {} decades, correlation {}, envelope sigma {}{})", g.layers,
+                       g.scale_decades, g.correlation, g.envelope_sigma, shared);
     return ok_status();
   }
   // npy: worker w reads files[w % files.size()].

@@ -87,8 +87,22 @@ struct GradientsConfig {
   double correlation = 0.5;
   double envelope_sigma = 1.0;
   int64_t envelope_span = 256;
+  double envelope_correlation = 1.0;
   std::vector<std::string> files;    ///< npy: one file per worker (worker w reads files[w % size])
   uint64_t numerics_memory_bytes = 8ull << 30;  ///< numerics run only if one group's buffers fit in this
+
+  /// The synthetic generator's parameters for `elements` entries per worker.
+  traces::SyntheticGradientSpec synthetic_spec(uint64_t elements) const {
+    traces::SyntheticGradientSpec spec;
+    spec.elements = elements;
+    spec.layers = static_cast<uint32_t>(layers);
+    spec.scale_decades = scale_decades;
+    spec.correlation = correlation;
+    spec.envelope_sigma = envelope_sigma;
+    spec.envelope_span = static_cast<uint32_t>(envelope_span);
+    spec.envelope_correlation = envelope_correlation;
+    return spec;
+  }
 };
 
 /// An adaptive controller driving a scheme round by round (training runs).
@@ -277,6 +291,9 @@ void visit(V& v, GradientsConfig& c) {
            "synthetic: sigma of the lognormal local-magnitude envelope");
   v.integer("envelope_span", c.envelope_span, 1, traces::kMaxEnvelopeSpan,
             "synthetic: elements sharing one envelope value");
+  v.number("envelope_correlation", c.envelope_correlation, 0.0, 1.0,
+           "synthetic: correlation between two workers' log-envelopes (1: one envelope shared by every worker; "
+           "less: each worker's batch makes its own places large)");
   v.path_list("files", c.files, "npy: per-worker gradient files (float32/float16), relative to the scenario file");
   v.bytes("numerics_memory", c.numerics_memory_bytes,
           "the numerics interpreter runs (one collective group, real data) only when its buffers fit in this much "

@@ -138,13 +138,8 @@ Result<std::vector<std::vector<float>>> synthetic_gradients(const Scenario& s, u
         "{}); use smaller buckets or raise the limit",
         purpose, elements, ranks, format_quantity(need, UnitKind::kBytes),
         format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes)));
-  traces::SyntheticGradientSpec spec;
-  spec.elements = elements;
+  traces::SyntheticGradientSpec spec = s.gradients.synthetic_spec(elements);
   spec.layers = static_cast<uint32_t>(std::min<uint64_t>(s.gradients.layers, std::max<uint64_t>(1, elements / 1024)));
-  spec.scale_decades = s.gradients.scale_decades;
-  spec.correlation = s.gradients.correlation;
-  spec.envelope_sigma = s.gradients.envelope_sigma;
-  spec.envelope_span = static_cast<uint32_t>(s.gradients.envelope_span);
   std::vector<std::vector<float>> grads(ranks, std::vector<float>(elements));
   std::vector<std::span<float>> views(grads.begin(), grads.end());
   traces::generate_synthetic_gradients(spec, static_cast<uint64_t>(s.seed) + salt, views);

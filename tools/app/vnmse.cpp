@@ -169,7 +169,8 @@ Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
       {"correlation", 0, 1, false, [&](double v) { spec.correlation = v; }},
       {"envelope_sigma", 0, traces::kMaxEnvelopeSigma, false, [&](double v) { spec.envelope_sigma = v; }},
       {"envelope_span", 1, traces::kMaxEnvelopeSpan, true,
-       [&](double v) { spec.envelope_span = static_cast<uint32_t>(v); }}};
+       [&](double v) { spec.envelope_span = static_cast<uint32_t>(v); }},
+      {"envelope_correlation", 0, 1, false, [&](double v) { spec.envelope_correlation = v; }}};
   for (const std::string& kv : comma_items(text)) {
     const size_t eq = kv.find('=');
     const std::string name = kv.substr(0, eq);
@@ -178,7 +179,7 @@ Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
       if (name == k.name) key = &k;
     if (eq == std::string::npos || key == nullptr)
       return invalid_argument(fmt::format("--structure: expected KEY=VALUE with KEY one of layers, scale_decades, "
-                                          "correlation, envelope_sigma, envelope_span; got '{}'",
+                                          "correlation, envelope_sigma, envelope_span, envelope_correlation; got '{}'",
                                           kv));
     const std::string value = kv.substr(eq + 1);
     double v = std::numeric_limits<double>::quiet_NaN();
@@ -246,8 +247,10 @@ Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& repor
   }
   report.gradients_desc = fmt::format(
       "synthetic: shape {} per rank, {} layer(s) with scales over {} decades, correlation {} between ranks, "
-      "lognormal envelope sigma {} per {} entries",
-      o.synthetic, layout.size(), spec.scale_decades, spec.correlation, spec.envelope_sigma, spec.envelope_span);
+      "lognormal envelope sigma {} per {} entries{}",
+      o.synthetic, layout.size(), spec.scale_decades, spec.correlation, spec.envelope_sigma, spec.envelope_span,
+      spec.envelope_correlation < 1.0 ? fmt::format(", correlated {} between ranks", spec.envelope_correlation)
+                                      : std::string());
   return ok_status();
 }
 

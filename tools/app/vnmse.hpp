@@ -31,8 +31,9 @@ struct VnmseOptions {
   std::string gradients;                ///< gradient dump directory (manifest.json), or:
   std::string synthetic;                ///< "ROWSxCOLS" or "N": i.i.d. N(0,1) per rank (fixed data, one step)
   /// With `synthetic`: "KEY=VALUE,..." draws the entries from traces/synthetic_gradients.hpp instead
-  /// (keys layers, scale_decades, correlation, envelope_sigma, envelope_span, as a scenario's
-  /// synthetic gradients; unnamed keys keep that generator's defaults). Empty: i.i.d. N(0,1).
+  /// (keys layers, scale_decades, correlation, envelope_sigma, envelope_span, envelope_correlation,
+  /// as a scenario's synthetic gradients; unnamed keys keep that generator's defaults). Empty:
+  /// i.i.d. N(0,1).
   std::string structure;
   std::vector<std::string> algos;       ///< "name" or "name:k=v,k=v"
   std::vector<std::string> params;      ///< "k=v", applied to every algo (a key it lacks is an error)

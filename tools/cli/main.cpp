@@ -333,7 +333,8 @@ int cmd_vnmse(const std::vector<std::string>& args) {
        "instead of a dump: ROWSxCOLS (or N) i.i.d. N(0,1) entries drawn per rank, one step (default 8 ranks)")
       ("structure", po::value<std::string>(),
        "with --synthetic: KEY=VALUE,... draws the entries from the scenario generator instead of i.i.d. normals "
-       "(layers, scale_decades, correlation, envelope_sigma, envelope_span; others keep its defaults)")
+       "(layers, scale_decades, correlation, envelope_sigma, envelope_span, envelope_correlation; others keep "
+       "its defaults)")
       ("algo,a", po::value<std::vector<std::string>>()->required()->composing(),
        "compression scheme, NAME or NAME:KEY=VALUE,KEY=VALUE (see `ccsim list`); repeatable")
       ("param,p", po::value<std::vector<std::string>>()->composing(),
