@@ -1,11 +1,15 @@
 // `ccsim vnmse` on the shipped gradient dump (traces/data/gpt-bpe) and on synthetic normals: the
 // orderings the papers report (DynamiQ Tables 3, 4 and 6, butterfly below ring; EQuARX Fig. 7's
-// MSE per variant), and its handling of bad options.
+// MSE per variant), DDP buckets compressed one by one, and its handling of bad options.
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tools/app/vnmse.hpp"
 
@@ -273,6 +277,71 @@ TEST(Vnmse, BadOptionsAreInputErrors) {
   o.gradients = kDump;
   o.structure = "layers=1";
   EXPECT_NE(error_of(o).find("--structure: shapes synthetic entries; give --synthetic with it"), std::string::npos);
+  o.structure = "";
+  o.algos = {"dynamiq"};
+  o.ddp_bucket = "12XB";
+  EXPECT_EQ(error_of(o), "--ddp-bucket: expected a size of at least 1 byte such as 25MB or 1MiB, got '12XB'");
+  o.ddp_bucket = "";
+  o.ddp_first_bucket = "1MB";
+  EXPECT_EQ(error_of(o), "--ddp-first-bucket: give --ddp-bucket with it");
+  // One bucket per layer: a 64-entry LayerNorm weight is below DynamiQ's 256-entry ring shards.
+  o.ddp_first_bucket = "";
+  o.ddp_bucket = "1B";
+  EXPECT_NE(error_of(o).find("--ddp-bucket: the bucket of entries [266240, 266304) (blocks.0.ln1.weight): "
+                             "--collective ring: cannot run 64 entries"),
+            std::string::npos);
+}
+
+// --ddp-bucket: PyTorch DDP's bucketing of the dump's layers (walked from the last, a bucket closed
+// once it holds cap bytes of fp32 gradient), counted here from the manifest on its own; each
+// bucket has its own metadata phase (OmniReduce: one bitmap word per 64 of the bucket's chunks); a
+// cap above the tensor changes nothing.
+TEST(Vnmse, DdpBucketsAreCompressedOneByOne) {
+  std::ifstream in(kDump + "/manifest.json");
+  const nlohmann::json manifest = nlohmann::json::parse(in);
+  std::vector<uint64_t> counts;
+  for (const auto& layer : manifest.at("layers")) counts.push_back(layer.at("count").get<uint64_t>());
+  VnmseOptions o;
+  o.gradients = kDump;
+  o.ranks = 4;
+  o.steps = {200};
+  o.algos = {"omnireduce", "dynamiq"};
+  auto whole = run_vnmse(o);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(whole->buckets, 1u);
+  for (const uint64_t cap : {16384ull, 65536ull, 262144ull, 1ull << 30}) {
+    SCOPED_TRACE(cap);
+    std::vector<uint64_t> buckets;  // entries per bucket
+    uint64_t current = 0;
+    for (size_t l = counts.size(); l-- > 0;) {
+      current += counts[l];
+      if (4 * current >= cap) {
+        buckets.push_back(current);
+        current = 0;
+      }
+    }
+    if (current > 0) buckets.push_back(current);
+    uint64_t plan_bytes = 0;
+    for (const uint64_t n : buckets) plan_bytes += 8 * (((n + 255) / 256 + 63) / 64);
+    o.ddp_bucket = std::to_string(cap) + "B";
+    auto r = run_vnmse(o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->buckets, buckets.size());
+    ASSERT_EQ(r->rows.size(), 2u);
+    EXPECT_EQ(r->rows[0].plan_bytes_per_rank, plan_bytes);
+    if (buckets.size() == 1) {
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(r->rows[i].vnmse, whole->rows[i].vnmse);
+        EXPECT_EQ(r->rows[i].wire_bytes, whole->rows[i].wire_bytes);
+        EXPECT_EQ(r->rows[i].layer_vnmse, whole->rows[i].layer_vnmse);
+      }
+    } else {
+      // Each bucket keeps its own top half: the small layers' chunks are no longer dropped for the
+      // embedding's, but each bucket of dense layers loses half of its chunks. OmniReduce's error
+      // grows, several times once the dense layers are buckets of their own (16 and 64 KiB).
+      EXPECT_GT(r->rows[0].vnmse, (buckets.size() >= 5 ? 3.0 : 1.0) * whole->rows[0].vnmse);
+    }
+  }
 }
 
 // `--synthetic N --structure ...` draws the scenario generator's gradients (traces/synthetic_gradients.hpp):

@@ -15,6 +15,8 @@
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/units.hpp"
+#include "sim/training/bucket_sync.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "traces/gradient_dump.hpp"
 #include "traces/synthetic_gradients.hpp"
@@ -302,6 +304,69 @@ SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<flo
   return s;
 }
 
+// A DDP bucket of the tensor: entries [offset, offset + count), which are whole layers, and their
+// shapes relative to the bucket.
+struct TensorBucket {
+  uint64_t offset = 0, count = 0;
+  std::vector<algo::LayerShape> layout;
+  uint32_t first_layer = 0;  ///< index of its first layer in the tensor's layout
+};
+
+// The tensor as one bucket (no --ddp-bucket), or PyTorch DDP's bucketing of its layers (the last
+// layer first, a bucket closed once it holds at least the cap of fp32 gradient; sim::make_buckets).
+Result<std::vector<TensorBucket>> tensor_buckets(const VnmseOptions& o, const std::vector<algo::LayerShape>& layout,
+                                                 uint64_t elements, std::string& desc) {
+  if (o.ddp_bucket.empty()) {
+    if (!o.ddp_first_bucket.empty()) return invalid_argument("--ddp-first-bucket: give --ddp-bucket with it");
+    return std::vector<TensorBucket>{{0, elements, layout}};
+  }
+  auto size = [](const std::string& text, const char* option) -> Result<uint64_t> {
+    auto q = parse_quantity(text, UnitKind::kBytes);
+    if (!q.ok() || !(*q >= 1.0) || *q > 0x1p62)
+      return invalid_argument(fmt::format("{}: expected a size of at least 1 byte such as 25MB or 1MiB, got '{}'",
+                                          option, text));
+    return static_cast<uint64_t>(*q);
+  };
+  CCSIM_ASSIGN_OR_RETURN(const uint64_t cap, size(o.ddp_bucket, "--ddp-bucket"));
+  uint64_t first = 0;
+  if (!o.ddp_first_bucket.empty()) {
+    CCSIM_ASSIGN_OR_RETURN(first, size(o.ddp_first_bucket, "--ddp-first-bucket"));
+  }
+  std::vector<sim::TrainingLayer> layers(layout.size());
+  for (size_t l = 0; l < layout.size(); ++l) {
+    CCSIM_CHECK(layout[l].offset == (l == 0 ? 0 : layout[l - 1].offset + layout[l - 1].count),
+                "layer {} does not follow the one before it", l);
+    layers[l].params = layout[l].count;
+  }
+  std::vector<TensorBucket> out;
+  for (const sim::GradientBucket& g : sim::make_buckets(layers, cap, first, 4)) {
+    // Backward order: the bucket's layers are lo .. hi, contiguous in the tensor.
+    const uint32_t lo = *std::min_element(g.layers.begin(), g.layers.end());
+    const uint32_t hi = *std::max_element(g.layers.begin(), g.layers.end());
+    CCSIM_CHECK(hi - lo + 1 == g.layers.size(), "bucket of layers {} .. {} is not contiguous", lo, hi);
+    TensorBucket b;
+    b.offset = layout[lo].offset;
+    b.first_layer = lo;
+    for (uint32_t l = lo; l <= hi; ++l) {
+      algo::LayerShape shape = layout[l];
+      shape.offset -= b.offset;
+      b.layout.push_back(shape);
+      b.count += shape.count;
+    }
+    out.push_back(std::move(b));
+  }
+  std::reverse(out.begin(), out.end());  // tensor order (the first bucket DDP fills is the last here)
+  uint64_t largest = 0;
+  for (const TensorBucket& b : out) largest = std::max(largest, b.count);
+  desc = fmt::format(", each of {} DDP buckets of at least {}{} (the largest {} entries) on its own", out.size(),
+                     format_quantity(static_cast<double>(cap), UnitKind::kBytes),
+                     first > 0 ? fmt::format(", the first {}", format_quantity(static_cast<double>(first),
+                                                                                   UnitKind::kBytes))
+                               : std::string(),
+                     largest);
+  return out;
+}
+
 Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
   if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
@@ -358,9 +423,12 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   report.ranks = ranks;
   for (size_t si = 0; si < step_numbers.size(); ++si)
     report.skew.push_back(super_group_skew(step_numbers[si], inputs[si], ranks));
+  std::string buckets_desc;
+  CCSIM_ASSIGN_OR_RETURN(const std::vector<TensorBucket> buckets, tensor_buckets(o, layout, elements, buckets_desc));
+  report.buckets = buckets.size();
   report.collective_desc = fmt::format(
-      "{}/{} on {} ranks{}{}", o.operation, o.algorithm, ranks,
-      ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "",
+      "{}/{} on {} ranks{}{}{}", o.operation, o.algorithm, ranks,
+      ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "", buckets_desc,
       o.warmup > 0 ? fmt::format(", round {} measured after {} warm-up rounds on each step", o.warmup, o.warmup) : "");
 
   for (const Scheme& scheme : schemes) {
@@ -372,52 +440,97 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
     for (uint32_t k = 0; k < o.seeds; ++k) {
       const uint64_t seed = o.seed + k;
       for (size_t si = 0; si < step_numbers.size(); ++si) {
-        // A fresh instance per (seed, step): rounds 0 .. warmup - 1 on this step's gradients let the
-        // schemes that adapt across rounds settle; round `warmup` is measured.
-        auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
-        if (!made.ok()) return made.status();
-        algo::Compressor& comp = **made;
-        comp.set_layout(layout);
+        // Every bucket on its own: a fresh instance per (seed, step, bucket), whose rounds 0 ..
+        // warmup - 1 on this step's gradients let the schemes that adapt across rounds settle; round
+        // `warmup` is measured. The buckets' outputs, errors and bytes add up to the tensor's.
         VnmseRow& row = rows[si];
         std::vector<std::span<const float>> ins;
         for (uint32_t r = 0; r < ranks; ++r) ins.emplace_back(inputs[si][r % readers]);
-        // One round: its metadata phase, then the collective on copies of the inputs.
-        struct Round {
-          algo::PlanReport plan;
-          topo::CollectiveOptions copt;
-          uint64_t reduced;
-          topo::Schedule schedule;
-          std::vector<std::vector<float>> bufs;
-          algo::NumericsStats stats;
-        };
-        auto run_round = [&](uint32_t round, bool measured) -> Result<Round> {
-          const algo::NumericsOptions nopt{seed, round, measured};
-          CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, ins, nopt));
-          topo::CollectiveOptions copt;
-          copt.segments = o.segments;
-          copt.gpus_per_node = o.gpus_per_node;
-          const uint64_t reduced = comp.reduced_elements(elements);
-          algo::set_shard_options(comp, collective->operation, reduced, ranks, copt);
-          CCSIM_RETURN_IF_ERROR(algo::check_reduced_length(comp, collective->operation, elements, reduced)
-                                    .with_context(fmt::format("--algo {}", scheme.label)));
-          if (Status st = collective->check(ranks, reduced, copt); !st.ok())
-            return invalid_argument(fmt::format("--collective {}: cannot run {} entries on {} ranks: {}", o.algorithm,
-                                                reduced, ranks, st.message()));
-          topo::Schedule schedule = collective->build(ranks, reduced, copt);
-          algo::bind_schedule(schedule, comp);
-          std::vector<std::vector<float>> bufs(ranks);
-          std::vector<std::span<float>> views;
-          for (uint32_t r = 0; r < ranks; ++r) {
-            bufs[r].assign(ins[r].begin(), ins[r].end());
-            views.emplace_back(bufs[r]);
+        std::vector<algo::ErrorStats> errs(ranks);
+        std::vector<std::vector<float>> outs_store(buckets.size() == 1 ? 0 : ranks);
+        std::vector<std::span<const float>> outs(ranks);
+        uint64_t plan_bytes = 0, wire_bytes = 0, tensor_bytes = 0;
+        bool unbiased = false;
+        for (const TensorBucket& bucket : buckets) {
+          auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
+          if (!made.ok()) return made.status();
+          algo::Compressor& comp = **made;
+          comp.set_layout(bucket.layout);
+          std::vector<std::span<const float>> bins;
+          for (uint32_t r = 0; r < ranks; ++r) bins.push_back(ins[r].subspan(bucket.offset, bucket.count));
+          // One round: its metadata phase, then the collective on copies of the inputs.
+          struct Round {
+            algo::PlanReport plan;
+            topo::CollectiveOptions copt;
+            uint64_t reduced;
+            topo::Schedule schedule;
+            std::vector<std::vector<float>> bufs;
+            algo::NumericsStats stats;
+          };
+          auto run_round = [&](uint32_t round, bool measured) -> Result<Round> {
+            const algo::NumericsOptions nopt{seed, round, measured};
+            CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, bins, nopt));
+            topo::CollectiveOptions copt;
+            copt.segments = o.segments;
+            copt.gpus_per_node = o.gpus_per_node;
+            const uint64_t reduced = comp.reduced_elements(bucket.count);
+            algo::set_shard_options(comp, collective->operation, reduced, ranks, copt);
+            CCSIM_RETURN_IF_ERROR(algo::check_reduced_length(comp, collective->operation, bucket.count, reduced)
+                                      .with_context(fmt::format("--algo {}", scheme.label)));
+            if (Status st = collective->check(ranks, reduced, copt); !st.ok())
+              return invalid_argument(fmt::format("--collective {}: cannot run {} entries on {} ranks: {}",
+                                                  o.algorithm, reduced, ranks, st.message()));
+            topo::Schedule schedule = collective->build(ranks, reduced, copt);
+            algo::bind_schedule(schedule, comp);
+            std::vector<std::vector<float>> bufs(ranks);
+            std::vector<std::span<float>> views;
+            for (uint32_t r = 0; r < ranks; ++r) {
+              bufs[r].assign(bins[r].begin(), bins[r].end());
+              views.emplace_back(bufs[r]);
+            }
+            CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats, algo::run_numerics(schedule, comp, views, nopt));
+            return Round{plan, copt, reduced, std::move(schedule), std::move(bufs), stats};
+          };
+          // Which bucket a scheme or collective could not handle (a small one may be below its alignment).
+          auto where = [&](Status st) {
+            if (st.ok() || buckets.size() == 1) return st;
+            const uint32_t last = bucket.first_layer + static_cast<uint32_t>(bucket.layout.size()) - 1;
+            return st.with_context(fmt::format(
+                "--ddp-bucket: the bucket of entries [{}, {}) ({}{})", bucket.offset, bucket.offset + bucket.count,
+                report.layer_names.at(bucket.first_layer),
+                last > bucket.first_layer ? " .. " + report.layer_names.at(last) : std::string()));
+          };
+          for (uint32_t round = 0; round < o.warmup; ++round) {
+            CCSIM_RETURN_IF_ERROR(where(run_round(round, false).status()));
           }
-          CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats, algo::run_numerics(schedule, comp, views, nopt));
-          return Round{plan, copt, reduced, std::move(schedule), std::move(bufs), stats};
-        };
-        for (uint32_t round = 0; round < o.warmup; ++round) CCSIM_RETURN_IF_ERROR(run_round(round, false).status());
-        CCSIM_ASSIGN_OR_RETURN(const Round rd, run_round(o.warmup, true));
-        std::vector<std::span<const float>> outs(rd.bufs.begin(), rd.bufs.end());
-        const std::vector<algo::ErrorStats> errs = algo::operation_errors(rd.schedule, ins, outs);
+          auto measured = run_round(o.warmup, true);
+          CCSIM_RETURN_IF_ERROR(where(measured.status()));
+          Round rd = std::move(measured).value();
+          std::vector<std::span<const float>> bouts(rd.bufs.begin(), rd.bufs.end());
+          const std::vector<algo::ErrorStats> berrs = algo::operation_errors(rd.schedule, bins, bouts);
+          for (uint32_t r = 0; r < ranks; ++r) {
+            errs[r].sq_error += berrs[r].sq_error;
+            errs[r].sq_norm += berrs[r].sq_norm;
+          }
+          plan_bytes += rd.plan.wire_bytes_per_rank;
+          wire_bytes += rd.stats.wire_bytes;
+          tensor_bytes += algo::tensor_wire_bytes(comp, rd.reduced, ranks, rd.copt);
+          unbiased = comp.unbiased();
+          for (size_t h = 0; h < rd.stats.hop_errors.size(); ++h) {
+            hop_sum[si][h].sq_error += rd.stats.hop_errors[h].sq_error;
+            hop_sum[si][h].sq_norm += rd.stats.hop_errors[h].sq_norm;
+          }
+          if (buckets.size() == 1) {
+            outs_store = std::move(rd.bufs);
+          } else {
+            for (uint32_t r = 0; r < ranks; ++r) {
+              outs_store[r].resize(elements);
+              std::copy(rd.bufs[r].begin(), rd.bufs[r].end(),
+                        outs_store[r].begin() + static_cast<std::ptrdiff_t>(bucket.offset));
+            }
+          }
+        }
+        for (uint32_t r = 0; r < ranks; ++r) outs[r] = outs_store[r];
         const double v = algo::vnmse(errs);
         per_seed[si].push_back(v);
         for (const auto& e : errs)
@@ -428,25 +541,19 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
           row.scheme = scheme.name;
           row.params = scheme.resolved;
           row.step = step_numbers[si];
-          row.unbiased = comp.unbiased();
-          row.plan_bytes_per_rank = rd.plan.wire_bytes_per_rank;
-          row.wire_bytes = rd.stats.wire_bytes;
-          const uint64_t tensor_bytes = algo::tensor_wire_bytes(comp, rd.reduced, ranks, rd.copt);
-          row.bits_per_entry =
-              8.0 * static_cast<double>(tensor_bytes + rd.plan.wire_bytes_per_rank) / static_cast<double>(elements);
+          row.unbiased = unbiased;
+          row.plan_bytes_per_rank = plan_bytes;
+          row.wire_bytes = wire_bytes;
+          row.bits_per_entry = 8.0 * static_cast<double>(tensor_bytes + plan_bytes) / static_cast<double>(elements);
         }
         if (collective->operation == topo::CollectiveOp::kAllReduce) {
           for (uint32_t r = 0; r < ranks; ++r)
-            for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += rd.bufs[r][i];
+            for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += outs[r][i];
           const auto le = algo::allreduce_layer_errors(ins, outs, layout);
           for (size_t l = 0; l < le.size(); ++l) {
             layer_sum[si][l].sq_error += le[l].sq_error;
             layer_sum[si][l].sq_norm += le[l].sq_norm;
           }
-        }
-        for (size_t h = 0; h < rd.stats.hop_errors.size(); ++h) {
-          hop_sum[si][h].sq_error += rd.stats.hop_errors[h].sq_error;
-          hop_sum[si][h].sq_norm += rd.stats.hop_errors[h].sq_norm;
         }
       }
     }

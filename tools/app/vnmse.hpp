@@ -51,6 +51,11 @@ struct VnmseOptions {
   uint32_t segments = 1;
   uint64_t max_elements = uint64_t{1} << 26;  ///< per worker; larger dumps are sampled
   uint64_t bucket = uint64_t{1} << 20;        ///< sampling piece size (entries)
+  /// A size ("25MB"): compress and reduce each PyTorch DDP bucket of the tensor's layers on its own
+  /// (bucket_cap of fp32 gradient, layers packed from the last, never split; sim::make_buckets), as
+  /// a DDP communication hook does. Empty: the whole tensor at once.
+  std::string ddp_bucket;
+  std::string ddp_first_bucket;               ///< DDP's smaller first bucket (empty: as the others)
 };
 
 /// Error of one scheme at one step.
@@ -92,6 +97,7 @@ struct VnmseReport {
   std::string sampling_note;   ///< empty when the whole dump was used
   uint32_t ranks = 0;
   uint64_t elements = 0;       ///< entries per rank actually used
+  uint64_t buckets = 1;        ///< DDP buckets reduced one by one (1: the whole tensor at once)
   std::vector<std::string> layer_names;
   std::vector<SuperGroupSkew> skew;  ///< per step of the input
   std::vector<VnmseRow> rows;

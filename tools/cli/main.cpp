@@ -354,6 +354,10 @@ int cmd_vnmse(const std::vector<std::string>& args) {
       ("max-elements", po::value<uint64_t>()->default_value(uint64_t{1} << 26),
        "entries per worker above which whole buckets are sampled")
       ("bucket", po::value<uint64_t>()->default_value(uint64_t{1} << 20), "sampling bucket size (entries)")
+      ("ddp-bucket", po::value<std::string>(),
+       "compress and reduce each PyTorch DDP bucket of the layers on its own, as a DDP communication hook does: "
+       "bucket_cap in bytes of fp32 gradient (e.g. 25MB), layers packed from the last, never split")
+      ("ddp-first-bucket", po::value<std::string>(), "with --ddp-bucket: the first (last layers') bucket's cap")
       ("detail", "also print vNMSE per hop depth and per layer")
       ("csv", po::value<std::string>()->default_value("out/vnmse.csv"), "CSV output file ('-' for none)")
       ("threads", po::value<int>(), "worker threads (results do not depend on it)");
@@ -361,7 +365,7 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse(args, desc, pos, vm,
              "usage: ccsim vnmse (--gradients DIR | --synthetic RxC) --algo NAME[:K=V,..] [--param K=V ...] [--collective ring] "
-             "[--ranks N] [--steps 0,50] [--seeds K] [--warmup R]"))
+             "[--ranks N] [--steps 0,50] [--seeds K] [--warmup R] [--ddp-bucket 25MB]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
   app::VnmseOptions o;
@@ -381,6 +385,8 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   o.segments = vm["segments"].as<uint32_t>();
   o.max_elements = vm["max-elements"].as<uint64_t>();
   o.bucket = vm["bucket"].as<uint64_t>();
+  if (vm.count("ddp-bucket")) o.ddp_bucket = vm["ddp-bucket"].as<std::string>();
+  if (vm.count("ddp-first-bucket")) o.ddp_first_bucket = vm["ddp-first-bucket"].as<std::string>();
   auto rep = app::run_vnmse(o);
   if (!rep.ok()) return report(rep.status());
   const std::string csv = vm["csv"].as<std::string>();
