@@ -451,7 +451,10 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
         std::vector<std::span<const float>> outs(ranks);
         uint64_t plan_bytes = 0, wire_bytes = 0, tensor_bytes = 0;
         bool unbiased = false;
-        for (const TensorBucket& bucket : buckets) {
+        for (size_t b = 0; b < buckets.size(); ++b) {
+          const TensorBucket& bucket = buckets[b];
+          // Each bucket draws its own random numbers (bucket 0 those of the whole tensor).
+          const uint64_t bucket_seed = seed ^ (b * 0x9E3779B97F4A7C15ull);
           auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
           if (!made.ok()) return made.status();
           algo::Compressor& comp = **made;
@@ -468,7 +471,7 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
             algo::NumericsStats stats;
           };
           auto run_round = [&](uint32_t round, bool measured) -> Result<Round> {
-            const algo::NumericsOptions nopt{seed, round, measured};
+            const algo::NumericsOptions nopt{bucket_seed, round, measured};
             CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, bins, nopt));
             topo::CollectiveOptions copt;
             copt.segments = o.segments;

@@ -53,7 +53,8 @@ struct VnmseOptions {
   uint64_t bucket = uint64_t{1} << 20;        ///< sampling piece size (entries)
   /// A size ("25MB"): compress and reduce each PyTorch DDP bucket of the tensor's layers on its own
   /// (bucket_cap of fp32 gradient, layers packed from the last, never split; sim::make_buckets), as
-  /// a DDP communication hook does. Empty: the whole tensor at once.
+  /// a DDP communication hook does; bucket b (in tensor order) draws its random numbers from seed
+  /// XOR b * 0x9E3779B97F4A7C15. Empty: the whole tensor at once.
   std::string ddp_bucket;
   std::string ddp_first_bucket;               ///< DDP's smaller first bucket (empty: as the others)
 };
