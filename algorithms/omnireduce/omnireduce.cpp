@@ -31,7 +31,7 @@ inline void put_bf16(uint8_t* out, uint64_t pos, float x) {
 }
 
 // Whether chunk c is sent: every union chunk when own is null (send=union), else chunk c's bit.
-inline bool sends(const uint64_t* own, uint64_t c) { return own == nullptr || ((own[c / 64] >> (c % 64)) & 1u) != 0; }
+inline bool sends(const uint64_t* own, uint64_t c) { return own == nullptr || OmniReduceCompressor::chunk_bit(own, c); }
 
 inline float get_bf16(const uint8_t* in, uint64_t pos) {
   uint16_t h;

@@ -160,8 +160,10 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   uint64_t committed_k() const { return committed_k_; }
   /// K'_t of the last committed round.
   uint64_t union_chunks() const { return union_chunks_; }
+  /// Bit c % 64 of words[c / 64]: whether chunk c is in a chunk bitmap (the union's or a rank's).
+  static bool chunk_bit(const uint64_t* words, uint64_t c) { return ((words[c / 64] >> (c % 64)) & 1u) != 0; }
   /// Whether chunk c is in the committed union.
-  bool in_union(uint64_t c) const { return c < n_chunks_ && ((union_[c / 64] >> (c % 64)) & 1u) != 0; }
+  bool in_union(uint64_t c) const { return c < n_chunks_ && chunk_bit(union_.data(), c); }
   /// Whether the compact layout is used.
   bool compact() const { return compact_; }
   /// Whether ranks send only their own top-k chunks (send=own).

@@ -150,12 +150,14 @@ TEST(SyntheticGradients, LimitingCasesAreExact) {
     for (uint64_t i = b; i < b + spec.envelope_span; ++i)
       ASSERT_NEAR(static_cast<double>(scaled[1][i]) / scaled[0][i], ratio, 1e-5 * ratio) << "entry " << i;
   }
-  // envelope_correlation = 1 is the shared envelope whatever else is set.
+  // With no envelope (sigma 0) the workers' own envelope factors are exactly 1: the own-envelope
+  // path leaves the layer scales and the noise as they are.
   spec.correlation = 0.4;
+  spec.envelope_sigma = 0;
   spec.envelope_correlation = 1;
-  SyntheticGradientSpec plain = spec;
-  plain.envelope_correlation = SyntheticGradientSpec{}.envelope_correlation;
-  EXPECT_EQ(generate(spec, 2, 8), generate(plain, 2, 8));
+  SyntheticGradientSpec own = spec;
+  own.envelope_correlation = 0;
+  EXPECT_EQ(generate(own, 2, 8), generate(spec, 2, 8));
 }
 
 TEST(SyntheticGradients, DeterministicAndIndependentOfTheThreadCount) {
