@@ -13,6 +13,10 @@ parameters reached after that many updates), every worker's local gradient, befo
 written as one flattened vector into that worker's safetensors file; manifest.json describes the
 layers, steps, losses and provenance (schema: traces/gradient_dump.hpp, docs/gradient-dumps.md).
 
+With --pretrain-corpus and --pretrain-steps, the model is first trained on another text (one process,
+its own Adam), and the dumped gradients are those of fine-tuning it on --corpus, as in the papers'
+fine-tuning runs.
+
 Default corpus: the license texts Debian ships in /usr/share/common-licenses (every regular file,
 symlinks skipped, in name order) -- plain English prose present on every Debian machine.
 
@@ -207,6 +211,44 @@ def sample_batch(data: torch.Tensor, chunks: list[int], chunk: int, batch: int, 
     return x, y
 
 
+def pretrain(model: nn.Module, bpe: Bpe | None, stoi: dict[str, int] | None, args: argparse.Namespace) -> dict:
+    """Trains `model` in place on --pretrain-corpus (one process, its own Adam and batch stream), so that
+    the dumped gradients are those of fine-tuning a pretrained model. Returns the provenance entry."""
+    text, files = load_corpus(args.pretrain_corpus)
+    alphabet = set(bpe.stoi) if bpe is not None else set(stoi)
+    kept = "".join(c for c in text if c in alphabet)
+    ids = bpe.encode(kept) if bpe is not None else [stoi[c] for c in kept]
+    data = torch.tensor(ids, dtype=torch.long)
+    chunk = 512
+    chunks = list(range(0, len(data) - chunk, chunk))
+    if not chunks:
+        sys.exit(f"train_gpt.py: --pretrain-corpus too small: {len(data)} tokens")
+    gen = torch.Generator().manual_seed(args.seed * 1000 + 999)
+    opt = torch.optim.Adam(model.parameters(), lr=args.pretrain_lr, betas=(0.9, 0.99))
+    t0, losses = time.time(), []
+    for step in range(args.pretrain_steps):
+        x, y = sample_batch(data, chunks, chunk, args.pretrain_batch, args.block_size, gen)
+        model.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        warm = min(1.0, (step + 1) / 100)
+        for g in opt.param_groups:
+            g["lr"] = args.pretrain_lr * warm * 0.5 * (1 + math.cos(math.pi * step / args.pretrain_steps))
+        opt.step()
+        losses.append(loss.item())
+        if step % 100 == 0 or step == args.pretrain_steps - 1:
+            print(f"pretrain step {step:5d}: loss {loss.item():.4f}  [{time.time() - t0:.1f} s]")
+    final = float(np.mean(losses[-50:]))
+    print(f"pretrained on {len(files)} files, {len(data)} tokens ({len(text) - len(kept)} characters outside "
+          f"the tokenizer's alphabet dropped); mean loss of the last 50 steps {final:.4f}")
+    return {"corpus": ", ".join(str(p) for p in args.pretrain_corpus), "files": len(files), "tokens": len(data),
+            "dropped_characters": len(text) - len(kept), "steps": args.pretrain_steps,
+            "batch": args.pretrain_batch, "sequence_length": args.block_size,
+            "optimizer": f"Adam(betas=(0.9, 0.99)), lr {args.pretrain_lr}, 100 warm-up steps, cosine decay",
+            "final_loss": round(final, 6),
+            "note": "fine-tuning then starts a fresh Adam on --corpus; the dumped gradients are fine-tuning ones"}
+
+
 # ---- output --------------------------------------------------------------------------------------
 
 
@@ -270,16 +312,30 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1,
                     help="seed for initialization and batch sampling (default %(default)s)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default %(default)s, for determinism)")
+    ap.add_argument("--pretrain-corpus", nargs="+", type=Path, default=None,
+                    help="pretrain on these text files or directories first, then fine-tune on --corpus (the "
+                         "gradients dumped are the fine-tuning ones, as in the papers' fine-tuning runs); the "
+                         "tokenizer is the one learned on --corpus, and characters outside its alphabet are dropped")
+    ap.add_argument("--pretrain-steps", type=int, default=0,
+                    help="Adam steps of pretraining (default %(default)s: none; needs --pretrain-corpus)")
+    ap.add_argument("--pretrain-batch", type=int, default=16,
+                    help="pretraining sequences per step, one process (default %(default)s)")
+    ap.add_argument("--pretrain-lr", type=float, default=3e-3,
+                    help="pretraining peak learning rate: 100 steps of warm-up, then cosine decay to zero "
+                         "(default %(default)s)")
     args = ap.parse_args()
     if sys.byteorder != "little":
         sys.exit("train_gpt.py: safetensors data is little-endian; this writer assumes a little-endian host")
 
+    if (args.pretrain_steps > 0) != (args.pretrain_corpus is not None):
+        ap.error("--pretrain-corpus and --pretrain-steps N > 0 go together")
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(args.seed)
     dump_steps = sorted(set(args.dump_steps))
 
     text, files = load_corpus(args.corpus)
+    bpe, stoi = None, None
     if args.tokenizer == "bpe":
         bpe = Bpe(text, args.vocab)
         vocab = len(bpe.symbols)
@@ -307,6 +363,8 @@ def main() -> int:
     model = Gpt(vocab, args.d_model, args.layers, args.heads, args.block_size, args.tied)
     params = list(model.named_parameters())
     n_params = sum(p.numel() for _, p in params)
+    pretrain_desc = pretrain(model, bpe if args.tokenizer == "bpe" else None,
+                             None if args.tokenizer == "bpe" else stoi, args) if args.pretrain_steps > 0 else None
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.99))
     gens = [torch.Generator().manual_seed(args.seed * 1000 + w + 1) for w in range(args.workers)]
     val_gen = torch.Generator().manual_seed(args.seed * 1000)
@@ -383,6 +441,7 @@ def main() -> int:
                 "lr": args.lr, "warmup_steps": args.warmup, "micro_batch_per_worker": args.micro_batch,
                 "sequence_length": args.block_size, "seed": args.seed, "torch": torch.__version__,
             },
+            **({"pretraining": pretrain_desc} if pretrain_desc else {}),
             "gradient": "each worker's local gradient of its own micro-batch mean cross-entropy, before averaging, "
                         "at the parameters reached after `step` Adam updates; layers flattened in order",
             "losses": {str(s): {"train": round(step_log[s]["train_loss"], 6),
