@@ -1,0 +1,88 @@
+# ctest train_gpt_smoke (cmake -P): tools/gradients/train_gpt.py on a tiny model, three ways.
+#  1. Twice without pretraining: the two dumps are byte-identical (the script's determinism claim).
+#  2. With --pretrain-corpus/--pretrain-steps: the manifest records the pretraining, and the dumped
+#     gradients differ from the plain run's at every dumped step (the pretrained weights are used).
+#  3. --pretrain-steps without --pretrain-corpus is refused with exit 2 and writes nothing.
+# Every dump written is then loaded by `ccsim vnmse`, so the writer and the C++ reader stay in step.
+# Variables: PYTHON (an interpreter with PyTorch), SOURCE_DIR, CCSIM, OUT (a scratch directory).
+foreach(var PYTHON SOURCE_DIR CCSIM OUT)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "train_gpt_smoke: -D${var}=... is required")
+  endif()
+endforeach()
+
+set(licenses /usr/share/common-licenses)
+set(tiny --corpus ${licenses}/Apache-2.0 --tokenizer char --d-model 16 --layers 1 --heads 2 --block-size 16
+         --shard-chunk 64 --workers 2 --micro-batch 2 --dump-steps 0 2 --dtype F32)
+file(REMOVE_RECURSE ${OUT})
+
+function(train name)
+  execute_process(COMMAND ${PYTHON} ${SOURCE_DIR}/tools/gradients/train_gpt.py ${tiny} ${ARGN} --out ${OUT}/${name}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "train_gpt_smoke: train_gpt.py (${name}) failed (exit ${rc}):\n${out}")
+  endif()
+  execute_process(COMMAND ${CCSIM} vnmse --gradients ${OUT}/${name} --algo dynamiq --csv -
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "2 workers")
+    message(FATAL_ERROR "train_gpt_smoke: ccsim vnmse cannot read the ${name} dump (exit ${rc}):\n${out}")
+  endif()
+endfunction()
+
+train(plain)
+train(plain_again)
+train(pretrained --pretrain-corpus ${licenses}/GPL-3 --pretrain-steps 3 --pretrain-batch 2)
+
+foreach(w 0 1)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${OUT}/plain/worker${w}.safetensors
+                          ${OUT}/plain_again/worker${w}.safetensors RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "train_gpt_smoke: two identical runs wrote different worker${w}.safetensors")
+  endif()
+endforeach()
+
+# The same layout, different gradients: compare each dumped step's tensor bytes (F32, layers flattened).
+file(READ ${OUT}/plain/manifest.json plain_manifest)
+file(READ ${OUT}/pretrained/manifest.json pre_manifest)
+string(JSON plain_elements GET "${plain_manifest}" elements)
+string(JSON pre_elements GET "${pre_manifest}" elements)
+if(NOT plain_elements EQUAL pre_elements)
+  message(FATAL_ERROR "train_gpt_smoke: pretraining changed the model size (${plain_elements} -> ${pre_elements})")
+endif()
+string(JSON steps GET "${pre_manifest}" provenance pretraining steps)
+string(JSON corpus GET "${pre_manifest}" provenance pretraining corpus)
+if(NOT steps EQUAL 3 OR NOT corpus MATCHES "GPL-3$")
+  message(FATAL_ERROR "train_gpt_smoke: provenance.pretraining is ${steps} steps on '${corpus}', expected 3 on GPL-3")
+endif()
+string(JSON has_pre ERROR_VARIABLE missing GET "${plain_manifest}" provenance pretraining)
+if(NOT missing)
+  message(FATAL_ERROR "train_gpt_smoke: a run without pretraining records provenance.pretraining")
+endif()
+math(EXPR step_bytes "${plain_elements} * 4")
+foreach(w 0 1)
+  file(READ ${OUT}/plain/worker${w}.safetensors plain_hex HEX)
+  file(READ ${OUT}/pretrained/worker${w}.safetensors pre_hex HEX)
+  foreach(step 0 1)
+    # The data section is the last 2 x step_bytes of the file; step s starts s x step_bytes into it.
+    string(LENGTH "${plain_hex}" plain_len)
+    string(LENGTH "${pre_hex}" pre_len)
+    math(EXPR plain_at "${plain_len} - (2 - ${step}) * ${step_bytes} * 2")
+    math(EXPR pre_at "${pre_len} - (2 - ${step}) * ${step_bytes} * 2")
+    math(EXPR hex_len "${step_bytes} * 2")
+    string(SUBSTRING "${plain_hex}" ${plain_at} ${hex_len} a)
+    string(SUBSTRING "${pre_hex}" ${pre_at} ${hex_len} b)
+    if(a STREQUAL b)
+      message(FATAL_ERROR "train_gpt_smoke: worker${w}'s gradient at dumped step index ${step} is the same with "
+                          "and without pretraining")
+    endif()
+  endforeach()
+endforeach()
+
+execute_process(COMMAND ${PYTHON} ${SOURCE_DIR}/tools/gradients/train_gpt.py ${tiny} --pretrain-steps 3
+                        --out ${OUT}/refused
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 2 OR NOT out MATCHES "--pretrain-corpus" OR EXISTS ${OUT}/refused)
+  message(FATAL_ERROR "train_gpt_smoke: --pretrain-steps without --pretrain-corpus: exit ${rc}, expected 2 and "
+                      "nothing written:\n${out}")
+endif()
+message("train_gpt_smoke: deterministic, pretraining recorded and used, bad options refused")
