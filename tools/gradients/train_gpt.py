@@ -213,17 +213,18 @@ def sample_batch(data: torch.Tensor, chunks: list[int], chunk: int, batch: int, 
 
 def pretrain(model: nn.Module, bpe: Bpe | None, stoi: dict[str, int] | None, args: argparse.Namespace) -> dict:
     """Trains `model` in place on --pretrain-corpus (one process, its own Adam and batch stream), so that
-    the dumped gradients are those of fine-tuning a pretrained model. Returns the provenance entry."""
+    the dumped gradients are those of fine-tuning a pretrained model. Tokenizes with `bpe`, or with the
+    character table `stoi` when `bpe` is None. Returns the provenance entry."""
     text, files = load_corpus(args.pretrain_corpus)
     alphabet = set(bpe.stoi) if bpe is not None else set(stoi)
     kept = "".join(c for c in text if c in alphabet)
     ids = bpe.encode(kept) if bpe is not None else [stoi[c] for c in kept]
     data = torch.tensor(ids, dtype=torch.long)
-    chunk = 512
+    chunk = max(512, 2 * args.block_size)
     chunks = list(range(0, len(data) - chunk, chunk))
     if not chunks:
         sys.exit(f"train_gpt.py: --pretrain-corpus too small: {len(data)} tokens")
-    gen = torch.Generator().manual_seed(args.seed * 1000 + 999)
+    gen = torch.Generator().manual_seed(args.seed * 1000 + args.workers + 1)  # after the workers' streams
     opt = torch.optim.Adam(model.parameters(), lr=args.pretrain_lr, betas=(0.9, 0.99))
     t0, losses = time.time(), []
     for step in range(args.pretrain_steps):
@@ -363,8 +364,7 @@ def main() -> int:
     model = Gpt(vocab, args.d_model, args.layers, args.heads, args.block_size, args.tied)
     params = list(model.named_parameters())
     n_params = sum(p.numel() for _, p in params)
-    pretrain_desc = pretrain(model, bpe if args.tokenizer == "bpe" else None,
-                             None if args.tokenizer == "bpe" else stoi, args) if args.pretrain_steps > 0 else None
+    pretrain_desc = pretrain(model, bpe, stoi, args) if args.pretrain_steps > 0 else None
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.99))
     gens = [torch.Generator().manual_seed(args.seed * 1000 + w + 1) for w in range(args.workers)]
     val_gen = torch.Generator().manual_seed(args.seed * 1000)
