@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Digests of everything `ccsim run` writes for every shipped scenario.
+
+Runs each scenario under scenarios/ (the quickstart, the paper and topology scenarios) with the given
+ccsim binary into a fresh folder, and prints one line per output file: its SHA-256, after the
+absolute path of the source tree is replaced by "$ROOT" (resolved scenarios name their files by
+absolute path). The console summary is digested too, without its wall-time line (the only line that
+varies between runs).
+
+  output_digests.py --ccsim BUILD/tools/ccsim                  print the digests
+  output_digests.py --ccsim BIN --check tests/golden/output_digests.txt
+                                                               compare; exit 1 naming every difference
+  output_digests.py --ccsim BIN --record FILE                  write them
+
+Standard library only. A refactoring that must not change results keeps the recorded file as is; a
+change of results updates it in the same commit, as a reviewed diff.
+"""
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def scenarios():
+    out = []
+    base = os.path.join(ROOT, "scenarios")
+    for folder, _, files in os.walk(base):
+        for f in files:
+            if f.endswith(".json") and f != "schema.json":
+                out.append(os.path.relpath(os.path.join(folder, f), ROOT))
+    return sorted(out)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data.replace(ROOT.encode(), b"$ROOT")).hexdigest()
+
+
+def run_one(ccsim: str, scenario: str, tmp: str) -> list:
+    out_dir = os.path.join(tmp, scenario.replace("/", "_"))
+    proc = subprocess.run([ccsim, "run", os.path.join(ROOT, scenario), "--out", out_dir], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr.decode(errors="replace"))
+        raise SystemExit(f"{scenario}: ccsim run exited {proc.returncode}")
+    console = b"".join(line for line in proc.stdout.splitlines(keepends=True)
+                       if not line.lstrip().startswith(b"wall time"))
+    console = console.replace(out_dir.encode(), b"$OUT")
+    lines = [f"{scenario} console {digest(console)}"]
+    for name in sorted(os.listdir(out_dir)):
+        with open(os.path.join(out_dir, name), "rb") as f:
+            lines.append(f"{scenario} {name} {digest(f.read())}")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ccsim", required=True, help="the ccsim binary")
+    ap.add_argument("--check", help="recorded digests to compare with")
+    ap.add_argument("--record", help="file to write the digests to")
+    ap.add_argument("--only", action="append", default=[], help="run only scenarios containing this text")
+    args = ap.parse_args()
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="ccsim-digests-") as tmp:
+        for s in scenarios():
+            if args.only and not any(o in s for o in args.only):
+                continue
+            lines += run_one(os.path.abspath(args.ccsim), s, tmp)
+    text = "\n".join(lines) + "\n"
+    if args.record:
+        with open(args.record, "w") as f:
+            f.write(text)
+    if not args.check:
+        sys.stdout.write(text)
+        return 0
+    with open(args.check) as f:
+        want = [l for l in f.read().splitlines() if l and not l.startswith("#")]
+    if args.only:
+        want = [l for l in want if any(o in l.split(" ")[0] for o in args.only)]
+    got = lines
+    key = lambda l: " ".join(l.split(" ")[:2])
+    want_by, got_by = {key(l): l for l in want}, {key(l): l for l in got}
+    bad = []
+    for k in sorted(set(want_by) | set(got_by)):
+        if k not in got_by:
+            bad.append(f"{k}: recorded but not written now")
+        elif k not in want_by:
+            bad.append(f"{k}: written now but not recorded")
+        elif want_by[k] != got_by[k]:
+            bad.append(f"{k}: differs (recorded {want_by[k].split()[-1][:12]}, now {got_by[k].split()[-1][:12]})")
+    for b in bad:
+        print(b)
+    print(f"{len(got)} outputs of {len(set(l.split(' ')[0] for l in got))} scenarios: "
+          f"{'all identical to the recorded digests' if not bad else f'{len(bad)} differ'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
