@@ -177,6 +177,13 @@ class Compressor {
   virtual Determinism determinism() const = 0;
   /// Whether this instance can compress `spec` (default: always).
   virtual Status can_implement(const TensorSpec& /*spec*/) const { return ok_status(); }
+  /// Whether a round over `ranks` ranks of a tensor of `elements` entries can be planned and
+  /// reduced, whatever the data (e.g. THC's aggregation fields overflow on too many ranks): an input
+  /// error whose pointer names the parameter to change, relative to the scheme's params (default: OK).
+  virtual Status can_reduce(uint64_t /*elements*/, uint32_t /*ranks*/) const { return ok_status(); }
+  /// Whether a round's plan may change reduced_elements() (OmniReduce's compacted union, EDGC's
+  /// controlled rank), so that only an all-reduce can run the scheme whatever the data (default: no).
+  virtual bool plan_changes_length() const { return false; }
 
  private:
   std::string params_ = "{}";
@@ -185,6 +192,8 @@ class Compressor {
 /// Boundaries 0 = c_0 <= c_1 <= ... <= c_parts = elements, inner ones multiples of
 /// compressor.alignment(), with c_k the smallest such boundary whose prefix [0, c_k) encodes (leaf
 /// message, wire_bytes) to at least k/parts of the whole vector's bytes: the byte-balanced split.
+/// Where only the whole vector reaches that share and its last block is partial, c_k is the last
+/// whole block's end (inner boundaries never leave the alignment, whatever the data).
 /// Uses O(parts · log(elements / alignment)) wire_bytes() calls; the prefix sizes must be
 /// non-decreasing in the boundary (true of every scheme whose chunk size is a sum over blocks).
 std::vector<uint64_t> byte_balanced_cuts(const Compressor& compressor, uint64_t elements, uint32_t parts,

@@ -31,7 +31,9 @@ std::vector<uint64_t> byte_balanced_cuts(const Compressor& compressor, uint64_t 
       if (static_cast<long double>(prefix(mid)) >= target) hi = mid; else lo = mid + 1;
     }
     lo_block = lo;
-    cuts.push_back(std::min(lo * align, elements));
+    // An inner boundary stays on the alignment (as split_even's do): past the last whole block it
+    // is the last whole block's end, and the shards after it are empty but for the partial block.
+    cuts.push_back(lo * align <= elements ? lo * align : (blocks - 1) * align);
   }
   cuts.push_back(elements);
   return cuts;

@@ -72,7 +72,7 @@ Result<std::unique_ptr<Compressor>> CompressorRegistry::create(const std::string
   CCSIM_RETURN_IF_ERROR(diag.to_status(name));
   Params p(std::move(resolved));
   if (info->check) {
-    if (Status st = info->check(p); !st.ok()) return invalid_argument(fmt::format("{}: /params/{}", name, st.message()));
+    if (Status st = info->check(p); !st.ok()) return st.at("/params").with_context(name);
   }
   std::unique_ptr<Compressor> made = info->create(p);
   made->set_params(p.json().dump());

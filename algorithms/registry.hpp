@@ -21,8 +21,8 @@ struct CompressorInfo {
   ParamTable params;
   std::function<std::unique_ptr<Compressor>(const Params&)> create;
   /// Optional constraints between parameters, checked after each one passed its own range check.
-  /// A failure is kInvalidArgument whose message starts with the parameter it blames and ": "
-  /// (e.g. "k: expected an integer in [7, 16] with base fp16, got 20").
+  /// A failure is kInvalidArgument whose pointer is the parameter it blames, relative to the
+  /// params object (e.g. "/k" and "expected an integer in [7, 16] with base fp16, got 20").
   std::function<Status(const Params&)> check = nullptr;
 };
 

@@ -92,4 +92,32 @@ std::string KernelCostModel::describe(std::span<const topo::KernelKind> round_op
   return fmt::format("measured {} kernels: {} ({}); {} for {}", scheme, where, ops, roofline, missing);
 }
 
+KernelCosts KernelCosts::roofline(double memory_Bps, Duration launch) {
+  KernelCosts c;
+  c.mode_ = KernelCostMode::kRoofline;
+  c.roofline_.memory_Bps = memory_Bps;
+  c.roofline_.launch = launch;
+  return c;
+}
+
+KernelCosts KernelCosts::measured(std::shared_ptr<const kern::DeviceCostProfile> profile, std::string file,
+                                  double memory_Bps, Duration launch) {
+  KernelCosts c = roofline(memory_Bps, launch);
+  c.mode_ = KernelCostMode::kProfile;
+  c.profile_ = std::move(profile);
+  c.file_ = std::move(file);
+  return c;
+}
+
+KernelCostModel KernelCosts::scheme(const std::string& scheme, std::string_view params) const {
+  if (profile_ == nullptr) return roofline_;
+  return KernelCostModel::from_profile(profile_, file_, scheme, params, roofline_);
+}
+
+std::string KernelCosts::describe() const {
+  if (profile_ == nullptr) return roofline_.describe();
+  return fmt::format("measured profile {} ({} {}, measured {}); kernels it lacks: {}", file_, profile_->kind,
+                     profile_->name, profile_->measured, roofline_.describe());
+}
+
 }  // namespace ccsim::sim

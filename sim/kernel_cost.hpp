@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "kernels/cost_profile.hpp"
+#include "sim/base/enum_names.hpp"
 #include "sim/base/sim_time.hpp"
 #include "topology/schedule.hpp"
 
@@ -54,6 +55,39 @@ struct KernelCostModel {
   /// runs) are listed as measured or charged by the roofline; ops charged from curves measured
   /// with other than the default parameters are named with those parameters.
   std::string describe(std::span<const topo::KernelKind> round_ops = {}) const;
+};
+
+/// How a run times compression kernels (a scenario's cluster.gpu.kernel_cost).
+enum class KernelCostMode : uint8_t { kIdeal, kRoofline, kProfile };
+/// Their names, in the order scenario files list them.
+inline constexpr EnumName<KernelCostMode> kKernelCostModes[] = {
+    {KernelCostMode::kIdeal, "ideal"}, {KernelCostMode::kRoofline, "roofline"}, {KernelCostMode::kProfile, "profile"}};
+
+/// The kernel cost models of every scheme of a run: all ideal, a roofline at one nominal memory
+/// bandwidth, or each scheme's kernels from one measured device profile (the roofline for the op
+/// kinds it lacks). Copyable; a measured one shares its profile.
+class KernelCosts {
+ public:
+  /// Ideal: kernels are free.
+  KernelCosts() = default;
+  static KernelCosts roofline(double memory_Bps, Duration launch);
+  /// `file` names the profile in descriptions.
+  static KernelCosts measured(std::shared_ptr<const kern::DeviceCostProfile> profile, std::string file,
+                              double memory_Bps, Duration launch);
+
+  KernelCostMode mode() const { return mode_; }
+  /// The model of the kernels of `scheme` made with `params` (its resolved parameters as compact
+  /// JSON with sorted keys, as algo::Compressor::params() gives them; which curves of a profile
+  /// apply depends on them).
+  KernelCostModel scheme(const std::string& scheme, std::string_view params) const;
+  /// The mode line of a summary: "ideal (...)", "roofline (...)", "measured profile FILE (...)".
+  std::string describe() const;
+
+ private:
+  KernelCostMode mode_ = KernelCostMode::kIdeal;
+  KernelCostModel roofline_;
+  std::shared_ptr<const kern::DeviceCostProfile> profile_;
+  std::string file_;
 };
 
 }  // namespace ccsim::sim

@@ -13,9 +13,10 @@
 
 namespace ccsim::traces {
 
-Result<NpyArray> read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(fmt::format("{}: cannot open gradient file", path));
+namespace {
+
+// Parses the header of an open .npy stream; leaves `in` at the first value.
+Result<NpyHeader> parse_header(std::ifstream& in, const std::string& path) {
   char magic[6];
   in.read(magic, 6);
   if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0) return invalid_argument(fmt::format("{}: not a .npy file (bad magic)", path));
@@ -47,15 +48,40 @@ Result<NpyArray> read_npy(const std::string& path) {
     return invalid_argument(fmt::format("{}: Fortran-ordered arrays are not supported; save with C order", path));
   if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
     return invalid_argument(fmt::format("{}: .npy header has no 'shape'", path));
-  NpyArray arr;
-  uint64_t n = 1;
+  NpyHeader h;
   const std::string dims = m[1];
   const std::regex digits("\\d+");
   for (std::sregex_iterator it(dims.begin(), dims.end(), digits), end; it != end; ++it) {
-    arr.shape.push_back(std::stoull(it->str()));
-    n *= arr.shape.back();
+    h.shape.push_back(std::stoull(it->str()));
+    h.elements *= h.shape.back();
   }
-  const size_t width = descr == "<f4" ? 4 : 2;
+  h.value_bytes = descr == "<f4" ? 4 : 2;
+  h.data_offset = static_cast<uint64_t>(in.tellg());
+  return h;
+}
+
+}  // namespace
+
+Result<NpyHeader> read_npy_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(fmt::format("{}: cannot open gradient file", path));
+  CCSIM_ASSIGN_OR_RETURN(NpyHeader h, parse_header(in, path));
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec || size < h.data_offset + h.elements * h.value_bytes)
+    return invalid_argument(fmt::format("{}: expected {} values of {} bytes, file is truncated", path, h.elements,
+                                        h.value_bytes));
+  return h;
+}
+
+Result<NpyArray> read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(fmt::format("{}: cannot open gradient file", path));
+  CCSIM_ASSIGN_OR_RETURN(const NpyHeader h, parse_header(in, path));
+  NpyArray arr;
+  arr.shape = h.shape;
+  const uint64_t n = h.elements;
+  const size_t width = h.value_bytes;
   std::vector<char> raw(n * width);
   in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
   if (static_cast<uint64_t>(in.gcount()) != raw.size())
@@ -65,9 +91,9 @@ Result<NpyArray> read_npy(const std::string& path) {
     std::memcpy(arr.values.data(), raw.data(), raw.size());
   } else {
     for (uint64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, raw.data() + 2 * i, 2);
-      arr.values[i] = kern::fp16_to_float(h);
+      uint16_t h16;
+      std::memcpy(&h16, raw.data() + 2 * i, 2);
+      arr.values[i] = kern::fp16_to_float(h16);
     }
   }
   return arr;

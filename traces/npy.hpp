@@ -3,6 +3,7 @@
 /// Reader for NumPy .npy files holding float32 or float16 arrays (C order, little-endian), the
 /// format of per-worker gradient dumps. Values are returned as fp32, flattened.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,17 @@ struct NpyArray {
   std::vector<float> values;
 };
 
+/// What a .npy file's header says.
+struct NpyHeader {
+  std::vector<uint64_t> shape;
+  uint64_t elements = 1;      ///< product of the shape
+  uint32_t value_bytes = 4;   ///< 4 (float32) or 2 (float16)
+  uint64_t data_offset = 0;   ///< where the values start
+};
+
+/// Reads and checks `path`'s header, and that the file holds every value it announces (without
+/// reading them). Errors as read_npy's.
+Result<NpyHeader> read_npy_header(const std::string& path);
 /// Reads `path`. Errors (kNotFound, kInvalidArgument) name the file and what was wrong.
 Result<NpyArray> read_npy(const std::string& path);
 /// Writes a float32 .npy file (used by tests and tools); the file is written whole or not at all.

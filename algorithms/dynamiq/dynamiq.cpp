@@ -61,12 +61,12 @@ CompressorInfo DynamiqCompressor::info() {
           [](const Params& p) -> Status {
             const Options o = options_from(p);
             if (o.super_group < 2 * o.group)
-              return invalid_argument(fmt::format("super_group: expected at least 2 groups of {} entries, got {}",
+              return invalid_argument_at("/super_group", fmt::format("expected at least 2 groups of {} entries, got {}",
                                                   o.group, o.super_group));
             const double payload = o.budget - metadata_bits_per_entry(o);
             if (payload < o.widths.front())
-              return invalid_argument(fmt::format(
-                  "budget: {} bits per entry leave {:.4g} for values after {:.4g} bits of metadata, below the smallest "
+              return invalid_argument_at("/budget", fmt::format(
+                  "{} bits per entry leave {:.4g} for values after {:.4g} bits of metadata, below the smallest "
                   "width {}",
                   o.budget, payload, metadata_bits_per_entry(o), o.widths.front()));
             return ok_status();

@@ -75,6 +75,8 @@ class EdgcCompressor final : public LowRankCompressor {
   /// rounds (completed), and once a window has ended, H_w (its mean entropy, bits), H0 (the anchor)
   /// and r_target (Theorem 3's rank before the step limit and bounds).
   std::vector<PlanDecision> plan_decisions() const override;
+  /// The controller moves the rank from round to round (0 while warming up).
+  bool plan_changes_length() const override { return true; }
 
   /// The controller (rank bounds, warm-up state, window entropies).
   const EdgcRankController& controller() const { return *controller_; }

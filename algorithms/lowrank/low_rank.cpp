@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "algorithms/numerics.hpp"
@@ -274,6 +275,28 @@ void LowRankCompressor::finish(std::span<const float> reduced, std::span<float> 
   planned_ = false;
   ++rounds_;
   on_round_end();
+}
+
+std::vector<LayerShape> layer_matrices(std::span<const uint64_t> params, uint32_t tp, uint64_t rows_wanted,
+                                       uint64_t total) {
+  std::vector<LayerShape> out;
+  uint64_t offset = 0;
+  for (const uint64_t p : params) {
+    const uint64_t share = (p + tp - 1) / tp;
+    if (share == 0) continue;
+    const uint64_t rows =
+        rows_wanted > 0 ? std::min(rows_wanted, share)
+                        : std::max<uint64_t>(1, static_cast<uint64_t>(std::sqrt(static_cast<double>(share))));
+    const uint64_t cols = share / rows;
+    out.push_back({offset, rows * cols, rows, cols});
+    offset += rows * cols;
+    if (share > rows * cols) {
+      out.push_back({offset, share - rows * cols, share - rows * cols, 1});
+      offset += share - rows * cols;
+    }
+  }
+  if (offset < total) out.push_back({offset, total - offset, total - offset, 1});  // rounding of ceil(params / tp)
+  return out;
 }
 
 }  // namespace ccsim::algo

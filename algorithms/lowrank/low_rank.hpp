@@ -40,6 +40,7 @@
 /// initializes Q on first use), prepare()/finish() once per rank, finish() of rank ranks - 1 last.
 /// The scheme is biased (unbiased() is false); Eigen's fp32 products make it kRunToRun.
 
+#include <span>
 #include <vector>
 
 #include "algorithms/registry.hpp"
@@ -169,5 +170,12 @@ class LowRankCompressor : public UnfusedHopCompressor {
   std::vector<std::vector<float>> p_hat_;      ///< per layer, rows x rank_ (compressed layers)
   std::vector<std::vector<float>> residuals_;  ///< per rank, the whole tensor
 };
+
+/// The layout a low-rank scheme factors for a gradient made of layers with `params` parameters
+/// each (in order): each layer's 1/tp share (rounded up) as a matrix of `rows` rows (0: about
+/// square, rows = floor(sqrt(share))), the rows x floor(share / rows) matrix first and its remainder
+/// as a 1-D layer; layers without parameters are skipped; a 1-D layer pads the layout to `total`
+/// entries when the shares sum to less.
+std::vector<LayerShape> layer_matrices(std::span<const uint64_t> params, uint32_t tp, uint64_t rows, uint64_t total);
 
 }  // namespace ccsim::algo

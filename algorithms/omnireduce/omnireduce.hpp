@@ -115,6 +115,8 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   /// Compact: |U| elements (union chunks only) once a plan for `elements` is committed, else
   /// `elements`. Sparse: `elements`.
   uint64_t reduced_elements(uint64_t elements) const override;
+  /// The compact layout reduces the round's union, whose size the plan decides.
+  bool plan_changes_length() const override { return compact_; }
   /// Sparse: out = x inside U, 0 outside (out may alias x). Compact: out = the union chunks of x,
   /// concatenated in order. send=own: as if x were 0 outside the rank's own top-k chunks.
   /// REQUIRES: a committed plan for x.size() elements (send=own: planned with plan_local of this

@@ -37,7 +37,7 @@ CompressorInfo TfpCompressor::info() {
           [](const Params& p) -> Status {
             const kern::TfpFormat format{parse_base(p.get_string("base")), static_cast<uint32_t>(p.get_int("k"))};
             if (format.valid()) return ok_status();
-            return invalid_argument(fmt::format("k: expected an integer in [{}, {}] with base {}, got {}",
+            return invalid_argument_at("/k", fmt::format("expected an integer in [{}, {}] with base {}, got {}",
                                                 format.min_bits(), format.base_bits(), p.get_string("base"),
                                                 format.bits));
           }};

@@ -61,8 +61,8 @@ CompressorInfo ThcCompressor::info() {
             const std::string bits = p.get_string("bits");
             const int64_t q = p.get_int("q");
             if (bits != "auto" && static_cast<int64_t>(std::stoul(bits)) < q)
-              return invalid_argument(fmt::format(
-                  "bits: {}-bit aggregation fields cannot hold one rank's {}-bit codes (q = {})", bits, q, q));
+              return invalid_argument_at("/bits", fmt::format(
+                  "{}-bit aggregation fields cannot hold one rank's {}-bit codes (q = {})", bits, q, q));
             return ok_status();
           }};
 }
@@ -128,16 +128,19 @@ void ThcCompressor::plan_local(std::span<const float> x, uint32_t, const kern::R
   out.max[0] = f;
 }
 
-Status ThcCompressor::plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) {
+Status ThcCompressor::can_reduce(uint64_t /*elements*/, uint32_t ranks) const {
   const uint32_t bits = aggregation_bits(ranks);
   const uint64_t peak = uint64_t{ranks} * levels(), field_max = (uint64_t{1} << bits) - 1;
-  if (peak > field_max) {
-    return invalid_argument(fmt::format(
-        "bits: {}-bit aggregation fields{} overflow on {} ranks: a sum of {} codes of q = {} bits reaches {} * {} = {} "
-        "> 2^{} - 1 = {}; needs bits >= {}",
-        bits, bits_ == 0 ? " (auto)" : "", ranks, ranks, q_, ranks, levels(), peak, bits, field_max,
-        std::bit_width(peak)));
-  }
+  if (peak <= field_max) return ok_status();
+  return invalid_argument_at(
+      "/bits", fmt::format("{}-bit aggregation fields{} overflow on {} ranks: a sum of {} codes of q = {} bits reaches "
+                           "{} * {} = {} > 2^{} - 1 = {}; needs bits >= {}",
+                           bits, bits_ == 0 ? " (auto)" : "", ranks, ranks, q_, ranks, levels(), peak, bits, field_max,
+                           std::bit_width(peak)));
+}
+
+Status ThcCompressor::plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) {
+  CCSIM_RETURN_IF_ERROR(can_reduce(elements, ranks));
   CCSIM_CHECK(combined.max.size() == 1, "thc: {} max entries", combined.max.size());
   planned_elements_ = elements;
   planned_ranks_ = ranks;

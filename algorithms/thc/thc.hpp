@@ -10,7 +10,7 @@
 ///     magnitude, divided by 2^(ceil(log2(B) / 2) + 1) (>= 2 sqrt(B), so the entry never overflows
 ///     fp32) and rounded up; the combined maximum gives M, the global max |rotated value| (up to
 ///     that rounding). A cheaper bound is not used: ||x||_2 is ~sqrt(B / (2 ln B)) times too loose.
-///     plan_commit() rejects the round (kInvalidArgument "bits: ...") when ranks * (2^q - 1) >
+///     can_reduce() (and plan_commit()) reject the round (kInvalidArgument at /bits) when ranks * (2^q - 1) >
 ///     2^b - 1: a sum of the ranks' codes would not fit the aggregation field.
 ///  2. prepare(): the tensor is padded with zeros to reduced_elements(), a multiple of the rotation
 ///     block B = min(rotation_block, the power of two >= the tensor); scaled by 2^-k, with k =
@@ -85,6 +85,8 @@ class ThcCompressor final : public UnfusedHopCompressor {
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
   /// Checks the aggregation field against `ranks` and fixes the lattice.
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
+  /// The aggregation fields must hold a sum of `ranks` codes (file comment, step 1).
+  Status can_reduce(uint64_t elements, uint32_t ranks) const override;
   /// "scale": the agreed global max |rotated value| M of the round just planned (lattice_max(); 0 for
   /// an all-zero round, +inf when a gradient was not finite). Detail: lattice (valid, zero,
   /// nonfinite), k (prepare() works on x 2^-k) and M' = M 2^-k when valid, q, bits (the aggregation

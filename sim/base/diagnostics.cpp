@@ -15,6 +15,18 @@ Status Diagnostics::to_status(std::string_view file) const {
   return Status(not_found_ && items_.size() == 1 ? StatusCode::kNotFound : StatusCode::kInvalidArgument, msg);
 }
 
+void Diagnostics::add(const std::string& prefix, const Status& status) {
+  if (status.ok()) return;
+  add(prefix + status.pointer(),
+      status.context().empty() ? status.detail() : status.context() + ": " + status.detail());
+  if (status.code() == StatusCode::kNotFound) mark_not_found();
+}
+
+void Diagnostics::merge(const std::string& prefix, const Diagnostics& other) {
+  for (const Diagnostic& d : other.items_) add(prefix + d.path, d.message);
+  not_found_ = not_found_ || other.not_found_;
+}
+
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   std::iota(row.begin(), row.end(), size_t{0});

@@ -21,6 +21,11 @@ struct Diagnostic {
 class Diagnostics {
  public:
   void add(std::string path, std::string message) { items_.push_back({std::move(path), std::move(message)}); }
+  /// Adds a failed Status at `prefix` followed by its pointer (its contexts and detail as the
+  /// message; a kNotFound marks the item as a missing file). Nothing for an OK status.
+  void add(const std::string& prefix, const Status& status);
+  /// Adds every item of `other` with `prefix` before its path.
+  void merge(const std::string& prefix, const Diagnostics& other);
   bool empty() const { return items_.empty(); }
   const std::vector<Diagnostic>& items() const { return items_; }
   /// kInvalidArgument (or kNotFound if every error is a missing file) listing every error as

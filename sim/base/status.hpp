@@ -23,33 +23,74 @@ enum class StatusCode {
 };
 
 /// An error code plus a human-readable message; `Status()` is success.
+///
+/// An input error may carry the JSON Pointer of the input it is about, as data (`pointer()`), apart
+/// from the words saying what is wrong (`detail()`). Callers that know where their callee's input
+/// sits in a larger document prefix it (`at()`), so a loader reports "/compression/1/params/k"
+/// without reading it out of a message. `message()` is the whole text: the contexts added by
+/// with_context(), then the pointer, then the detail, separated by ": ".
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string detail, std::string pointer = {})
+      : code_(code), detail_(std::move(detail)), pointer_(std::move(pointer)) {
+    compose();
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
+  /// The whole text: "[context: ][pointer: ]detail".
   const std::string& message() const { return message_; }
+  /// What is wrong, without the pointer and contexts.
+  const std::string& detail() const { return detail_; }
+  /// JSON Pointer of the input the error is about, relative to what the callee was given ("" = none).
+  const std::string& pointer() const { return pointer_; }
+  /// The contexts added by with_context(), outermost first ("" = none).
+  const std::string& context() const { return context_; }
   /// True for the codes that mean "the user's input is wrong" (exit code 2).
   bool is_input_error() const {
     return code_ == StatusCode::kInvalidArgument || code_ == StatusCode::kNotFound ||
            code_ == StatusCode::kUnimplemented;
   }
-  /// Returns a copy whose message is prefixed by `context: `.
+  /// Returns a copy whose message is prefixed by `context: ` (the pointer is kept as data).
   Status with_context(const std::string& context) const {
     if (ok()) return *this;
-    return Status(code_, context + ": " + message_);
+    Status s = *this;
+    s.context_ = s.context_.empty() ? context : context + ": " + s.context_;
+    s.compose();
+    return s;
+  }
+  /// Returns a copy whose pointer is `prefix` followed by this one's (e.g. "/compression/0" and
+  /// "/params/k" make "/compression/0/params/k").
+  Status at(const std::string& prefix) const {
+    if (ok()) return *this;
+    Status s = *this;
+    s.pointer_ = prefix + s.pointer_;
+    s.compose();
+    return s;
   }
   std::string to_string() const;
 
  private:
+  void compose() {
+    message_ = context_;
+    if (!pointer_.empty()) message_ += (message_.empty() ? "" : ": ") + pointer_;
+    message_ += (message_.empty() ? "" : ": ") + detail_;
+  }
+
   StatusCode code_ = StatusCode::kOk;
+  std::string detail_;
+  std::string pointer_;
+  std::string context_;
   std::string message_;
 };
 
 inline Status ok_status() { return Status(); }
 inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+/// An input error about the input at JSON Pointer `pointer` (relative to what the callee was given).
+inline Status invalid_argument_at(std::string pointer, std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m), std::move(pointer)};
+}
 inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }

@@ -29,12 +29,12 @@ void BroadcastSync::attach(TrainingJob& job) {
   }
 }
 
+std::string FixedBroadcastBits::describe() const {
+  return fmt::format("broadcast to every worker, {} at {:.4g} bits per entry", label_, bits_);
+}
+
 std::string BroadcastSync::describe() const {
-  if (!opt_.adaptive)
-    return fmt::format("broadcast to every worker, {} at {:.4g} bits per entry, segments of {} entries", opt_.scheme,
-                       opt_.fixed_bits, opt_.segment_params);
-  return fmt::format("AQGB adaptive broadcast (TFP), q_floor {}, second stage {}, segments of {} entries", opt_.q_floor,
-                     opt_.second_stage ? "on" : "off", opt_.segment_params);
+  return fmt::format("{}, segments of {} entries", control_.describe(), opt_.segment_params);
 }
 
 void BroadcastSync::gradient_ready(uint32_t round, uint32_t w, uint32_t layer) {
@@ -60,23 +60,15 @@ void BroadcastSync::gradient_ready(uint32_t round, uint32_t w, uint32_t layer) {
   pump(w);
 }
 
-double BroadcastSync::stage1_ratio(uint32_t w, std::string& detail) const {
+Stage1View BroadcastSync::stage1_view(uint32_t w) const {
   const Sender& s = senders_[w];
-  const double now = job_->engine().now().seconds();
-  if (s.produced == job_->layers().size() || s.last_layer == 0) {
-    detail = "last block available: q_floor";
-    return opt_.q_floor;
-  }
-  const double t_next = s.last_ready.seconds() + job_->expected_backward_s(w, s.last_layer - 1);
-  double u = 0;
-  for (const Pending& p : s.stack) u += static_cast<double>(p.left) * opt_.element_bits / 8.0;
-  if (t_next <= now) {
-    detail = fmt::format("deadline {:.6f} s passed (u {:.0f} B)", t_next, u);
-    return opt_.q_floor;
-  }
-  const double q1 = s.bw * (t_next - now) / u;
-  detail = fmt::format("b {:.6g} B/s, u {:.0f} B, deadline {:.6f} s, q1 {:.4g}", s.bw, u, t_next, q1);
-  return std::clamp(q1, opt_.q_floor, 1.0);
+  Stage1View v;
+  v.now_s = job_->engine().now().seconds();
+  v.rate_Bps = s.bw;
+  v.last_block = s.produced == job_->layers().size() || s.last_layer == 0;
+  if (!v.last_block) v.next_block_s = s.last_ready.seconds() + job_->expected_backward_s(w, s.last_layer - 1);
+  for (const Pending& p : s.stack) v.backlog_entries += p.left;
+  return v;
 }
 
 double BroadcastSync::forward_start_estimate(uint32_t next_round, uint32_t layer) const {
@@ -92,7 +84,7 @@ double BroadcastSync::forward_start_estimate(uint32_t next_round, uint32_t layer
       start0 = std::max(start0, s.stage1_end.seconds());
       continue;
     }
-    // Still producing or sending stage 1: its remaining backward, then everything left at q_floor.
+    // Still producing or sending stage 1: its remaining backward, then everything left at the floor.
     double bp_end = now;
     double left = 0;
     if (s.round == r && s.produced > 0) {
@@ -108,7 +100,7 @@ double BroadcastSync::forward_start_estimate(uint32_t next_round, uint32_t layer
       }
     }
     for (const Pending& p : s.stack) left += static_cast<double>(p.left);
-    const double wire = left * opt_.element_bits / 8.0 * opt_.q_floor;
+    const double wire = control_.floor_bytes(left);
     start0 = std::max(start0, std::max(bp_end, now) + wire / s.bw);
   }
   double fwd = 0;
@@ -123,36 +115,39 @@ double BroadcastSync::forward_start_estimate(uint32_t next_round, uint32_t layer
 void BroadcastSync::pump(uint32_t w) {
   Sender& s = senders_[w];
   if (s.sending) return;
-  const double now = job_->engine().now().seconds();
   const uint32_t n = static_cast<uint32_t>(job_->layers().size());
   if (!s.stack.empty()) {
     const Pending top = s.stack.back();
     const uint64_t seg = std::min<uint64_t>(opt_.segment_params, top.left);
-    double bits = opt_.fixed_bits;
-    if (opt_.adaptive) {
-      std::string detail;
-      const double q = stage1_ratio(w, detail);
-      const double lf = std::clamp(std::ceil(opt_.element_bits * q - 1e-9), 1.0, static_cast<double>(opt_.element_bits));
-      bits = lf;
+    const SegmentBits choice = control_.stage1(stage1_view(w));
+    if (control_.second_stage()) {
       s.filling[top.layer].params += seg;
-      s.filling[top.layer].extra_bits += static_cast<double>(seg) * (opt_.element_bits - lf);
-      job_->log({top.round, w, static_cast<int32_t>(top.layer), now, "aqgb", "stage1_bits", lf,
-                 fmt::format("q {:.4g}; {}", q, detail)});
+      s.filling[top.layer].extra_bits += static_cast<double>(seg) * choice.deferred;
     }
-    const uint64_t bytes = static_cast<uint64_t>(std::ceil(static_cast<double>(seg) * bits / 8.0));
-    send(w, top.round, top.layer, seg, bytes, false, bits);
+    if (!choice.quantity.empty())
+      job_->log({top.round, w, static_cast<int32_t>(top.layer), job_->engine().now().seconds(), control_.name(),
+                 choice.quantity, choice.value, choice.detail});
+    const uint64_t bytes = static_cast<uint64_t>(std::ceil(static_cast<double>(seg) * choice.bits / 8.0));
+    send(w, top.round, top.layer, seg, bytes, false, choice.bits);
     return;
   }
   if (s.produced == n && !s.stage1_done) {
     s.stage1_done = true;
     s.stage1_end = job_->engine().now();
-    if (opt_.adaptive && opt_.second_stage) {
+    if (control_.second_stage()) {
       s.stage2 = s.filling;
       s.stage2_round = s.round;
       s.stage2_next = 0;
     }
   }
   if (s.stage2_round < 0) return;
+  if (!send_stage2(w)) s.stage2_round = -1;
+}
+
+bool BroadcastSync::send_stage2(uint32_t w) {
+  Sender& s = senders_[w];
+  const double now = job_->engine().now().seconds();
+  const uint32_t n = static_cast<uint32_t>(job_->layers().size());
   const uint32_t r = static_cast<uint32_t>(s.stage2_round);
   while (s.stage2_next < n) {
     const uint32_t j = s.stage2_next;
@@ -165,27 +160,23 @@ void BroadcastSync::pump(uint32_t w) {
     }
     const double deadline = forward_start_estimate(r + 1, j);
     if (now >= deadline) {
-      job_->log({r, w, static_cast<int32_t>(j), now, "aqgb", "stage2_skip", 0,
+      job_->log({r, w, static_cast<int32_t>(j), now, control_.name(), "stage2_skip", 0,
                  fmt::format("forward estimated at {:.6f} s", deadline)});
       ++s.stage2_next;
       continue;
     }
     const uint64_t remaining = st.params - st.sent_params;
-    const double extra_per_entry = st.extra_bits / static_cast<double>(st.params);
-    const double u = static_cast<double>(remaining) * extra_per_entry / 8.0;
-    const double q2 = std::clamp(s.bw * (deadline - now) / u, opt_.q_floor, 1.0);
+    const SegmentBits choice = control_.stage2(
+        {now, s.bw, deadline, remaining, st.extra_bits / static_cast<double>(st.params)});
     const uint64_t seg = std::min<uint64_t>(opt_.segment_params, remaining);
-    const double bits = extra_per_entry * q2;
-    const uint64_t bytes = static_cast<uint64_t>(std::ceil(static_cast<double>(seg) * bits / 8.0));
+    const uint64_t bytes = static_cast<uint64_t>(std::ceil(static_cast<double>(seg) * choice.bits / 8.0));
     st.sent_params += seg;
     if (bytes == 0) continue;
-    job_->log({r, w, static_cast<int32_t>(j), now, "aqgb", "stage2_q", q2,
-               fmt::format("b {:.6g} B/s, u {:.0f} B, forward at {:.6f} s, {:.4g} extra bits per entry", s.bw, u, deadline,
-                           bits)});
-    send(w, r, j, seg, bytes, true, bits);
-    return;
+    job_->log({r, w, static_cast<int32_t>(j), now, control_.name(), choice.quantity, choice.value, choice.detail});
+    send(w, r, j, seg, bytes, true, choice.bits);
+    return true;
   }
-  s.stage2_round = -1;
+  return false;
 }
 
 void BroadcastSync::send(uint32_t w, uint32_t round, uint32_t layer, uint64_t params, uint64_t bytes, bool stage2,

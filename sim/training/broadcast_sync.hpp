@@ -7,19 +7,19 @@
 /// worker; all workers then use the same data.
 ///
 /// Data go out in segments of `segment_params` gradient entries, one at a time per sender; a
-/// segment is done when all receivers have it. Bits per entry on the wire:
-///  * fixed: `fixed_bits` (32 = no quantization; a fixed quantizer's exact size per entry);
-///  * adaptive (AQGB §4.3): the sender re-decides the quantization ratio at every segment.
-///    Stage 1 (all of the round's blocks once): q1 = b(t)·(t_next − t) / u(t), where b(t) is the
-///    per-receiver rate its last segment achieved, u(t) the original size of its generated but
-///    undelivered gradients and t_next the time its next block is expected (its previous round's
-///    backward times); the ratio used is max(q̄, q1) (at most 1), and q̄ once the round's last block
-///    exists or the deadline has passed. TFP sends the first L_F = ⌈32·q⌉ bits of each fp32 entry.
-///    Stage 2 (after its stage 1): for blocks in forward order, the remaining 32 − L_F bits are
-///    sent at ratio max(q̄, q2), q2 = b(t)·(t_j^FP − t) / u(g_j^S), while the next forward of block
-///    j has not started; t_j^FP is the latest of all workers' estimates of that start (AQGB
-///    exchanges them; here they are read directly, without their small messages). A block's
-///    forward waits for its stage-2 segments already in flight, so every worker sees the same data.
+/// segment is done when all receivers have it. How many bits per entry a segment carries is the
+/// rate control's decision (BroadcastControl; this file knows no compression format):
+///  * FixedBroadcastBits: every segment at one size per entry (a scheme's exact wire size);
+///  * an adaptive control (AQGB §4.3, algorithms/tfp/aqgb_controller.hpp) decides at every
+///    segment from what the sender observes: the per-receiver rate b(t) its last segment achieved,
+///    its generated but undelivered gradients and the time its next block is expected (its previous
+///    round's backward times), and may defer bits of each entry to a second stage. After its
+///    stage 1 (all of the round's blocks once) a sender sends, for blocks in forward order, the
+///    deferred bits while the next forward of block j has not started, at a ratio of the time left
+///    to that forward, t_j^FP: the latest of all workers' estimates of that start (AQGB exchanges
+///    them; here they are read directly, without their small messages), each worker assumed to
+///    send what it has left at the control's floor. A block's forward waits for its stage-2
+///    segments already in flight, so every worker sees the same data.
 ///
 /// Compression kernels run on each worker's compression stream, one at a time in the order they
 /// are issued: the sender encodes a segment before sending it (kEncode, 4 B per entry in + the wire
@@ -42,16 +42,71 @@
 
 namespace ccsim::sim {
 
+/// What a sender knows when it sends a stage-1 segment.
+struct Stage1View {
+  double now_s = 0;
+  double rate_Bps = 0;           ///< b(t): the per-receiver rate its last segment achieved
+  bool last_block = false;       ///< the round's last block exists (no next block to wait for)
+  double next_block_s = 0;       ///< when its next block is expected (unless last_block)
+  uint64_t backlog_entries = 0;  ///< entries of its generated, undelivered gradients
+};
+
+/// What a sender knows when it sends a stage-2 segment of a block.
+struct Stage2View {
+  double now_s = 0;
+  double rate_Bps = 0;
+  double forward_s = 0;             ///< t_j^FP: when the block's next forward is expected to start
+  uint64_t remaining_entries = 0;   ///< the block's entries whose deferred bits are not sent yet
+  double deferred_bits = 0;         ///< bits per entry deferred to stage 2 (mean over the block)
+};
+
+/// A rate control's choice for one segment.
+struct SegmentBits {
+  double bits = 0;       ///< bits per entry the segment carries
+  double deferred = 0;   ///< stage 1: bits per entry left for stage 2 (0: none)
+  std::string quantity;  ///< what the decision log records ("": nothing)
+  double value = 0;
+  std::string detail;    ///< the inputs it was decided from
+};
+
+/// The broadcast's rate control: how many bits per entry each segment carries.
+class BroadcastControl {
+ public:
+  virtual ~BroadcastControl() = default;
+  /// The controller's name in the decision log.
+  virtual std::string name() const = 0;
+  /// One line for the summary (the protocol adds its segment size).
+  virtual std::string describe() const = 0;
+  virtual SegmentBits stage1(const Stage1View& view) const = 0;
+  /// Whether senders run a second stage.
+  virtual bool second_stage() const = 0;
+  virtual SegmentBits stage2(const Stage2View& view) const = 0;
+  /// The bytes `entries` uncompressed entries take at the control's floor (what a sender that has
+  /// not finished its stage 1 is assumed to still send).
+  virtual double floor_bytes(double entries) const = 0;
+};
+
+/// Every segment at a fixed size per entry, no second stage.
+class FixedBroadcastBits final : public BroadcastControl {
+ public:
+  /// `label` names what is sent ("bf16", "fp32", ...); `bits` per entry on the wire.
+  FixedBroadcastBits(std::string label, double bits) : label_(std::move(label)), bits_(bits) {}
+  std::string name() const override { return "fixed"; }
+  std::string describe() const override;
+  SegmentBits stage1(const Stage1View&) const override { return {bits_, 0, "", 0, ""}; }
+  bool second_stage() const override { return false; }
+  SegmentBits stage2(const Stage2View&) const override { return {}; }
+  double floor_bytes(double entries) const override { return entries * bits_ / 8.0; }
+
+ private:
+  std::string label_;
+  double bits_;
+};
+
 /// Broadcast protocol settings.
 struct BroadcastOptions {
-  bool adaptive = false;       ///< AQGB's two-stage ratio control (else fixed)
-  double fixed_bits = 32;      ///< fixed: wire bits per gradient entry
-  uint32_t element_bits = 32;  ///< the uncompressed entry (fp32)
-  double q_floor = 0.125;      ///< adaptive: q̄, the lowest ratio
-  bool second_stage = true;    ///< adaptive: send the remaining bits before each block's forward
   uint64_t segment_params = 1u << 20;
   KernelCostModel costs;       ///< the scheme's encode (sender) and decode-accumulate (receivers) kernels
-  std::string scheme = "fp32";
 };
 
 /// Per round: what the broadcast sent.
@@ -65,7 +120,9 @@ struct BroadcastRoundStats {
 /// The broadcast protocol.
 class BroadcastSync final : public GradientSync {
  public:
-  explicit BroadcastSync(BroadcastOptions options) : opt_(std::move(options)) {}
+  /// `control` decides every segment's bits; it must outlive the protocol.
+  BroadcastSync(BroadcastOptions options, const BroadcastControl& control)
+      : opt_(std::move(options)), control_(control) {}
   void attach(TrainingJob& job) override;
   void gradient_ready(uint32_t round, uint32_t worker, uint32_t layer) override;
   std::string describe() const override;
@@ -78,7 +135,7 @@ class BroadcastSync final : public GradientSync {
   };
   struct Stage2 {
     uint64_t params = 0;       // entries of the block (this sender)
-    double extra_bits = 0;     // Σ over its entries of 32 − L_F
+    double extra_bits = 0;     // Σ over its entries of the bits deferred to stage 2
     uint64_t sent_params = 0;  // entries whose remaining bits were (partly) sent
   };
   struct Sender {
@@ -118,9 +175,11 @@ class BroadcastSync final : public GradientSync {
   void run_kernel(uint32_t w, topo::KernelKind kind, uint64_t params, uint64_t memory_bytes, std::function<void()> done);
   void start_next_kernel(uint32_t w);
   double forward_start_estimate(uint32_t round, uint32_t layer) const;
-  double stage1_ratio(uint32_t w, std::string& detail) const;
+  Stage1View stage1_view(uint32_t w) const;
+  bool send_stage2(uint32_t w);
 
   BroadcastOptions opt_;
+  const BroadcastControl& control_;
   TrainingJob* job_ = nullptr;
   std::vector<Sender> senders_;
   std::vector<Stream> streams_;

@@ -6,25 +6,9 @@ namespace ccsim::sim {
 
 std::vector<GradientBucket> make_buckets(const std::vector<TrainingLayer>& layers, uint64_t bucket_bytes,
                                          uint64_t first_bucket_bytes, uint32_t bytes_per_param) {
-  std::vector<GradientBucket> out;
-  GradientBucket cur;
-  for (size_t i = layers.size(); i-- > 0;) {
-    cur.layers.push_back(static_cast<uint32_t>(i));
-    cur.params += layers[i].params;
-    const uint64_t cap = out.empty() && first_bucket_bytes > 0 ? first_bucket_bytes : bucket_bytes;
-    if (cur.params * bytes_per_param >= cap && cur.params > 0) {
-      out.push_back(std::move(cur));
-      cur = {};
-    }
-  }
-  if (!cur.layers.empty()) {
-    if (cur.params == 0 && !out.empty()) {
-      for (uint32_t l : cur.layers) out.back().layers.push_back(l);
-    } else {
-      out.push_back(std::move(cur));
-    }
-  }
-  return out;
+  std::vector<uint64_t> params;
+  for (const TrainingLayer& l : layers) params.push_back(l.params);
+  return traces::make_ddp_buckets(params, bucket_bytes, first_bucket_bytes, bytes_per_param);
 }
 
 double BucketRecord::time_in(const std::string& name) const {

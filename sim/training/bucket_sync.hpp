@@ -22,18 +22,14 @@
 #include "sim/kernel_cost.hpp"
 #include "sim/schedule_runner.hpp"
 #include "sim/training/training_job.hpp"
+#include "traces/ddp_buckets.hpp"
 
 namespace ccsim::sim {
 
-/// Layers synchronized together.
-struct GradientBucket {
-  std::vector<uint32_t> layers;  ///< in backward order
-  uint64_t params = 0;
-};
+/// Layers synchronized together (traces/ddp_buckets.hpp).
+using GradientBucket = traces::GradientBucket;
 
-/// DDP bucketing: walk the layers from the last to the first, closing a bucket once it holds at
-/// least `bucket_bytes` of gradient (`first_bucket_bytes` for the first one; 0 = same); a layer is
-/// never split. Layers without parameters join the current bucket.
+/// DDP bucketing of the trace's layers (traces::make_ddp_buckets over their params).
 std::vector<GradientBucket> make_buckets(const std::vector<TrainingLayer>& layers, uint64_t bucket_bytes,
                                          uint64_t first_bucket_bytes, uint32_t bytes_per_param);
 

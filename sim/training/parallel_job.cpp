@@ -73,10 +73,9 @@ Result<std::vector<uint32_t>> split_stages(const std::vector<TrainingLayer>& lay
   return starts;
 }
 
-Result<std::unique_ptr<ParallelTrainingJob>> ParallelTrainingJob::make(
-    Engine& engine, FlowNetwork& network, const topo::Topology& topology, const topo::ParallelGroups& groups,
-    std::vector<TrainingLayer> layers, std::vector<uint32_t> stage_starts, const StragglerModel& stragglers,
-    ParallelJobOptions options, StagePhaseFactory factory) {
+Status ParallelTrainingJob::check(const topo::Topology& topology, const topo::ParallelGroups& groups,
+                                  const std::vector<TrainingLayer>& layers, const std::vector<uint32_t>& stage_starts,
+                                  const ParallelJobOptions& options) {
   const topo::ParallelLayout& lay = groups.layout();
   if (groups.world_size() > topology.num_ranks())
     return invalid_argument(fmt::format("parallelism: tp * pp * dp = {} ranks exceed the topology's {}",
@@ -95,7 +94,7 @@ Result<std::unique_ptr<ParallelTrainingJob>> ParallelTrainingJob::make(
       return invalid_argument(fmt::format("stage_starts/{}: expected a layer in ({}, {}), got {}", s,
                                           stage_starts[s - 1], layers.size(), stage_starts[s]));
   if (options.rounds < 1) return invalid_argument("rounds: expected >= 1, got 0");
-  CCSIM_ASSIGN_OR_RETURN(PipelineOrder order, pipeline_order(options.schedule, lay.pp, options.micro_batches));
+  CCSIM_RETURN_IF_ERROR(pipeline_order(options.schedule, lay.pp, options.micro_batches).status());
   if (!valid_time(options.optimizer_s))
     return invalid_argument(fmt::format("optimizer_s: expected a finite time >= 0, got {}", options.optimizer_s));
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -109,7 +108,17 @@ Result<std::unique_ptr<ParallelTrainingJob>> ParallelTrainingJob::make(
           "layers/{} ({}): activation_bytes: expected at least 4 bytes per TP rank ({} B), got {} B", l, L.name,
           4ull * lay.tp, L.activation_bytes));
   }
-  if (lay.dp > 1 && !factory) return invalid_argument("sync: a phase factory is required when dp > 1");
+  return ok_status();
+}
+
+Result<std::unique_ptr<ParallelTrainingJob>> ParallelTrainingJob::make(
+    Engine& engine, FlowNetwork& network, const topo::Topology& topology, const topo::ParallelGroups& groups,
+    std::vector<TrainingLayer> layers, std::vector<uint32_t> stage_starts, const StragglerModel& stragglers,
+    ParallelJobOptions options, StagePhaseFactory factory) {
+  CCSIM_RETURN_IF_ERROR(check(topology, groups, layers, stage_starts, options));
+  if (groups.layout().dp > 1 && !factory) return invalid_argument("sync: a phase factory is required when dp > 1");
+  CCSIM_ASSIGN_OR_RETURN(PipelineOrder order,
+                         pipeline_order(options.schedule, groups.layout().pp, options.micro_batches));
   return std::unique_ptr<ParallelTrainingJob>(new ParallelTrainingJob(engine, network, topology, groups,
                                                                       std::move(layers), std::move(stage_starts),
                                                                       std::move(order), stragglers, options,

@@ -138,6 +138,10 @@ class ParallelTrainingJob {
   /// strictly increasing below the layer count (so fewer layers than stages fails); rounds or
   /// micro_batches 0; a negative or non-finite time; a TP-all-reduced layer with fewer than
   /// 4·tp activation bytes; no factory while dp > 1.
+  /// check(): the same errors but the factory's, without making anything.
+  static Status check(const topo::Topology& topology, const topo::ParallelGroups& groups,
+                      const std::vector<TrainingLayer>& layers, const std::vector<uint32_t>& stage_starts,
+                      const ParallelJobOptions& options);
   static Result<std::unique_ptr<ParallelTrainingJob>> make(Engine& engine, FlowNetwork& network,
                                                            const topo::Topology& topology,
                                                            const topo::ParallelGroups& groups,

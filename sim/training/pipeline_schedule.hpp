@@ -39,11 +39,15 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/base/enum_names.hpp"
 #include "sim/base/status.hpp"
 
 namespace ccsim::sim {
 
 enum class PipelineKind { kGPipe, k1F1B };
+/// Their names, in the order scenario files list them.
+inline constexpr EnumName<PipelineKind> kPipelineKinds[] = {{PipelineKind::kGPipe, "gpipe"},
+                                                            {PipelineKind::k1F1B, "1f1b"}};
 
 /// "gpipe" or "1f1b".
 std::string_view pipeline_kind_name(PipelineKind kind);

@@ -104,42 +104,44 @@ double EmpiricalCdf::mean() const {
 }
 
 Result<StragglerModel> StragglerModel::make(StragglerSpec spec, uint64_t seed) {
-  const std::string& m = spec.model;
-  if (m == "uniform") {
-    if (!(spec.low > 0) || !(spec.high >= spec.low))
-      return invalid_argument(fmt::format("stragglers: uniform needs 0 < low <= high, got low {} and high {}", spec.low,
-                                          spec.high));
-  } else if (m == "lognormal") {
-    if (!(spec.sigma >= 0 && spec.sigma <= 5))
-      return invalid_argument(fmt::format("stragglers: lognormal sigma must be in [0, 5], got {}", spec.sigma));
-  } else if (m == "empirical") {
-    if (spec.cdf.values.size() < 2) return invalid_argument("stragglers: empirical needs a CDF file");
-  } else if (m == "persistent") {
-    if (!(spec.slow_factor > 0))
-      return invalid_argument(fmt::format("stragglers: persistent factor must be positive, got {}", spec.slow_factor));
-  } else if (m != "none") {
-    return invalid_argument(fmt::format("stragglers: unknown model '{}' (expected none, uniform, lognormal, empirical, "
-                                        "persistent)", m));
+  switch (spec.model) {
+    case StragglerKind::kUniform:
+      if (!(spec.low > 0) || !(spec.high >= spec.low))
+        return invalid_argument(fmt::format("stragglers: uniform needs 0 < low <= high, got low {} and high {}",
+                                            spec.low, spec.high));
+      break;
+    case StragglerKind::kLognormal:
+      if (!(spec.sigma >= 0 && spec.sigma <= 5))
+        return invalid_argument(fmt::format("stragglers: lognormal sigma must be in [0, 5], got {}", spec.sigma));
+      break;
+    case StragglerKind::kEmpirical:
+      if (spec.cdf.values.size() < 2) return invalid_argument("stragglers: empirical needs a CDF file");
+      break;
+    case StragglerKind::kPersistent:
+      if (!(spec.slow_factor > 0))
+        return invalid_argument(fmt::format("stragglers: persistent factor must be positive, got {}", spec.slow_factor));
+      break;
+    case StragglerKind::kNone: break;
   }
   StragglerModel model;
   model.spec_ = std::move(spec);
   model.seed_ = seed;
-  if (model.spec_.model == "empirical") model.cdf_mean_ = model.spec_.cdf.mean();
+  if (model.spec_.model == StragglerKind::kEmpirical) model.cdf_mean_ = model.spec_.cdf.mean();
   return model;
 }
 
 double StragglerModel::factor(uint32_t round, uint32_t worker) const {
-  const std::string& m = spec_.model;
-  if (m == "none") return 1.0;
-  if (m == "persistent") {
+  const StragglerKind m = spec_.model;
+  if (m == StragglerKind::kNone) return 1.0;
+  if (m == StragglerKind::kPersistent) {
     return std::find(spec_.slow_workers.begin(), spec_.slow_workers.end(), worker) != spec_.slow_workers.end()
                ? spec_.slow_factor
                : 1.0;
   }
   const kern::RngKey key{seed_, round, worker, kStragglerStream};
   const double u = unit_open(key, 0);
-  if (m == "uniform") return spec_.low + (spec_.high - spec_.low) * u;
-  if (m == "lognormal") {
+  if (m == StragglerKind::kUniform) return spec_.low + (spec_.high - spec_.low) * u;
+  if (m == StragglerKind::kLognormal) {
     // Box-Muller from two independent uniforms.
     const double z = std::sqrt(-2.0 * std::log(u)) * std::cos(2.0 * std::numbers::pi * unit_open(key, 1));
     return std::exp(spec_.sigma * z - 0.5 * spec_.sigma * spec_.sigma);
@@ -148,19 +150,20 @@ double StragglerModel::factor(uint32_t round, uint32_t worker) const {
 }
 
 double StragglerModel::mean() const {
-  if (spec_.model == "uniform") return 0.5 * (spec_.low + spec_.high);
+  if (spec_.model == StragglerKind::kUniform) return 0.5 * (spec_.low + spec_.high);
   return 1.0;  // none, lognormal and empirical by construction; persistent: per worker
 }
 
 std::string StragglerModel::describe() const {
-  const std::string& m = spec_.model;
-  if (m == "uniform") return fmt::format("uniform U[{}, {}] per round and worker", spec_.low, spec_.high);
-  if (m == "lognormal") return fmt::format("lognormal (sigma {}, mean 1) per round and worker", spec_.sigma);
-  if (m == "empirical")
-    return fmt::format("empirical CDF ({} points, {}..{}, mean {:.4g}), normalized to mean 1", spec_.cdf.values.size(),
-                       spec_.cdf.values.front(), spec_.cdf.values.back(), cdf_mean_);
-  if (m == "persistent") {
-    return fmt::format("persistent: workers [{}] {}x slower", fmt::join(spec_.slow_workers, ","), spec_.slow_factor);
+  switch (spec_.model) {
+    case StragglerKind::kUniform: return fmt::format("uniform U[{}, {}] per round and worker", spec_.low, spec_.high);
+    case StragglerKind::kLognormal: return fmt::format("lognormal (sigma {}, mean 1) per round and worker", spec_.sigma);
+    case StragglerKind::kEmpirical:
+      return fmt::format("empirical CDF ({} points, {}..{}, mean {:.4g}), normalized to mean 1",
+                         spec_.cdf.values.size(), spec_.cdf.values.front(), spec_.cdf.values.back(), cdf_mean_);
+    case StragglerKind::kPersistent:
+      return fmt::format("persistent: workers [{}] {}x slower", fmt::join(spec_.slow_workers, ","), spec_.slow_factor);
+    case StragglerKind::kNone: break;
   }
   return "none";
 }

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/enum_names.hpp"
 #include "sim/base/status.hpp"
 
 namespace ccsim::sim {
@@ -42,9 +43,18 @@ struct EmpiricalCdf {
   double mean() const;
 };
 
+/// The straggler models.
+enum class StragglerKind : uint8_t { kNone, kUniform, kLognormal, kEmpirical, kPersistent };
+/// Their names, in the order scenario files list them.
+inline constexpr EnumName<StragglerKind> kStragglerKinds[] = {{StragglerKind::kNone, "none"},
+                                                              {StragglerKind::kUniform, "uniform"},
+                                                              {StragglerKind::kLognormal, "lognormal"},
+                                                              {StragglerKind::kEmpirical, "empirical"},
+                                                              {StragglerKind::kPersistent, "persistent"}};
+
 /// Which straggler model and its parameters.
 struct StragglerSpec {
-  std::string model = "none";  ///< none, uniform, lognormal, empirical, persistent
+  StragglerKind model = StragglerKind::kNone;
   double low = 0.9, high = 1.1;
   double sigma = 0.1;
   EmpiricalCdf cdf;                    ///< empirical

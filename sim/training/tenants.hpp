@@ -13,20 +13,29 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sim/engine.hpp"
 #include "sim/network/flow_network.hpp"
 #include "sim/schedule_runner.hpp"
+#include "sim/base/diagnostics.hpp"
+#include "sim/base/enum_names.hpp"
 #include "sim/base/status.hpp"
 #include "topology/topology.hpp"
 
 namespace ccsim::sim {
 
+/// The kinds of background tenant.
+enum class TenantKind : uint8_t { kRingAllReduce, kConstant, kOnOff };
+/// Their names, in the order scenario files list them.
+inline constexpr EnumName<TenantKind> kTenantKinds[] = {
+    {TenantKind::kRingAllReduce, "ring_allreduce"}, {TenantKind::kConstant, "constant"}, {TenantKind::kOnOff, "onoff"}};
+
 /// One tenant kind with its parameters.
 struct TenantSpec {
-  std::string kind;                 ///< ring_allreduce, constant, onoff
+  TenantKind kind = TenantKind::kRingAllReduce;
   uint32_t count = 1;               ///< ring_allreduce: number of jobs
   uint64_t bytes = 0;               ///< ring_allreduce: tensor bytes per all-reduce
   std::vector<topo::Rank> ranks;    ///< ring_allreduce: members, in ring order
@@ -47,7 +56,10 @@ struct TenantStats {
 /// Runs the tenants on an engine and network until stop().
 class TenantTraffic {
  public:
-  /// Validates the specs against the topology (ranks exist, rates positive, ...).
+  /// Every problem of `specs` on `topology` (ranks exist, rates positive, ...), each at a JSON
+  /// Pointer relative to the list of specs ("/1/dst"). A ring without ranks spans every rank.
+  static std::vector<Diagnostic> problems(const topo::Topology& topology, std::span<const TenantSpec> specs);
+  /// REQUIRES: problems() is empty (else an input error listing them).
   static Result<std::unique_ptr<TenantTraffic>> make(Engine& engine, FlowNetwork& network, const topo::Topology& topology,
                                                      std::vector<TenantSpec> specs, uint64_t ecmp_salt);
   TenantTraffic(const TenantTraffic&) = delete;

@@ -365,7 +365,7 @@ TEST(ParallelJob, PersistentStragglerSlowsTheRoundAsThePipelinePredicts) {
   // are replica 0's. The round (sync of 250 params: 1 µs) ends 6 s later.
   const topo::Topology topo = star(2, 2, 1e9, 1e9);
   StragglerSpec spec;
-  spec.model = "persistent";
+  spec.model = StragglerKind::kPersistent;
   spec.slow_workers = {1};
   spec.slow_factor = 2.0;
   const StragglerModel slow = *StragglerModel::make(spec, 1);

@@ -177,7 +177,7 @@ TEST(TrainingJob, PersistentStragglerSlowsTheWholeSynchronousRound) {
   // Four workers; worker 2 computes 2x slower. Every worker's round lasts the straggler's compute
   // plus the tail; the others wait for it.
   StragglerSpec spec;
-  spec.model = "persistent";
+  spec.model = StragglerKind::kPersistent;
   spec.slow_workers = {2};
   spec.slow_factor = 2.0;
   const StragglerModel slow = *StragglerModel::make(spec, 1);
@@ -198,12 +198,12 @@ TEST(TrainingJob, PersistentStragglerSlowsTheWholeSynchronousRound) {
 
 TEST(Stragglers, UniformLognormalAndEmpiricalHaveTheirMeansAndAreRepeatable) {
   StragglerSpec u;
-  u.model = "uniform";
+  u.model = StragglerKind::kUniform;
   StragglerSpec ln;
-  ln.model = "lognormal";
+  ln.model = StragglerKind::kLognormal;
   ln.sigma = 0.3;
   StragglerSpec em;
-  em.model = "empirical";
+  em.model = StragglerKind::kEmpirical;
   em.cdf.values = {1.0, 2.0, 4.0};
   em.cdf.probs = {0.0, 0.5, 1.0};  // mean 0.5·1.5 + 0.5·3 = 2.25
   EXPECT_DOUBLE_EQ(em.cdf.mean(), 2.25);
@@ -230,11 +230,11 @@ TEST(Stragglers, UniformLognormalAndEmpiricalHaveTheirMeansAndAreRepeatable) {
     EXPECT_GT(differ, n * 0.99);
     // 5 standard errors.
     EXPECT_NEAR(mean, 1.0, 5 * std::sqrt(var / n));
-    if (spec.model == "uniform") {
+    if (spec.model == StragglerKind::kUniform) {
       EXPECT_NEAR(var, 0.2 * 0.2 / 12, 0.02 * 0.2 * 0.2 / 12);
       EXPECT_GE(lo, 0.9);
       EXPECT_LE(hi, 1.1);
-    } else if (spec.model == "lognormal") {
+    } else if (spec.model == StragglerKind::kLognormal) {
       EXPECT_NEAR(var, std::exp(0.09) - 1, 0.03 * (std::exp(0.09) - 1));
     } else {
       EXPECT_GE(lo, 1.0 / 2.25);
@@ -322,7 +322,7 @@ TEST(BucketSync, RingBucketTakesTheRingTimeAndTenantsTakeTheirMaxMinShare) {
     if (tenant_rate > 0)
       for (uint32_t i = 0; i < n; ++i) {
         TenantSpec t;
-        t.kind = "constant";
+        t.kind = TenantKind::kConstant;
         t.src = i;
         t.dst = (i + 1) % n;
         t.rate_Bps = tenant_rate;
@@ -360,7 +360,7 @@ TEST(Tenants, RingAllReduceLoopsRunUntilStoppedAndShareLinks) {
   Engine engine;
   FlowNetwork net(engine, link_specs(topo));
   TenantSpec t;
-  t.kind = "ring_allreduce";
+  t.kind = TenantKind::kRingAllReduce;
   t.count = 2;
   t.bytes = 4000000;
   auto traffic = TenantTraffic::make(engine, net, topo, {t}, 3);
@@ -382,17 +382,26 @@ TEST(Tenants, InvalidSpecsAreRejectedWithTheirPath) {
   Engine engine;
   FlowNetwork net(engine, link_specs(topo));
   TenantSpec t;
-  t.kind = "constant";
+  t.kind = TenantKind::kConstant;
   t.src = 0;
   t.dst = 9;
   t.rate_Bps = 1;
   auto r = TenantTraffic::make(engine, net, topo, {t}, 0);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("/network/tenants/0/dst"), std::string::npos) << r.status().message();
-  t.kind = "bursty";
-  r = TenantTraffic::make(engine, net, topo, {t}, 0);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("/network/tenants/0/kind"), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().pointer(), "/0/dst") << r.status().message();
+  // Every problem of every spec at once, each at its own pointer.
+  TenantSpec ring;
+  ring.ranks = {0, 7};
+  ring.bytes = 4;
+  ring.count = 0;
+  t.rate_Bps = 0;
+  const std::vector<Diagnostic> bad = TenantTraffic::problems(topo, std::vector<TenantSpec>{t, ring});
+  std::vector<std::string> paths;
+  for (const Diagnostic& d : bad) paths.push_back(d.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"/0/dst", "/0/rate", "/1/ranks/1", "/1/size", "/1/count"}));
+  TenantSpec whole;  // a ring over every rank
+  whole.bytes = 1 << 20;
+  EXPECT_TRUE(TenantTraffic::problems(topo, std::vector<TenantSpec>{whole}).empty());
 }
 
 TEST(BroadcastSync, FixedBroadcastTakesTheFanOutTime) {

@@ -11,14 +11,46 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/lowrank/edgc_stages.hpp"
+#include "sim/base/enum_names.hpp"
 #include "sim/base/units.hpp"
+#include "sim/kernel_cost.hpp"
+#include "sim/training/pipeline_schedule.hpp"
+#include "sim/training/stragglers.hpp"
+#include "sim/training/tenants.hpp"
+#include "topology/schedule.hpp"
 #include "traces/synthetic_gradients.hpp"
 
 namespace ccsim::app {
 
+// ---- Closed choices of scenario files (each with its names, in the order files list them) ----
+
+/// Where per-rank gradients come from.
+enum class GradientSource : uint8_t { kSynthetic, kNpy };
+inline constexpr EnumName<GradientSource> kGradientSources[] = {{GradientSource::kSynthetic, "synthetic"},
+                                                                {GradientSource::kNpy, "npy"}};
+/// Which ranks run the collective: all of them, or every group of one parallelism dimension.
+enum class CollectiveGroup : uint8_t { kWorld, kTp, kPp, kDp };
+inline constexpr EnumName<CollectiveGroup> kCollectiveGroups[] = {
+    {CollectiveGroup::kWorld, "world"}, {CollectiveGroup::kTp, "tp"}, {CollectiveGroup::kPp, "pp"},
+    {CollectiveGroup::kDp, "dp"}};
+/// The adaptive controller driving a scheme in training runs.
+enum class ControllerKind : uint8_t { kNone, kAqgb, kEdgc };
+inline constexpr EnumName<ControllerKind> kControllerKinds[] = {
+    {ControllerKind::kNone, "none"}, {ControllerKind::kAqgb, "aqgb"}, {ControllerKind::kEdgc, "edgc"}};
+/// How training rounds synchronize gradients.
+enum class SyncMode : uint8_t { kAllReduce, kBroadcast, kSharded };
+inline constexpr EnumName<SyncMode> kSyncModes[] = {
+    {SyncMode::kAllReduce, "allreduce"}, {SyncMode::kBroadcast, "broadcast"}, {SyncMode::kSharded, "sharded"}};
+/// Collective operations, as scenario files name them (sorted).
+inline constexpr EnumName<topo::CollectiveOp> kCollectiveOps[] = {
+    {topo::CollectiveOp::kAllGather, "allgather"}, {topo::CollectiveOp::kAllReduce, "allreduce"},
+    {topo::CollectiveOp::kAllToAll, "alltoall"}, {topo::CollectiveOp::kBroadcast, "broadcast"},
+    {topo::CollectiveOp::kReduceScatter, "reduce_scatter"}};
+
 /// GPU model used to time compression kernels.
 struct GpuConfig {
-  std::string kernel_cost = "ideal";  ///< "ideal" (free), "roofline" or "profile"
+  sim::KernelCostMode kernel_cost = sim::KernelCostMode::kIdeal;
   std::string profile;                ///< device cost profile (kernel_cost "profile"), absolute once loaded
   double memory_bandwidth_Bps = 2e12;
   double kernel_launch_s = 5e-6;
@@ -71,16 +103,16 @@ struct ParallelismConfig {
 
 /// Which collective to run and how it is lowered to a schedule.
 struct CollectiveConfig {
-  std::string operation = "allreduce";
+  topo::CollectiveOp operation = topo::CollectiveOp::kAllReduce;
   std::string algorithm = "ring";
-  std::string group = "world";  ///< world, or every group of one parallelism dimension at once
+  CollectiveGroup group = CollectiveGroup::kWorld;
   int64_t segments = 1;
   int64_t root = 0;
 };
 
 /// Where per-rank gradients come from.
 struct GradientsConfig {
-  std::string source = "synthetic";  ///< "synthetic" or "npy"
+  GradientSource source = GradientSource::kSynthetic;
   uint64_t size_bytes = 0;           ///< synthetic: fp32 bytes per rank
   int64_t layers = 16;
   double scale_decades = 3.0;
@@ -107,12 +139,12 @@ struct GradientsConfig {
 
 /// An adaptive controller driving a scheme round by round (training runs).
 struct ControllerConfig {
-  std::string kind = "none";       ///< none, or aqgb (broadcast with TFP)
+  ControllerKind kind = ControllerKind::kNone;
   double q_floor = 0.125;          ///< aqgb: the lowest quantization ratio
   bool second_stage = true;        ///< aqgb: send remaining bits before each block's forward
   int64_t r_min = 16;              ///< edgc: rank bounds
   int64_t r_max = 256;
-  std::string anchor = "first_stage";  ///< edgc: first_stage (Alg. 2) or mean (stage mean = the rank)
+  algo::EdgcAnchor anchor = algo::EdgcAnchor::kFirstStage;  ///< edgc: Alg. 2's anchor
 };
 
 /// Sharded data parallelism: how the updated weights (or their differences) are all-gathered.
@@ -140,14 +172,14 @@ struct WorkloadConfig {
   std::vector<int64_t> blocks;       ///< merge the trace's layers into blocks starting at these indices
   double interference = 0;           ///< compute slowdown while compression kernels run
   int64_t micro_batches = 1;         ///< tp/pp > 1: micro-batches per round and pipeline replica
-  std::string pipeline = "1f1b";     ///< tp/pp > 1: gpipe or 1f1b
+  sim::PipelineKind pipeline = sim::PipelineKind::k1F1B;  ///< tp/pp > 1
   int64_t tp_allreduces = 2;         ///< tp > 1: all-reduces per layer in forward and in backward
   int64_t matrix_rows = 0;           ///< low-rank schemes: rows of each layer's gradient matrix (0: square)
 };
 
 /// How gradients are synchronized each round.
 struct SyncConfig {
-  std::string mode = "allreduce";      ///< allreduce: DDP buckets through collective.algorithm; broadcast (AQGB)
+  SyncMode mode = SyncMode::kAllReduce;
   uint64_t bucket_bytes = 25ull << 20;  ///< allreduce: DDP bucket_cap
   uint64_t first_bucket_bytes = 0;     ///< allreduce: DDP first bucket (0: same as bucket)
   int64_t segment = 1 << 20;           ///< broadcast: gradient entries per segment
@@ -156,7 +188,7 @@ struct SyncConfig {
 
 /// Per-round, per-worker compute scaling.
 struct StragglersConfig {
-  std::string model = "none";
+  sim::StragglerKind model = sim::StragglerKind::kNone;
   double low = 0.9;
   double high = 1.1;
   double sigma = 0.1;
@@ -167,7 +199,7 @@ struct StragglersConfig {
 
 /// A background tenant.
 struct TenantConfig {
-  std::string kind = "ring_allreduce";
+  sim::TenantKind kind = sim::TenantKind::kRingAllReduce;
   int64_t count = 1;
   uint64_t size_bytes = 1ull << 30;
   std::vector<int64_t> ranks;       ///< ring members (empty: the training job's ranks)
@@ -209,7 +241,7 @@ struct Scenario {
 /// Field declarations. `V` is a visitor with the methods used below (see scenario_io.cpp).
 template <class V>
 void visit(V& v, GpuConfig& c) {
-  v.choice("kernel_cost", c.kernel_cost, {"ideal", "roofline", "profile"},
+  v.choice("kernel_cost", c.kernel_cost, sim::kKernelCostModes,
            "how compression kernels are timed: ideal (free), roofline (memory traffic / bandwidth + launch) or "
            "profile (the scheme's kernels measured in the device profile; kernels it lacks by the roofline)");
   v.path("profile", c.profile, "device cost profile written by `ccsim bench-kernels` (kernel_cost \"profile\"), "
@@ -271,9 +303,9 @@ void visit(V& v, ParallelismConfig& c) {
 
 template <class V>
 void visit(V& v, CollectiveConfig& c) {
-  v.choice("operation", c.operation, V::operation_names(), "collective operation");
+  v.choice("operation", c.operation, kCollectiveOps, "collective operation");
   v.choice("algorithm", c.algorithm, V::algorithm_names(), "collective algorithm lowering the operation to a schedule");
-  v.choice("group", c.group, {"world", "tp", "pp", "dp"},
+  v.choice("group", c.group, kCollectiveGroups,
            "ranks taking part: all of them, or every tensor/pipeline/data-parallel group at once");
   v.integer("segments", c.segments, 1, 1 << 16, "pipelined segments per chunk");
   v.integer("root", c.root, 0, 1 << 20, "broadcast: source rank within the group");
@@ -281,7 +313,7 @@ void visit(V& v, CollectiveConfig& c) {
 
 template <class V>
 void visit(V& v, GradientsConfig& c) {
-  v.choice("source", c.source, {"synthetic", "npy"}, "synthetic generator or per-worker .npy files");
+  v.choice("source", c.source, kGradientSources, "synthetic generator or per-worker .npy files");
   v.bytes("size", c.size_bytes, "synthetic: fp32 gradient bytes per rank (a multiple of 4)");
   v.integer("layers", c.layers, 1, traces::kMaxSyntheticLayers, "synthetic: number of layers");
   v.number("scale_decades", c.scale_decades, 0.0, traces::kMaxScaleDecades,
@@ -333,7 +365,7 @@ void visit(V& v, WorkloadConfig& c) {
   v.number("interference", c.interference, 0.0, 100.0,
            "compute runs at 1/(1+interference) speed while the worker's compression kernels run");
   v.integer("micro_batches", c.micro_batches, 1, 1 << 20, "tp/pp > 1: micro-batches per round and pipeline replica");
-  v.choice("pipeline", c.pipeline, {"gpipe", "1f1b"}, "tp/pp > 1: micro-batch schedule");
+  v.choice("pipeline", c.pipeline, sim::kPipelineKinds, "tp/pp > 1: micro-batch schedule");
   v.integer("tp_allreduces", c.tp_allreduces, 0, 64,
             "tp > 1: activation all-reduces per layer in forward and in backward (Megatron-LM: 2)");
   v.integer("matrix_rows", c.matrix_rows, 0, INT64_C(1) << 32,
@@ -343,7 +375,7 @@ void visit(V& v, WorkloadConfig& c) {
 
 template <class V>
 void visit(V& v, SyncConfig& c) {
-  v.choice("mode", c.mode, {"allreduce", "broadcast", "sharded"},
+  v.choice("mode", c.mode, kSyncModes,
            "allreduce: DDP buckets, each through collective.algorithm once all workers produced it; broadcast: every "
            "worker sends each gradient block to every other worker (AQGB); sharded: sharded data parallelism (ZeRO / "
            "SDP4Bit Alg. 2), each bucket's gradients reduce-scattered, then its weights all-gathered");
@@ -358,14 +390,14 @@ void visit(V& v, SyncConfig& c) {
 
 template <class V>
 void visit(V& v, ControllerConfig& c) {
-  v.choice("kind", c.kind, {"none", "aqgb", "edgc"},
+  v.choice("kind", c.kind, kControllerKinds,
            "none (the scheme's fixed wire size), aqgb (AQGB's two-stage adaptive ratio; scheme tfp, sync.mode "
            "broadcast) or edgc (EDGC's stage-aligned ranks, Alg. 2; scheme powersgd or edgc, pipeline parallelism)");
   v.number("q_floor", c.q_floor, 1.0 / 32, 1.0, "aqgb: the lowest quantization ratio q̄ (0.125 = 4 of 32 bits)");
   v.boolean("second_stage", c.second_stage, "aqgb: send the remaining bits of each block before its next forward");
   v.integer("r_min", c.r_min, 1, 1 << 20, "edgc: smallest rank");
   v.integer("r_max", c.r_max, 1, 1 << 20, "edgc: largest rank");
-  v.choice("anchor", c.anchor, {"first_stage", "mean"},
+  v.choice("anchor", c.anchor, algo::kEdgcAnchors,
            "edgc: first_stage: the first pipeline stage (which starts its DP sync last) runs the scheme's rank and "
            "later stages get T_com(r) + offset x T_microBack more (Alg. 2); mean: the same offsets, shifted so the "
            "stages' mean rank is the scheme's rank (equal volume to one shared rank)");
@@ -373,7 +405,7 @@ void visit(V& v, ControllerConfig& c) {
 
 template <class V>
 void visit(V& v, StragglersConfig& c) {
-  v.choice("model", c.model, {"none", "uniform", "lognormal", "empirical", "persistent"},
+  v.choice("model", c.model, sim::kStragglerKinds,
            "per-round, per-worker compute factor");
   v.number("low", c.low, 0.01, 100.0, "uniform: lower bound");
   v.number("high", c.high, 0.01, 100.0, "uniform: upper bound");
@@ -385,7 +417,7 @@ void visit(V& v, StragglersConfig& c) {
 
 template <class V>
 void visit(V& v, TenantConfig& c) {
-  v.choice("kind", c.kind, {"ring_allreduce", "constant", "onoff"},
+  v.choice("kind", c.kind, sim::kTenantKinds,
            "ring_allreduce: jobs doing ring all-reduces back to back; constant: a rate-capped flow; onoff: the same, "
            "sending rate x on then pausing off");
   v.integer("count", c.count, 1, 1 << 16, "ring_allreduce: number of jobs");

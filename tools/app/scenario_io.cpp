@@ -47,9 +47,6 @@ struct Names {
     for (const auto& t : topo::known_topologies()) v.push_back(t.name);
     return v;
   }
-  static std::vector<std::string> operation_names() {
-    return unique_sorted(topo::collective_op_names());
-  }
   static std::vector<std::string> algorithm_names_or_default() {
     std::vector<std::string> v{""};
     for (auto& a : algorithm_names()) v.push_back(std::move(a));
@@ -77,6 +74,12 @@ class Reader : public Names {
   }
   void required_choice(const std::string& key, std::string& out, const std::vector<std::string>& choices, const char*) {
     read_choice(key, out, choices, true);
+  }
+  template <class E, size_t N>
+  void choice(const std::string& key, E& out, const EnumName<E> (&names)[N], const char*) {
+    std::string name(enum_name<E>(names, out));
+    read_choice(key, name, enum_names<E>(names), false);
+    if (const auto v = enum_value<E>(names, name)) out = *v;
   }
   void integer(const std::string& key, int64_t& out, int64_t min, int64_t max, const char*) {
     const json* v = get(key);
@@ -233,12 +236,7 @@ class Reader : public Names {
     const size_t errors = diag_.items().size();
     out = info->params.resolve(v ? *v : json(), at(key), diag_);
     if (diag_.items().size() != errors || !info->check) return;
-    if (Status st = info->check(algo::Params(out)); !st.ok()) {
-      const std::string& m = st.message();
-      const size_t colon = m.find(": ");
-      diag_.add(colon == std::string::npos ? at(key) : at(key) + "/" + m.substr(0, colon),
-                colon == std::string::npos ? m : m.substr(colon + 2));
-    }
+    diag_.add(at(key), info->check(algo::Params(out)));
   }
 
   /// Reports keys that no field declared, with the closest declared key.
@@ -327,6 +325,10 @@ class Writer : public Names {
   json out = json::object();
   void choice(const std::string& k, const std::string& v, const std::vector<std::string>&, const char*) { out[k] = v; }
   void required_choice(const std::string& k, const std::string& v, const std::vector<std::string>&, const char*) { out[k] = v; }
+  template <class E, size_t N>
+  void choice(const std::string& k, E v, const EnumName<E> (&names)[N], const char*) {
+    out[k] = std::string(enum_name<E>(names, v));
+  }
   void integer(const std::string& k, int64_t v, int64_t, int64_t, const char*) { out[k] = v; }
   void integer_list(const std::string& k, const std::vector<int64_t>& v, int64_t, int64_t, const char*) { out[k] = v; }
   void number(const std::string& k, double v, double, double, const char*) { out[k] = v; }
@@ -386,6 +388,10 @@ class SchemaWriter : public Names {
   void required_choice(const std::string& k, const std::string&, const std::vector<std::string>& c, const char* d) {
     props[k] = {{"type", "string"}, {"enum", c}, {"description", d}};
     required.push_back(k);
+  }
+  template <class E, size_t N>
+  void choice(const std::string& k, E def, const EnumName<E> (&names)[N], const char* d) {
+    choice(k, std::string(enum_name<E>(names, def)), enum_names<E>(names), d);
   }
   void integer(const std::string& k, int64_t def, int64_t min, int64_t max, const char* d) {
     props[k] = {{"type", "integer"}, {"minimum", min}, {"maximum", max}, {"default", def}, {"description", d}};
@@ -509,38 +515,6 @@ topo::ClusterSpec cluster_spec(const ClusterConfig& c) {
   return spec;
 }
 
-Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s) {
-  const auto world = static_cast<uint32_t>(s.cluster.nodes * s.cluster.gpus_per_node);
-  const ParallelismConfig& p = s.parallelism;
-  const int64_t tp_pp = p.tp * p.pp;
-  const int64_t dp = p.dp == 0 ? (world % tp_pp == 0 ? world / tp_pp : 0) : p.dp;
-  if (dp == 0 || tp_pp * dp != world)
-    return invalid_argument(fmt::format("/parallelism: expected tp * pp * dp = {} ranks (nodes * gpus_per_node), got "
-                                        "tp={} pp={} dp={}",
-                                        world, p.tp, p.pp, p.dp == 0 ? std::string("auto") : std::to_string(p.dp)));
-  if (s.collective.group == "world") {
-    std::vector<uint32_t> all(world);
-    for (uint32_t r = 0; r < world; ++r) all[r] = r;
-    return std::vector<std::vector<uint32_t>>{std::move(all)};
-  }
-  topo::ParallelLayout layout;
-  layout.tp = static_cast<uint32_t>(p.tp);
-  layout.pp = static_cast<uint32_t>(p.pp);
-  layout.dp = static_cast<uint32_t>(dp);
-  layout.order = p.order;
-  auto groups = topo::ParallelGroups::make(layout, world);
-  if (!groups.ok()) return invalid_argument("/parallelism: " + groups.status().message());
-  const topo::Dim dim = s.collective.group == "tp" ? topo::Dim::kTensor
-                        : s.collective.group == "pp" ? topo::Dim::kPipeline
-                                                     : topo::Dim::kData;
-  std::vector<std::vector<uint32_t>> out;
-  for (const auto& g : groups->groups(dim)) out.emplace_back(g.begin(), g.end());
-  if (out.front().size() < 2 && s.collective.operation != "broadcast")
-    return invalid_argument(fmt::format("/collective/group: the {} groups have a single rank; nothing to communicate",
-                                        s.collective.group));
-  return out;
-}
-
 Status apply_override(json& doc, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -587,88 +561,10 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
   visit(reader, out.scenario);
   reader.finish();
 
-  // Cross-field checks.
-  Scenario& s = out.scenario;
-  const bool size_reported = std::any_of(diag.items().begin(), diag.items().end(),
-                                         [](const Diagnostic& d) { return d.path == "/gradients/size"; });
-  // Training runs size their gradients from the compute trace; a collective run needs a size.
-  // (A trace path given but not found was reported already and leaves the field empty.)
-  const bool training = !s.workload.trace.empty() ||
-                        (doc.contains("workload") && doc["workload"].is_object() && doc["workload"].contains("trace") &&
-                         doc["workload"]["trace"].is_string() && !doc["workload"]["trace"].get<std::string>().empty());
-  if (s.gradients.source == "synthetic" && !size_reported && (!training || s.gradients.size_bytes != 0)) {
-    if (s.gradients.size_bytes == 0 || s.gradients.size_bytes % 4 != 0)
-      diag.add("/gradients/size", fmt::format("expected a positive multiple of 4 bytes (fp32) for synthetic gradients, got {}",
-                                              s.gradients.size_bytes));
-  } else if (s.gradients.source == "npy") {
-    const json* files = nullptr;
-    if (doc.contains("gradients") && doc["gradients"].is_object() && doc["gradients"].contains("files"))
-      files = &doc["gradients"]["files"];
-    if (files == nullptr || (files->is_array() && files->empty()))
-      diag.add("/gradients/files", "expected at least one .npy file for source \"npy\"");
-  }
-  // A measured kernel cost model needs a profile that reads; its errors name the profile's file.
-  const GpuConfig& gpu = s.cluster.gpu;
-  const bool profile_given = doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("gpu") &&
-                             doc["cluster"]["gpu"].is_object() && doc["cluster"]["gpu"].contains("profile");
-  if (gpu.kernel_cost == "profile" && !profile_given) {
-    diag.add("/cluster/gpu/profile", "missing: kernel_cost \"profile\" needs a device cost profile (`ccsim "
-                                     "bench-kernels --out FILE` writes one; traces/devices/ holds measured ones)");
-  } else if (!gpu.profile.empty()) {
-    if (auto p = traces::load_device_profile(gpu.profile); !p.ok())
-      diag.add("/cluster/gpu/profile", p.status().message());
-  }
-  const std::vector<std::string> operations = Names::operation_names();
-  const auto collective = topo::find_collective(s.collective.operation, s.collective.algorithm);
-  if (!collective.ok() && std::find(operations.begin(), operations.end(), s.collective.operation) != operations.end())
-    diag.add("/collective/algorithm", collective.status().message());
-  if (diag.items().empty() && s.cluster.nodes * s.cluster.gpus_per_node < 2)
-    diag.add("/cluster/nodes", fmt::format("expected at least 2 ranks in all (nodes * gpus_per_node), got {} node(s) of "
-                                           "{} GPU(s)", s.cluster.nodes, s.cluster.gpus_per_node));
-  // The cluster must build; its builder names the offending field first ("k: expected ...").
-  if (diag.items().empty()) {
-    const auto topology = topo::build_topology(cluster_spec(s.cluster));
-    if (!topology.ok()) {
-      const std::string& m = topology.status().message();
-      const std::string field = m.substr(0, m.find(':'));
-      static const std::vector<std::pair<std::string, std::string>> kFieldPaths = {
-          {"nodes", "/cluster/nodes"},           {"gpus_per_node", "/cluster/gpus_per_node"},
-          {"intra_Bps", "/cluster/intra_node/bandwidth"}, {"leaves", "/cluster/leaf_spine/leaves"},
-          {"spines", "/cluster/leaf_spine/spines"}, {"uplink_Bps", "/cluster/leaf_spine/uplink_bandwidth"},
-          {"k", "/cluster/fat_tree/k"},          {"dims", "/cluster/torus/dims"},
-          {"nic_Bps", "/cluster/nic_bandwidth"}, {"topology", "/cluster/topology"}};
-      std::string path = "/cluster";
-      for (const auto& [f, p] : kFieldPaths)
-        if (f == field) path = p;
-      diag.add(path, m.find(':') == std::string::npos ? m : m.substr(m.find(':') + 2));
-    }
-  }
-  if (diag.items().empty()) {
-    const auto groups = collective_groups(s);
-    if (!groups.ok()) {
-      diag.add(groups.status().message().substr(0, groups.status().message().find(':')),
-               groups.status().message().substr(groups.status().message().find(':') + 2));
-    } else if (collective.ok()) {
-      const auto group_size = static_cast<uint32_t>(groups->front().size());
-      topo::CollectiveOptions options;
-      options.segments = static_cast<uint32_t>(s.collective.segments);
-      options.root = static_cast<uint32_t>(s.collective.root);
-      options.gpus_per_node = static_cast<uint32_t>(s.cluster.gpus_per_node);
-      // Element-count constraints are checked again at run time, when npy sizes are known.
-      const uint64_t elements = s.gradients.source == "synthetic" && s.gradients.size_bytes > 0
-                                    ? s.gradients.size_bytes / 4
-                                    : uint64_t{group_size} * 1024;
-      const Status st = (*collective)->check(group_size, elements, options);
-      if (!st.ok())
-        diag.add("/collective/algorithm", fmt::format("{} cannot run on a group of {} ranks: {}", s.collective.algorithm,
-                                                      group_size, st.message()));
-      if (s.collective.root >= group_size)
-        diag.add("/collective/root", fmt::format("expected a rank below the group size {}, got {}", group_size,
-                                                 s.collective.root));
-    }
-  }
+  out.plan = check_scenario(out.scenario, doc, diag);
   CCSIM_RETURN_IF_ERROR(diag.to_status(file));
 
+  Scenario& s = out.scenario;
   if (s.outputs.dir.empty()) s.outputs.dir = "out/" + s.name;
   out.resolved = scenario_to_json(s);
   return out;

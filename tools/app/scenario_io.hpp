@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/diagnostics.hpp"
 #include "sim/base/status.hpp"
+#include "sim/training/parallel_job.hpp"
+#include "tools/app/run_plan.hpp"
 #include "tools/app/scenario.hpp"
 #include "topology/builders/builders.hpp"
 
@@ -18,6 +21,7 @@ struct LoadedScenario {
   Scenario scenario;
   std::string file;        ///< the path as given
   nlohmann::json resolved; ///< every default filled in, every override applied
+  std::shared_ptr<const RunPlan> plan;  ///< what the checks built for the run
 };
 
 /// Command-line changes applied to the raw JSON before validation.
@@ -26,9 +30,10 @@ struct Overrides {
   std::optional<int64_t> seed;
 };
 
-/// Reads, parses and validates `file`. Every problem is reported at once, each as
-/// "<file>: <JSON pointer or line/column>: <what was expected>, got <what was found>".
-/// Relative file paths inside resolve against the file's folder.
+/// Reads, parses and validates `file`: its fields, then everything its run would check
+/// (scenario_checks.cpp), so that a scenario that loads runs without an input error. Every problem
+/// is reported at once, each as "<file>: <JSON pointer or line/column>: <what was expected>, got
+/// <what was found>". Relative file paths inside resolve against the file's folder.
 Result<LoadedScenario> load_scenario(const std::string& file, const Overrides& overrides = {});
 /// Validates an already-parsed document (`file` only names it in messages; relative paths resolve
 /// against `base_dir`).
@@ -42,10 +47,14 @@ nlohmann::json scenario_schema();
 
 /// The topology builder's input for a scenario's cluster.
 topo::ClusterSpec cluster_spec(const ClusterConfig& c);
-/// The ranks of every concurrent collective instance: one group of all ranks for
-/// collective.group = "world", else every group of that parallelism dimension (group 0 first).
-/// Errors (inconsistent parallelism) name their JSON path.
-Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s);
+
+/// The cross-field and cross-file checks of a scenario read from `doc` (scenario_checks.cpp):
+/// every problem into `diag`; the run's plan, or nullptr when there is a problem.
+std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const nlohmann::json& doc, Diagnostics& diag);
+/// Why a collective run skips its numerics: "numerics skipped: R ranks x S need about M (> ...)".
+std::string numerics_skipped_note(const Scenario& s, uint32_t ranks, uint64_t elements);
+/// The 3D-parallel job's options from the workload (the kernel costs and ECMP salt are the run's).
+sim::ParallelJobOptions parallel_job_options(const Scenario& s, const traces::ComputeTrace& trace);
 
 /// Applies one "PATH=VALUE" override to `doc`; VALUE is parsed as JSON, else taken as a string.
 Status apply_override(nlohmann::json& doc, const std::string& assignment);

@@ -6,25 +6,28 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <memory>
-#include <numeric>
 
-#include "algorithms/numerics.hpp"
+#include "algorithms/compressed_collective.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/linalg/power_iteration.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/units.hpp"
-#include "sim/training/bucket_sync.hpp"
-#include "topology/collectives/collectives.hpp"
-#include "traces/gradient_dump.hpp"
+#include "traces/dump_sample.hpp"
 #include "traces/synthetic_gradients.hpp"
 
 namespace ccsim::app {
 namespace {
 
 using nlohmann::json;
+
+// What the options say to measure on, before the schemes run.
+struct Input {
+  std::vector<algo::LayerShape> layout;
+  std::vector<uint64_t> steps;
+  std::vector<std::vector<std::vector<float>>> inputs;  // [step][worker]
+};
 
 // "k=v": v as JSON if it parses (numbers, booleans), else as a string.
 Status parse_param(const std::string& text, json& into, const std::string& where) {
@@ -37,63 +40,11 @@ Status parse_param(const std::string& text, json& into, const std::string& where
   return ok_status();
 }
 
-// A piece of the dump used as part of the tensor: entries [offset, offset + count) of layer `layer`.
-struct Piece {
-  size_t layer = 0;
-  uint64_t offset = 0;  // in the dump's flattened vector
-  uint64_t count = 0;
-  uint64_t rows = 0, cols = 1;
-};
-
-// The pieces making up the tensor: the whole dump, or a bucket sample of it.
-std::vector<Piece> choose_pieces(const traces::GradientDump& dump, const VnmseOptions& o, std::string& note) {
-  std::vector<Piece> all;
-  for (size_t l = 0; l < dump.layers().size(); ++l) {
-    const traces::GradientLayer& L = dump.layers()[l];
-    const uint64_t rows = L.shape.empty() ? 1 : L.shape.front();
-    const uint64_t cols = rows > 0 ? L.count / rows : 1;
-    if (dump.elements() <= o.max_elements) {
-      all.push_back({l, L.offset, L.count, rows, cols});
-      continue;
-    }
-    const uint64_t rows_per_piece = std::max<uint64_t>(1, o.bucket / std::max<uint64_t>(cols, 1));
-    for (uint64_t r = 0; r < rows; r += rows_per_piece) {
-      const uint64_t n = std::min(rows_per_piece, rows - r);
-      all.push_back({l, L.offset + r * cols, n * cols, n, cols});
-    }
-  }
-  if (dump.elements() <= o.max_elements) return all;
-  // Random order by Philox keys, then greedily take pieces that still fit.
-  std::vector<std::pair<uint32_t, size_t>> keyed;
-  for (size_t i = 0; i < all.size(); ++i)
-    keyed.emplace_back(kern::random_bits_at(kern::RngKey{o.seed, 0, 0, 0x5A4D}, i), i);
-  std::sort(keyed.begin(), keyed.end());
-  std::vector<size_t> chosen;
-  uint64_t total = 0;
-  for (const auto& [k, i] : keyed)
-    if (total + all[i].count <= o.max_elements) {
-      chosen.push_back(i);
-      total += all[i].count;
-    }
-  std::sort(chosen.begin(), chosen.end());
-  std::vector<Piece> out;
-  for (size_t i : chosen) out.push_back(all[i]);
-  note = fmt::format("sampled {} of {} buckets (whole rows, <= {} entries each): {} of {} entries per worker ({:.2f}%)",
-                     out.size(), all.size(), o.bucket, total, dump.elements(),
-                     100.0 * static_cast<double>(total) / static_cast<double>(dump.elements()));
-  return out;
-}
-
-Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, std::vector<algo::LayerShape>& layout,
-                 std::vector<uint64_t>& step_numbers, std::vector<std::vector<std::vector<float>>>& inputs) {
-  CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(o.gradients));
-  if (ranks == 0) ranks = dump.workers();
-  if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
+// The dumped steps asked for (all of them by default), as indices.
+Result<std::vector<size_t>> dump_steps(const traces::GradientDump& dump, const VnmseOptions& o) {
   std::vector<size_t> steps;
-  if (o.steps.empty()) {
-    steps.resize(dump.steps());
-    std::iota(steps.begin(), steps.end(), size_t{0});
-  }
+  if (o.steps.empty())
+    for (size_t i = 0; i < dump.steps(); ++i) steps.push_back(i);
   for (uint64_t want : o.steps) {
     size_t found = dump.steps();
     std::string have;
@@ -105,15 +56,23 @@ Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, st
       return invalid_argument(fmt::format("--steps: {} has no step {}; dumped steps: {}", o.gradients, want, have));
     steps.push_back(found);
   }
-  for (size_t si : steps) step_numbers.push_back(dump.step_info()[si].step);
-  const std::vector<Piece> pieces = choose_pieces(dump, o, report.sampling_note);
+  return steps;
+}
+
+Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, Input& in) {
+  CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(o.gradients));
+  if (ranks == 0) ranks = dump.workers();
+  if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
+  CCSIM_ASSIGN_OR_RETURN(const std::vector<size_t> steps, dump_steps(dump, o));
+  for (size_t si : steps) in.steps.push_back(dump.step_info()[si].step);
+  const traces::DumpSample sample = traces::sample_dump(dump, o.max_elements, o.bucket, o.seed);
+  report.sampling_note = sample.note;
   uint64_t elements = 0;
-  for (const Piece& p : pieces) {
-    layout.push_back({elements, p.count, p.rows, p.cols});
-    report.layer_names.push_back(report.sampling_note.empty()
-                                     ? dump.layers()[p.layer].name
-                                     : fmt::format("{}@{}", dump.layers()[p.layer].name,
-                                                   p.offset - dump.layers()[p.layer].offset));
+  for (const traces::DumpPiece& p : sample.pieces) {
+    in.layout.push_back({elements, p.count, p.rows, p.cols});
+    const traces::GradientLayer& layer = dump.layers()[p.layer];
+    report.layer_names.push_back(sample.note.empty() ? layer.name
+                                                     : fmt::format("{}@{}", layer.name, p.offset - layer.offset));
     elements += p.count;
   }
   report.elements = elements;
@@ -122,24 +81,10 @@ Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, st
                   dump.elements(), dump.layers().size(), steps.size(), dump.provenance().model);
   // Rank r reads worker r mod W.
   const uint32_t readers = std::min(ranks, dump.workers());
-  inputs.assign(steps.size(), std::vector<std::vector<float>>(readers));
+  in.inputs.assign(steps.size(), std::vector<std::vector<float>>(readers));
   for (size_t si = 0; si < steps.size(); ++si)
     for (uint32_t w = 0; w < readers; ++w) {
-      std::vector<float>& v = inputs[si][w];
-      v.resize(elements);
-      uint64_t at = 0;
-      size_t cached_layer = SIZE_MAX;
-      std::vector<float> layer;
-      for (const Piece& p : pieces) {
-        if (p.layer != cached_layer) {
-          CCSIM_ASSIGN_OR_RETURN(layer, dump.layer(w, steps[si], p.layer));
-          cached_layer = p.layer;
-        }
-        const uint64_t within = p.offset - dump.layers()[p.layer].offset;
-        std::copy(layer.begin() + static_cast<std::ptrdiff_t>(within),
-                  layer.begin() + static_cast<std::ptrdiff_t>(within + p.count), v.begin() + static_cast<std::ptrdiff_t>(at));
-        at += p.count;
-      }
+      CCSIM_ASSIGN_OR_RETURN(in.inputs[si][w], traces::read_sample(dump, sample, w, steps[si]));
     }
   return ok_status();
 }
@@ -199,8 +144,7 @@ Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
   return spec;
 }
 
-Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report,
-                      std::vector<algo::LayerShape>& layout, std::vector<std::vector<std::vector<float>>>& inputs) {
+Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, Input& in) {
   uint64_t rows = 0, cols = 1;
   const size_t x = o.synthetic.find('x');
   try {
@@ -222,13 +166,13 @@ Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& repor
   const uint64_t n = rows * cols;
   const algo::LayerShape whole{0, n, x == std::string::npos ? n : rows, x == std::string::npos ? 1 : cols};
   report.elements = n;
-  inputs.assign(1, std::vector<std::vector<float>>(ranks, std::vector<float>(n)));
+  in.inputs.assign(1, std::vector<std::vector<float>>(ranks, std::vector<float>(n)));
   if (o.structure.empty()) {
-    layout.push_back(whole);
+    in.layout.push_back(whole);
     report.layer_names.push_back("normal");
     report.gradients_desc = fmt::format("synthetic: i.i.d. N(0,1), shape {}, drawn per rank", o.synthetic);
     for (uint32_t r = 0; r < ranks; ++r) {
-      float* v = inputs[0][r].data();
+      float* v = in.inputs[0][r].data();
       const kern::RngKey key{0x5EED, 0, r, 0x4E};
       kern::parallel_for(n, 1 << 16, [=](uint64_t b, uint64_t e) {
         for (uint64_t i = b; i < e; ++i) v[i] = kern::standard_normal_at(key, i);
@@ -240,85 +184,28 @@ Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& repor
   CCSIM_ASSIGN_OR_RETURN(traces::SyntheticGradientSpec spec, parse_structure(o.structure));
   spec.elements = n;
   constexpr uint64_t kDataSeed = 0x5EED;
-  std::vector<std::span<float>> views(inputs[0].begin(), inputs[0].end());
+  std::vector<std::span<float>> views(in.inputs[0].begin(), in.inputs[0].end());
   traces::generate_synthetic_gradients(spec, kDataSeed, views);
   const std::vector<uint64_t> off = traces::synthetic_layer_offsets(spec, kDataSeed);
   for (size_t l = 0; l + 1 < off.size(); ++l) {
-    layout.push_back(off.size() == 2 ? whole : algo::LayerShape{off[l], off[l + 1] - off[l], off[l + 1] - off[l], 1});
+    in.layout.push_back(off.size() == 2 ? whole : algo::LayerShape{off[l], off[l + 1] - off[l], off[l + 1] - off[l], 1});
     report.layer_names.push_back(fmt::format("layer{}", l));
   }
   report.gradients_desc = fmt::format(
       "synthetic: shape {} per rank, {} layer(s) with scales over {} decades, correlation {} between ranks, "
       "lognormal envelope sigma {} per {} entries{}",
-      o.synthetic, layout.size(), spec.scale_decades, spec.correlation, spec.envelope_sigma, spec.envelope_span,
+      o.synthetic, in.layout.size(), spec.scale_decades, spec.correlation, spec.envelope_sigma, spec.envelope_span,
       spec.envelope_correlation < 1.0 ? fmt::format(", correlated {} between ranks", spec.envelope_correlation)
                                       : std::string());
   return ok_status();
 }
 
-double ratio(const algo::ErrorStats& e) {
-  if (e.sq_error == 0) return 0;
-  return e.sq_norm > 0 ? e.sq_error / e.sq_norm : std::numeric_limits<double>::infinity();
-}
-
-}  // namespace
-
-SuperGroupSkew super_group_skew(uint64_t step, const std::vector<std::vector<float>>& workers, uint32_t ranks) {
-  constexpr uint64_t kSuperGroup = 256;
-  const uint64_t n = workers.front().size();
-  std::vector<double> f((n + kSuperGroup - 1) / kSuperGroup, 0.0);
-  std::vector<double> g(f.size(), 0.0);  // the summed gradient's super-group energies
-  double sum[kSuperGroup];
-  for (uint64_t j = 0; j < f.size(); ++j) {
-    const uint64_t lo = j * kSuperGroup, len = std::min(kSuperGroup, n - lo);
-    std::fill(sum, sum + len, 0.0);
-    for (uint32_t r = 0; r < ranks; ++r) {
-      const float* x = workers[r % workers.size()].data() + lo;
-      for (uint64_t i = 0; i < len; ++i) {
-        f[j] += static_cast<double>(x[i]) * x[i];
-        sum[i] += x[i];
-      }
-    }
-    for (uint64_t i = 0; i < len; ++i) g[j] += sum[i] * sum[i];
-  }
-  SuperGroupSkew s;
-  s.step = step;
-  s.super_groups = f.size();
-  std::vector<double> sorted = f;
-  std::sort(sorted.begin(), sorted.end(), std::greater<>());
-  const double total = std::accumulate(sorted.begin(), sorted.end(), 0.0);
-  auto share = [&](double fraction) {
-    const auto k = static_cast<std::ptrdiff_t>(std::ceil(fraction * static_cast<double>(sorted.size())));
-    return total > 0 ? std::accumulate(sorted.begin(), sorted.begin() + k, 0.0) / total : 0.0;
-  };
-  s.top10 = share(0.1);
-  s.top30 = share(0.3);
-  s.top50 = share(0.5);
-  const double median = sorted[sorted.size() / 2];
-  s.below_median_100 = static_cast<double>(std::count_if(f.begin(), f.end(), [&](double v) { return v < median / 100; })) /
-                       static_cast<double>(f.size());
-  std::sort(g.begin(), g.end());
-  const double g_total = std::accumulate(g.begin(), g.end(), 0.0);
-  const auto half = static_cast<std::ptrdiff_t>(g.size() / 2);
-  s.sum_low50 = g_total > 0 ? std::accumulate(g.begin(), g.begin() + half, 0.0) / g_total : 0.0;
-  return s;
-}
-
-// A DDP bucket of the tensor: entries [offset, offset + count), which are whole layers, and their
-// shapes relative to the bucket.
-struct TensorBucket {
-  uint64_t offset = 0, count = 0;
-  std::vector<algo::LayerShape> layout;
-  uint32_t first_layer = 0;  ///< index of its first layer in the tensor's layout
-};
-
-// The tensor as one bucket (no --ddp-bucket), or PyTorch DDP's bucketing of its layers (the last
-// layer first, a bucket closed once it holds at least the cap of fp32 gradient; sim::make_buckets).
-Result<std::vector<TensorBucket>> tensor_buckets(const VnmseOptions& o, const std::vector<algo::LayerShape>& layout,
-                                                 uint64_t elements, std::string& desc) {
+// The tensor as one bucket (no --ddp-bucket), or PyTorch DDP's bucketing of its layers.
+Result<std::vector<algo::TensorBucket>> tensor_buckets(const VnmseOptions& o, const std::vector<algo::LayerShape>& layout,
+                                                       uint64_t elements, std::string& desc) {
   if (o.ddp_bucket.empty()) {
     if (!o.ddp_first_bucket.empty()) return invalid_argument("--ddp-first-bucket: give --ddp-bucket with it");
-    return std::vector<TensorBucket>{{0, elements, layout}};
+    return std::vector<algo::TensorBucket>{{0, elements, layout, 0}};
   }
   auto size = [](const std::string& text, const char* option) -> Result<uint64_t> {
     auto q = parse_quantity(text, UnitKind::kBytes);
@@ -332,32 +219,9 @@ Result<std::vector<TensorBucket>> tensor_buckets(const VnmseOptions& o, const st
   if (!o.ddp_first_bucket.empty()) {
     CCSIM_ASSIGN_OR_RETURN(first, size(o.ddp_first_bucket, "--ddp-first-bucket"));
   }
-  std::vector<sim::TrainingLayer> layers(layout.size());
-  for (size_t l = 0; l < layout.size(); ++l) {
-    CCSIM_CHECK(layout[l].offset == (l == 0 ? 0 : layout[l - 1].offset + layout[l - 1].count),
-                "layer {} does not follow the one before it", l);
-    layers[l].params = layout[l].count;
-  }
-  std::vector<TensorBucket> out;
-  for (const sim::GradientBucket& g : sim::make_buckets(layers, cap, first, 4)) {
-    // Backward order: the bucket's layers are lo .. hi, contiguous in the tensor.
-    const uint32_t lo = *std::min_element(g.layers.begin(), g.layers.end());
-    const uint32_t hi = *std::max_element(g.layers.begin(), g.layers.end());
-    CCSIM_CHECK(hi - lo + 1 == g.layers.size(), "bucket of layers {} .. {} is not contiguous", lo, hi);
-    TensorBucket b;
-    b.offset = layout[lo].offset;
-    b.first_layer = lo;
-    for (uint32_t l = lo; l <= hi; ++l) {
-      algo::LayerShape shape = layout[l];
-      shape.offset -= b.offset;
-      b.layout.push_back(shape);
-      b.count += shape.count;
-    }
-    out.push_back(std::move(b));
-  }
-  std::reverse(out.begin(), out.end());  // tensor order (the first bucket DDP fills is the last here)
+  std::vector<algo::TensorBucket> out = algo::ddp_tensor_buckets(layout, cap, first);
   uint64_t largest = 0;
-  for (const TensorBucket& b : out) largest = std::max(largest, b.count);
+  for (const algo::TensorBucket& b : out) largest = std::max(largest, b.count);
   desc = fmt::format(", each of {} DDP buckets of at least {}{} (the largest {} entries) on its own", out.size(),
                      format_quantity(static_cast<double>(cap), UnitKind::kBytes),
                      first > 0 ? fmt::format(", the first {}", format_quantity(static_cast<double>(first),
@@ -367,20 +231,11 @@ Result<std::vector<TensorBucket>> tensor_buckets(const VnmseOptions& o, const st
   return out;
 }
 
-Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
-  if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
-  if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
-  if (o.warmup > 10000)
-    return invalid_argument(fmt::format("--warmup: expected at most 10000 rounds, got {}", o.warmup));
-  if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
-  // Schemes (validated before any work).
-  struct Scheme {
-    std::string label, name;
-    json params, resolved;
-  };
-  std::vector<Scheme> schemes;
+// The schemes of the --algo options, each made once to check its parameters.
+Result<std::vector<algo::StudyScheme>> parse_schemes(const VnmseOptions& o) {
+  std::vector<algo::StudyScheme> schemes;
   for (const std::string& a : o.algos) {
-    Scheme s;
+    algo::StudyScheme s;
     const size_t colon = a.find(':');
     s.name = a.substr(0, colon);
     s.params = json::object();
@@ -400,195 +255,85 @@ Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
     s.label = explicit_params.empty() ? s.name : fmt::format("{}({})", s.name, explicit_params);
     schemes.push_back(std::move(s));
   }
+  return schemes;
+}
 
-  // Input: a dump or synthetic normals; steps; the layout.
-  VnmseReport report;
-  std::vector<algo::LayerShape> layout;
-  std::vector<uint64_t> step_numbers;
-  std::vector<std::vector<std::vector<float>>> inputs;  // [step][worker]
-  uint32_t ranks = o.ranks;
+// Whether every scheme can run on every bucket of the collective, whatever the data.
+Status check_schemes(const std::vector<algo::StudyScheme>& schemes, const algo::ErrorStudy& st, const VnmseOptions& o,
+                     const std::vector<std::string>& layer_names) {
+  for (const algo::StudyScheme& scheme : schemes)
+    for (const algo::TensorBucket& bucket : st.buckets) {
+      auto comp = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
+      CCSIM_RETURN_IF_ERROR(comp.status());
+      (*comp)->set_layout(bucket.layout);
+      Status bad = algo::CompressedCollective::check_scheme(**comp, st.collective->operation, st.ranks, bucket.count)
+                       .with_context(fmt::format("--algo {}", scheme.label));
+      if (bad.ok()) {
+        bad = algo::CompressedCollective::check_collective(**comp, *st.collective, st.ranks, bucket.count, st.base);
+        if (!bad.ok()) bad = invalid_argument(fmt::format("--collective {}: {}", o.algorithm, bad.message()));
+      }
+      if (bad.ok() || st.buckets.size() == 1) CCSIM_RETURN_IF_ERROR(bad);
+      // Which bucket a scheme or collective could not handle (a small one may be below its alignment).
+      const uint32_t last = bucket.first_layer + static_cast<uint32_t>(bucket.layout.size()) - 1;
+      return bad.with_context(fmt::format("--ddp-bucket: the bucket of entries [{}, {}) ({}{})", bucket.offset,
+                                          bucket.offset + bucket.count, layer_names.at(bucket.first_layer),
+                                          last > bucket.first_layer ? " .. " + layer_names.at(last) : std::string()));
+    }
+  return ok_status();
+}
+
+Status check_options(const VnmseOptions& o) {
+  if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
+  if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
+  if (o.warmup > 10000) return invalid_argument(fmt::format("--warmup: expected at most 10000 rounds, got {}", o.warmup));
+  if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
   if (!o.structure.empty() && o.synthetic.empty())
     return invalid_argument("--structure: shapes synthetic entries; give --synthetic with it");
+  if (!o.synthetic.empty() && !o.gradients.empty()) return invalid_argument("--synthetic and --gradients: give one of them");
+  if (o.synthetic.empty() && o.gradients.empty())
+    return invalid_argument("--gradients: give a gradient dump directory (or --synthetic)");
+  return ok_status();
+}
+
+}  // namespace
+
+Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
+  CCSIM_RETURN_IF_ERROR(check_options(o));
+  CCSIM_ASSIGN_OR_RETURN(const std::vector<algo::StudyScheme> schemes, parse_schemes(o));
+  VnmseReport report;
+  Input in;
+  uint32_t ranks = o.ranks;
   if (!o.synthetic.empty()) {
-    if (!o.gradients.empty()) return invalid_argument("--synthetic and --gradients: give one of them");
-    CCSIM_RETURN_IF_ERROR(load_synthetic(o, ranks, report, layout, inputs));
-    step_numbers = {0};
+    CCSIM_RETURN_IF_ERROR(load_synthetic(o, ranks, report, in));
+    in.steps = {0};
   } else {
-    if (o.gradients.empty()) return invalid_argument("--gradients: give a gradient dump directory (or --synthetic)");
-    CCSIM_RETURN_IF_ERROR(load_dump(o, ranks, report, layout, step_numbers, inputs));
+    CCSIM_RETURN_IF_ERROR(load_dump(o, ranks, report, in));
   }
-  const uint32_t readers = static_cast<uint32_t>(inputs.front().size());
-  const uint64_t elements = report.elements;
+  const auto readers = static_cast<uint32_t>(in.inputs.front().size());
   CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective, topo::find_collective(o.operation, o.algorithm));
   report.ranks = ranks;
-  for (size_t si = 0; si < step_numbers.size(); ++si)
-    report.skew.push_back(super_group_skew(step_numbers[si], inputs[si], ranks));
+  for (size_t si = 0; si < in.steps.size(); ++si)
+    report.skew.push_back(algo::super_group_skew(in.steps[si], in.inputs[si], ranks));
   std::string buckets_desc;
-  CCSIM_ASSIGN_OR_RETURN(const std::vector<TensorBucket> buckets, tensor_buckets(o, layout, elements, buckets_desc));
-  report.buckets = buckets.size();
+  algo::ErrorStudy st;
+  st.collective = collective;
+  st.ranks = ranks;
+  st.seeds = o.seeds;
+  st.seed = o.seed;
+  st.warmup = o.warmup;
+  st.layout = in.layout;
+  st.steps = in.steps;
+  st.base.segments = o.segments;
+  st.base.gpus_per_node = o.gpus_per_node;
+  CCSIM_ASSIGN_OR_RETURN(st.buckets, tensor_buckets(o, in.layout, report.elements, buckets_desc));
+  report.buckets = st.buckets.size();
   report.collective_desc = fmt::format(
       "{}/{} on {} ranks{}{}{}", o.operation, o.algorithm, ranks,
       ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "", buckets_desc,
       o.warmup > 0 ? fmt::format(", round {} measured after {} warm-up rounds on each step", o.warmup, o.warmup) : "");
-
-  for (const Scheme& scheme : schemes) {
-    std::vector<VnmseRow> rows(step_numbers.size());
-    std::vector<std::vector<double>> per_seed(step_numbers.size());
-    std::vector<std::vector<double>> mean_out(step_numbers.size(), std::vector<double>(elements, 0.0));
-    std::vector<std::vector<algo::ErrorStats>> layer_sum(step_numbers.size(), std::vector<algo::ErrorStats>(layout.size()));
-    std::vector<std::vector<algo::ErrorStats>> hop_sum(step_numbers.size(), std::vector<algo::ErrorStats>(ranks + 1));
-    for (uint32_t k = 0; k < o.seeds; ++k) {
-      const uint64_t seed = o.seed + k;
-      for (size_t si = 0; si < step_numbers.size(); ++si) {
-        // Every bucket on its own: a fresh instance per (seed, step, bucket), whose rounds 0 ..
-        // warmup - 1 on this step's gradients let the schemes that adapt across rounds settle; round
-        // `warmup` is measured. The buckets' outputs, errors and bytes add up to the tensor's.
-        VnmseRow& row = rows[si];
-        std::vector<std::span<const float>> ins;
-        for (uint32_t r = 0; r < ranks; ++r) ins.emplace_back(inputs[si][r % readers]);
-        std::vector<algo::ErrorStats> errs(ranks);
-        std::vector<std::vector<float>> outs_store(buckets.size() == 1 ? 0 : ranks);
-        std::vector<std::span<const float>> outs(ranks);
-        uint64_t plan_bytes = 0, wire_bytes = 0, tensor_bytes = 0;
-        bool unbiased = false;
-        for (size_t b = 0; b < buckets.size(); ++b) {
-          const TensorBucket& bucket = buckets[b];
-          // Each bucket draws its own random numbers (bucket 0 those of the whole tensor).
-          const uint64_t bucket_seed = seed ^ (b * 0x9E3779B97F4A7C15ull);
-          auto made = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
-          if (!made.ok()) return made.status();
-          algo::Compressor& comp = **made;
-          comp.set_layout(bucket.layout);
-          std::vector<std::span<const float>> bins;
-          for (uint32_t r = 0; r < ranks; ++r) bins.push_back(ins[r].subspan(bucket.offset, bucket.count));
-          // One round: its metadata phase, then the collective on copies of the inputs.
-          struct Round {
-            algo::PlanReport plan;
-            topo::CollectiveOptions copt;
-            uint64_t reduced;
-            topo::Schedule schedule;
-            std::vector<std::vector<float>> bufs;
-            algo::NumericsStats stats;
-          };
-          auto run_round = [&](uint32_t round, bool measured) -> Result<Round> {
-            const algo::NumericsOptions nopt{bucket_seed, round, measured};
-            CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport plan, algo::plan_round(comp, bins, nopt));
-            topo::CollectiveOptions copt;
-            copt.segments = o.segments;
-            copt.gpus_per_node = o.gpus_per_node;
-            const uint64_t reduced = comp.reduced_elements(bucket.count);
-            algo::set_shard_options(comp, collective->operation, reduced, ranks, copt);
-            CCSIM_RETURN_IF_ERROR(algo::check_reduced_length(comp, collective->operation, bucket.count, reduced)
-                                      .with_context(fmt::format("--algo {}", scheme.label)));
-            if (Status st = collective->check(ranks, reduced, copt); !st.ok())
-              return invalid_argument(fmt::format("--collective {}: cannot run {} entries on {} ranks: {}",
-                                                  o.algorithm, reduced, ranks, st.message()));
-            topo::Schedule schedule = collective->build(ranks, reduced, copt);
-            algo::bind_schedule(schedule, comp);
-            std::vector<std::vector<float>> bufs(ranks);
-            std::vector<std::span<float>> views;
-            for (uint32_t r = 0; r < ranks; ++r) {
-              bufs[r].assign(bins[r].begin(), bins[r].end());
-              views.emplace_back(bufs[r]);
-            }
-            CCSIM_ASSIGN_OR_RETURN(const algo::NumericsStats stats, algo::run_numerics(schedule, comp, views, nopt));
-            return Round{plan, copt, reduced, std::move(schedule), std::move(bufs), stats};
-          };
-          // Which bucket a scheme or collective could not handle (a small one may be below its alignment).
-          auto where = [&](Status st) {
-            if (st.ok() || buckets.size() == 1) return st;
-            const uint32_t last = bucket.first_layer + static_cast<uint32_t>(bucket.layout.size()) - 1;
-            return st.with_context(fmt::format(
-                "--ddp-bucket: the bucket of entries [{}, {}) ({}{})", bucket.offset, bucket.offset + bucket.count,
-                report.layer_names.at(bucket.first_layer),
-                last > bucket.first_layer ? " .. " + report.layer_names.at(last) : std::string()));
-          };
-          for (uint32_t round = 0; round < o.warmup; ++round) {
-            CCSIM_RETURN_IF_ERROR(where(run_round(round, false).status()));
-          }
-          auto measured = run_round(o.warmup, true);
-          CCSIM_RETURN_IF_ERROR(where(measured.status()));
-          Round rd = std::move(measured).value();
-          std::vector<std::span<const float>> bouts(rd.bufs.begin(), rd.bufs.end());
-          const std::vector<algo::ErrorStats> berrs = algo::operation_errors(rd.schedule, bins, bouts);
-          for (uint32_t r = 0; r < ranks; ++r) {
-            errs[r].sq_error += berrs[r].sq_error;
-            errs[r].sq_norm += berrs[r].sq_norm;
-          }
-          plan_bytes += rd.plan.wire_bytes_per_rank;
-          wire_bytes += rd.stats.wire_bytes;
-          tensor_bytes += algo::tensor_wire_bytes(comp, rd.reduced, ranks, rd.copt);
-          unbiased = comp.unbiased();
-          for (size_t h = 0; h < rd.stats.hop_errors.size(); ++h) {
-            hop_sum[si][h].sq_error += rd.stats.hop_errors[h].sq_error;
-            hop_sum[si][h].sq_norm += rd.stats.hop_errors[h].sq_norm;
-          }
-          if (buckets.size() == 1) {
-            outs_store = std::move(rd.bufs);
-          } else {
-            for (uint32_t r = 0; r < ranks; ++r) {
-              outs_store[r].resize(elements);
-              std::copy(rd.bufs[r].begin(), rd.bufs[r].end(),
-                        outs_store[r].begin() + static_cast<std::ptrdiff_t>(bucket.offset));
-            }
-          }
-        }
-        for (uint32_t r = 0; r < ranks; ++r) outs[r] = outs_store[r];
-        const double v = algo::vnmse(errs);
-        per_seed[si].push_back(v);
-        for (const auto& e : errs)
-          row.mse += e.sq_error / static_cast<double>(elements) / (static_cast<double>(ranks) * o.seeds);
-        for (const auto& e : errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
-        if (k == 0) {
-          row.label = scheme.label;
-          row.scheme = scheme.name;
-          row.params = scheme.resolved;
-          row.step = step_numbers[si];
-          row.unbiased = unbiased;
-          row.plan_bytes_per_rank = plan_bytes;
-          row.wire_bytes = wire_bytes;
-          row.bits_per_entry = 8.0 * static_cast<double>(tensor_bytes + plan_bytes) / static_cast<double>(elements);
-        }
-        if (collective->operation == topo::CollectiveOp::kAllReduce) {
-          for (uint32_t r = 0; r < ranks; ++r)
-            for (uint64_t i = 0; i < elements; ++i) mean_out[si][i] += outs[r][i];
-          const auto le = algo::allreduce_layer_errors(ins, outs, layout);
-          for (size_t l = 0; l < le.size(); ++l) {
-            layer_sum[si][l].sq_error += le[l].sq_error;
-            layer_sum[si][l].sq_norm += le[l].sq_norm;
-          }
-        }
-      }
-    }
-    for (size_t si = 0; si < step_numbers.size(); ++si) {
-      VnmseRow& row = rows[si];
-      const auto& vs = per_seed[si];
-      row.vnmse = std::accumulate(vs.begin(), vs.end(), 0.0) / static_cast<double>(vs.size());
-      double var = 0;
-      for (double v : vs) var += (v - row.vnmse) * (v - row.vnmse);
-      row.vnmse_std = vs.size() > 1 ? std::sqrt(var / static_cast<double>(vs.size() - 1)) : 0.0;
-      row.bias_floor = row.vnmse / o.seeds;
-      row.bias = std::numeric_limits<double>::quiet_NaN();
-      if (collective->operation == topo::CollectiveOp::kAllReduce) {
-        double se = 0, sn = 0;
-        const double denom = static_cast<double>(o.seeds) * ranks;
-        for (uint64_t i = 0; i < elements; ++i) {
-          double exact = 0;
-          for (uint32_t r = 0; r < ranks; ++r) exact += inputs[si][r % readers][i];
-          const double d = mean_out[si][i] / denom - exact;
-          se += d * d;
-          sn += exact * exact;
-        }
-        row.bias = se == 0 ? 0 : se / sn;
-        for (const auto& e : layer_sum[si]) row.layer_vnmse.push_back(ratio(e));
-      }
-      for (uint32_t h = 1; h <= ranks; ++h)
-        row.hop_vnmse.push_back(hop_sum[si][h].sq_norm > 0 || hop_sum[si][h].sq_error > 0
-                                    ? ratio(hop_sum[si][h])
-                                    : std::numeric_limits<double>::quiet_NaN());
-      report.rows.push_back(std::move(row));
-    }
-  }
+  CCSIM_RETURN_IF_ERROR(check_schemes(schemes, st, o, report.layer_names));
+  st.inputs = std::move(in.inputs);
+  CCSIM_ASSIGN_OR_RETURN(report.rows, algo::study_errors(schemes, st));
   return report;
 }
 

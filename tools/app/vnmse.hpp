@@ -1,28 +1,23 @@
 #pragma once
 /// \file
-/// `ccsim vnmse`: compression error of schemes on a gradient dump pushed through a real collective
-/// schedule (the numerics interpreter), per scheme and dumped step, averaged over seeds: vNMSE
-/// (overall, per layer, per hop depth), the worst rank, the relative bias of the mean over seeds,
-/// bits per entry and the metadata phase's bytes.
-///
-/// Rounds: the dumped steps are the rounds of one run (round index = step index), so stateful
-/// schemes (error feedback, adaptive scales, rank controllers) carry their state from step to step.
-/// Every seed repeats the run with a fresh instance. Rank r reads worker r mod W of a W-worker dump.
+/// `ccsim vnmse`: compression error of schemes on a gradient dump (or synthetic tensors) pushed
+/// through a real collective schedule. This file turns the command's options into a measurement
+/// (algorithms/error_study.hpp measures; traces/dump_sample.hpp samples large dumps) and formats it.
 ///
 /// Synthetic input (instead of a dump): every rank draws its own i.i.d. N(0,1) tensor of the given
 /// shape from Philox (independent of the seeds, which vary only the compression's randomness), as
-/// in EQuARX's microbenchmark (Fig. 7).
+/// in EQuARX's microbenchmark (Fig. 7); with `structure`, the scenario generator's layered,
+/// lognormal-envelope gradients instead.
 ///
-/// Sampling: a dump larger than max_elements per worker is sampled in whole buckets: every layer is
-/// cut into pieces of whole rows of at most `bucket` entries, pieces are drawn at random (Philox,
-/// keyed by the seed) until max_elements, and the chosen pieces, kept in tensor order, form the
-/// tensor (matrix pieces keep their shape, with fewer rows). The report says so.
+/// Every option is checked, and every scheme against every bucket of the collective, before any
+/// measurement starts.
 
 #include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
 
+#include "algorithms/error_study.hpp"
 #include "sim/base/status.hpp"
 
 namespace ccsim::app {
@@ -59,38 +54,10 @@ struct VnmseOptions {
   std::string ddp_first_bucket;               ///< DDP's smaller first bucket (empty: as the others)
 };
 
-/// Error of one scheme at one step.
-struct VnmseRow {
-  std::string label;           ///< scheme name plus its explicit parameters
-  std::string scheme;
-  nlohmann::json params;       ///< resolved parameters (defaults filled in)
-  uint64_t step = 0;           ///< training step of the dump
-  double vnmse = 0;            ///< mean over seeds of the vNMSE (mean over ranks)
-  double vnmse_std = 0;        ///< standard deviation over seeds (0 with one seed)
-  double vnmse_max_rank = 0;   ///< worst rank, worst seed
-  double mse = 0;              ///< mean over seeds and ranks of ‖X − X̂‖² / entries (absolute)
-  double bias = 0;             ///< ‖mean over seeds and ranks of X̂ − X‖² / ‖X‖²
-  double bias_floor = 0;       ///< what an unbiased scheme's bias would be about: vnmse / seeds
-  double bits_per_entry = 0;   ///< 8 · (one rank's tensor encoded once + metadata phase) / entries
-  uint64_t plan_bytes_per_rank = 0;
-  uint64_t wire_bytes = 0;     ///< all transfers of the collective (one seed)
-  bool unbiased = false;       ///< what the scheme claims
-  std::vector<double> layer_vnmse;  ///< per layer (allreduce only), mean over seeds
-  std::vector<double> hop_vnmse;    ///< per hop depth k = 1..ranks (index k-1), NaN where no message
-};
-
-/// How concentrated the gradient's energy is over 256-entry super-groups (DynamiQ Fig. 1 and
-/// Fig. 3): F_j = sum over the ranks of the squared norm of super-group j. Variable bit widths pay
-/// off when a small share of the super-groups holds nearly all of the sum of F_j.
-struct SuperGroupSkew {
-  uint64_t step = 0;
-  uint64_t super_groups = 0;
-  double top10 = 0, top30 = 0, top50 = 0;  ///< share of sum F_j held by the largest 10/30/50% of super-groups
-  double below_median_100 = 0;             ///< fraction of super-groups with F_j < median / 100
-  /// Share of the summed gradient's energy (sum over ranks, then squares) held by its smallest
-  /// floor(n / 2) super-groups: what any selection keeping half of them (OmniReduce at 8 bits) loses at least.
-  double sum_low50 = 0;
-};
+/// Error of one scheme at one step (algorithms/error_study.hpp).
+using VnmseRow = algo::ErrorRow;
+/// Energy concentration over 256-entry super-groups (algorithms/error_study.hpp).
+using SuperGroupSkew = algo::SuperGroupSkew;
 
 struct VnmseReport {
   std::string gradients_desc;

@@ -21,10 +21,10 @@
 #include "traces/device_profile.hpp"
 #include "tools/app/bench.hpp"
 #include "tools/app/bench_kernels.hpp"
-#include "tools/app/runner.hpp"
+#include "tools/app/outputs.hpp"
+#include "tools/app/run_collective.hpp"
+#include "tools/app/run_training.hpp"
 #include "tools/app/scenario_io.hpp"
-#include "tools/app/parallel_training.hpp"
-#include "tools/app/training.hpp"
 #include "tools/app/vnmse.hpp"
 
 namespace po = boost::program_options;
@@ -108,10 +108,13 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cout << summarize(*rep, out_dir) << fmt::format("  wall time   {:.2f} s\n", wall);
     return kExitOk;
   };
-  if (app::runs_parallel_training(loaded->scenario))
-    return run(app::run_parallel_training, app::write_parallel_outputs, app::format_parallel_summary);
-  if (!loaded->scenario.workload.trace.empty())
-    return run(app::run_training, app::write_training_outputs, app::format_training_summary);
+  switch (loaded->plan->kind) {
+    case app::RunKind::kParallel:
+      return run(app::run_parallel_training, app::write_parallel_outputs, app::format_parallel_summary);
+    case app::RunKind::kTraining:
+      return run(app::run_training, app::write_training_outputs, app::format_training_summary);
+    case app::RunKind::kCollective: break;
+  }
   return run(app::run_scenario, app::write_outputs, app::format_summary);
 }
 

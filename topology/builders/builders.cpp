@@ -12,7 +12,7 @@ namespace {
 
 struct BuilderEntry {
   TopologyInfo info;
-  void (*check)(const ClusterSpec&, std::vector<std::string>&);
+  void (*check)(const ClusterSpec&, std::vector<SpecProblem>&);
   Topology (*build)(const ClusterSpec&);
 };
 
@@ -47,10 +47,10 @@ const BuilderEntry* find_builder(const std::string& name) {
 bool finite_at_least(double v, double lo) { return std::isfinite(v) && v >= lo; }
 
 // Shape-specific fields must keep their defaults for the other shapes (never ignored silently).
-void check_unused_fields(const ClusterSpec& s, std::vector<std::string>& errors) {
+void check_unused_fields(const ClusterSpec& s, std::vector<SpecProblem>& errors) {
   const auto unused = [&](const char* field, const char* owner, const std::string& got) {
     errors.push_back(
-        fmt::format("{}: only applies to topology '{}', got {} with topology '{}'", field, owner, got, s.topology));
+        {field, fmt::format("only applies to topology '{}', got {} with topology '{}'", owner, got, s.topology)});
   };
   if (s.topology != "leaf_spine") {
     if (s.leaves != 0) unused("leaves", "leaf_spine", std::to_string(s.leaves));
@@ -61,49 +61,76 @@ void check_unused_fields(const ClusterSpec& s, std::vector<std::string>& errors)
   if (s.topology != "torus" && !s.dims.empty()) unused("dims", "torus", fmt::format("{} sizes", s.dims.size()));
 }
 
+// The checks every shape shares: sizes, bandwidths, latencies.
+bool check_common_fields(const ClusterSpec& spec, std::vector<SpecProblem>& errors) {
+  bool sizes_ok = true;
+  if (spec.nodes < 1) {
+    errors.push_back({"nodes", "expected >= 1, got 0"});
+    sizes_ok = false;
+  }
+  if (spec.gpus_per_node < 1) {
+    errors.push_back({"gpus_per_node", "expected >= 1, got 0"});
+    sizes_ok = false;
+  }
+  if (sizes_ok && uint64_t{spec.nodes} * spec.gpus_per_node > kMaxRanks) {
+    errors.push_back({"nodes", fmt::format("expected nodes * gpus_per_node <= {}, got {} * {}", kMaxRanks, spec.nodes,
+                                           spec.gpus_per_node)});
+    sizes_ok = false;
+  }
+  if (!(std::isfinite(spec.nic_Bps) && spec.nic_Bps > 0))
+    errors.push_back({"nic_Bps", fmt::format("expected a finite bandwidth > 0, got {}", spec.nic_Bps)});
+  if (!finite_at_least(spec.link_latency_s, 0))
+    errors.push_back({"link_latency_s", fmt::format("expected a finite latency >= 0, got {}", spec.link_latency_s)});
+  if (spec.gpus_per_node > 1 && !(std::isfinite(spec.intra_Bps) && spec.intra_Bps > 0)) {
+    errors.push_back({"intra_Bps", fmt::format("expected a finite bandwidth > 0 when gpus_per_node > 1 ({}), got {}",
+                                               spec.gpus_per_node, spec.intra_Bps)});
+  } else if (!finite_at_least(spec.intra_Bps, 0)) {
+    errors.push_back({"intra_Bps", fmt::format("expected a finite bandwidth >= 0, got {}", spec.intra_Bps)});
+  }
+  if (!finite_at_least(spec.intra_latency_s, 0))
+    errors.push_back({"intra_latency_s", fmt::format("expected a finite latency >= 0, got {}", spec.intra_latency_s)});
+  return sizes_ok;
+}
+
 }  // namespace
 
-Status check_cluster_spec(const ClusterSpec& spec) {
-  std::vector<std::string> errors;
+std::vector<SpecProblem> cluster_spec_problems(const ClusterSpec& spec) {
+  std::vector<SpecProblem> errors;
   const BuilderEntry* entry = find_builder(spec.topology);
   if (entry == nullptr) {
     std::vector<std::string> valid;
     for (const auto& b : builders()) valid.push_back(b.info.name);
-    errors.push_back(fmt::format("topology: unknown topology '{}'; valid: {}", spec.topology, fmt::join(valid, ", ")));
+    errors.push_back(
+        {"topology", fmt::format("unknown topology '{}'; valid: {}", spec.topology, fmt::join(valid, ", "))});
   }
-  bool sizes_ok = true;
-  if (spec.nodes < 1) {
-    errors.push_back("nodes: expected >= 1, got 0");
-    sizes_ok = false;
-  }
-  if (spec.gpus_per_node < 1) {
-    errors.push_back("gpus_per_node: expected >= 1, got 0");
-    sizes_ok = false;
-  }
-  if (sizes_ok && uint64_t{spec.nodes} * spec.gpus_per_node > kMaxRanks) {
-    errors.push_back(fmt::format("nodes: expected nodes * gpus_per_node <= {}, got {} * {}", kMaxRanks, spec.nodes,
-                                 spec.gpus_per_node));
-    sizes_ok = false;
-  }
-  if (!(std::isfinite(spec.nic_Bps) && spec.nic_Bps > 0))
-    errors.push_back(fmt::format("nic_Bps: expected a finite bandwidth > 0, got {}", spec.nic_Bps));
-  if (!finite_at_least(spec.link_latency_s, 0))
-    errors.push_back(fmt::format("link_latency_s: expected a finite latency >= 0, got {}", spec.link_latency_s));
-  if (spec.gpus_per_node > 1 && !(std::isfinite(spec.intra_Bps) && spec.intra_Bps > 0)) {
-    errors.push_back(fmt::format("intra_Bps: expected a finite bandwidth > 0 when gpus_per_node > 1 ({}), got {}",
-                                 spec.gpus_per_node, spec.intra_Bps));
-  } else if (!finite_at_least(spec.intra_Bps, 0)) {
-    errors.push_back(fmt::format("intra_Bps: expected a finite bandwidth >= 0, got {}", spec.intra_Bps));
-  }
-  if (!finite_at_least(spec.intra_latency_s, 0))
-    errors.push_back(fmt::format("intra_latency_s: expected a finite latency >= 0, got {}", spec.intra_latency_s));
+  const bool sizes_ok = check_common_fields(spec, errors);
   if (entry != nullptr) {
     check_unused_fields(spec, errors);
     // Shape checks compare against nodes; they only make sense once the sizes are valid.
     if (sizes_ok) entry->check(spec, errors);
   }
-  if (errors.empty()) return ok_status();
-  return invalid_argument(fmt::format("{}", fmt::join(errors, "; ")));
+  return errors;
+}
+
+std::string cluster_field_pointer(std::string_view field) {
+  static const std::pair<std::string_view, std::string_view> kPointers[] = {
+      {"topology", "/topology"},           {"nodes", "/nodes"},
+      {"gpus_per_node", "/gpus_per_node"}, {"nic_Bps", "/nic_bandwidth"},
+      {"link_latency_s", "/link_latency"}, {"intra_Bps", "/intra_node/bandwidth"},
+      {"intra_latency_s", "/intra_node/latency"}, {"leaves", "/leaf_spine/leaves"},
+      {"spines", "/leaf_spine/spines"},    {"uplink_Bps", "/leaf_spine/uplink_bandwidth"},
+      {"k", "/fat_tree/k"},                {"dims", "/torus/dims"}};
+  for (const auto& [f, p] : kPointers)
+    if (f == field) return std::string(p);
+  return "";
+}
+
+Status check_cluster_spec(const ClusterSpec& spec) {
+  const std::vector<SpecProblem> problems = cluster_spec_problems(spec);
+  if (problems.empty()) return ok_status();
+  std::vector<std::string> parts;
+  for (const SpecProblem& p : problems) parts.push_back(p.field + ": " + p.message);
+  return invalid_argument(fmt::format("{}", fmt::join(parts, "; ")));
 }
 
 Result<Topology> build_topology(const ClusterSpec& spec) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/base/status.hpp"
@@ -71,8 +72,19 @@ inline constexpr uint64_t kMaxRanks = uint64_t{1} << 20;
 /// Largest fat-tree radix (k^3/4 = 4,194,304 host slots).
 inline constexpr uint32_t kMaxFatTreeK = 256;
 
+/// One problem of a spec: the ClusterSpec field it is about ("k") and what is wrong
+/// ("expected an even number >= 2 with k^3/4 >= nodes (128), got 5").
+struct SpecProblem {
+  std::string field;
+  std::string message;
+};
+/// Every problem of `spec`, without building anything (empty: it builds).
+std::vector<SpecProblem> cluster_spec_problems(const ClusterSpec& spec);
+/// Where a ClusterSpec field sits in a scenario's cluster object, as a JSON Pointer relative to it
+/// ("k" -> "/fat_tree/k", "intra_Bps" -> "/intra_node/bandwidth"); "" for an unknown field.
+std::string cluster_field_pointer(std::string_view field);
 /// Checks `spec` without building anything. Returns OK or an invalid_argument Status listing every
-/// problem ("; "-separated), each starting with its field name, e.g.
+/// problem ("; "-separated) as "field: message", e.g.
 /// "k: expected an even number >= 2 with k^3/4 >= nodes (128), got 5".
 Status check_cluster_spec(const ClusterSpec& spec);
 
@@ -97,18 +109,18 @@ const std::vector<TopologyInfo>& known_topologies();
 
 namespace detail {
 
-/// Per-builder entry points used by build_topology(). `check_*` appends one message per problem
+/// Per-builder entry points used by build_topology(). `check_*` appends one SpecProblem per problem
 /// with the builder's own fields (common fields are checked by the caller); `build_*` REQUIRES
 /// that the spec passed every check.
-void check_star(const ClusterSpec& spec, std::vector<std::string>& errors);
+void check_star(const ClusterSpec& spec, std::vector<SpecProblem>& errors);
 Topology build_star(const ClusterSpec& spec);
-void check_leaf_spine(const ClusterSpec& spec, std::vector<std::string>& errors);
+void check_leaf_spine(const ClusterSpec& spec, std::vector<SpecProblem>& errors);
 Topology build_leaf_spine(const ClusterSpec& spec);
-void check_fat_tree(const ClusterSpec& spec, std::vector<std::string>& errors);
+void check_fat_tree(const ClusterSpec& spec, std::vector<SpecProblem>& errors);
 Topology build_fat_tree(const ClusterSpec& spec);
-void check_torus(const ClusterSpec& spec, std::vector<std::string>& errors);
+void check_torus(const ClusterSpec& spec, std::vector<SpecProblem>& errors);
 Topology build_torus(const ClusterSpec& spec);
-void check_ring(const ClusterSpec& spec, std::vector<std::string>& errors);
+void check_ring(const ClusterSpec& spec, std::vector<SpecProblem>& errors);
 Topology build_ring(const ClusterSpec& spec);
 
 /// A torus of routers with the given ring sizes (1 to 3 dimensions; product == spec.nodes) and

@@ -51,13 +51,13 @@ void route_fat_tree(const FatTreeTables& tab, Rank src, Rank dst, uint64_t key, 
 
 }  // namespace
 
-void check_fat_tree(const ClusterSpec& spec, std::vector<std::string>& errors) {
+void check_fat_tree(const ClusterSpec& spec, std::vector<SpecProblem>& errors) {
   if (spec.k == 0) return;
   if (spec.k > kMaxFatTreeK) {
-    errors.push_back(fmt::format("k: expected at most {}, got {}", kMaxFatTreeK, spec.k));
+    errors.push_back({"k", fmt::format("expected at most {}, got {}", kMaxFatTreeK, spec.k)});
   } else if (spec.k % 2 != 0 || host_slots(spec.k) < spec.nodes) {
     errors.push_back(
-        fmt::format("k: expected an even number >= 2 with k^3/4 >= nodes ({}), got {}", spec.nodes, spec.k));
+        {"k", fmt::format("expected an even number >= 2 with k^3/4 >= nodes ({}), got {}", spec.nodes, spec.k)});
   }
 }
 

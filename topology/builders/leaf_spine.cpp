@@ -60,17 +60,17 @@ void route_leaf_spine(const LeafSpineTables& tab, Rank src, Rank dst, uint64_t k
 
 }  // namespace
 
-void check_leaf_spine(const ClusterSpec& spec, std::vector<std::string>& errors) {
+void check_leaf_spine(const ClusterSpec& spec, std::vector<SpecProblem>& errors) {
   if (spec.leaves > spec.nodes)
-    errors.push_back(fmt::format("leaves: expected 0 (auto) or 1..nodes ({}), got {}", spec.nodes, spec.leaves));
+    errors.push_back({"leaves", fmt::format("expected 0 (auto) or 1..nodes ({}), got {}", spec.nodes, spec.leaves)});
   const uint32_t leaves = spec.leaves != 0 ? std::min(spec.leaves, spec.nodes) : ceil_sqrt(spec.nodes);
   constexpr uint64_t kMaxUplinks = uint64_t{1} << 24;
   if (spec.spines != 0 && uint64_t{leaves} * spec.spines > kMaxUplinks)
-    errors.push_back(fmt::format("spines: expected leaves * spines <= {}, got {} spines on {} leaves", kMaxUplinks,
-                                 spec.spines, leaves));
+    errors.push_back({"spines", fmt::format("expected leaves * spines <= {}, got {} spines on {} leaves",
+                                            kMaxUplinks, spec.spines, leaves)});
   if (!(std::isfinite(spec.uplink_Bps) && spec.uplink_Bps >= 0))
-    errors.push_back(
-        fmt::format("uplink_Bps: expected 0 (non-blocking) or a finite bandwidth > 0, got {}", spec.uplink_Bps));
+    errors.push_back({"uplink_Bps",
+                      fmt::format("expected 0 (non-blocking) or a finite bandwidth > 0, got {}", spec.uplink_Bps)});
 }
 
 Topology build_leaf_spine(const ClusterSpec& spec) {

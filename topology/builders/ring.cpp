@@ -5,7 +5,7 @@
 
 namespace ccsim::topo::detail {
 
-void check_ring(const ClusterSpec&, std::vector<std::string>&) {}  // no fields of its own
+void check_ring(const ClusterSpec&, std::vector<SpecProblem>&) {}  // no fields of its own
 
 Topology build_ring(const ClusterSpec& spec) { return build_direct_torus(spec, "ring", {spec.nodes}); }
 

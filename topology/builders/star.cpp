@@ -15,7 +15,7 @@ struct StarTables {
 
 }  // namespace
 
-void check_star(const ClusterSpec&, std::vector<std::string>&) {}  // no fields of its own
+void check_star(const ClusterSpec&, std::vector<SpecProblem>&) {}  // no fields of its own
 
 Topology build_star(const ClusterSpec& spec) {
   Topology t("star", spec.nodes * spec.gpus_per_node, spec.gpus_per_node);

@@ -72,23 +72,23 @@ std::vector<uint32_t> auto_dims(uint32_t nodes) {
 
 }  // namespace
 
-void check_torus(const ClusterSpec& spec, std::vector<std::string>& errors) {
+void check_torus(const ClusterSpec& spec, std::vector<SpecProblem>& errors) {
   if (spec.dims.empty()) return;
   if (spec.dims.size() != 2 && spec.dims.size() != 3) {
-    errors.push_back(fmt::format("dims: expected 2 or 3 sizes (or none for auto), got {}", spec.dims.size()));
+    errors.push_back({"dims", fmt::format("expected 2 or 3 sizes (or none for auto), got {}", spec.dims.size())});
     return;
   }
   uint64_t product = 1;
   for (uint32_t d : spec.dims) {
     if (d == 0) {
-      errors.push_back(fmt::format("dims: expected sizes >= 1, got {}", join_dims(spec.dims)));
+      errors.push_back({"dims", fmt::format("expected sizes >= 1, got {}", join_dims(spec.dims))});
       return;
     }
     product = std::min<uint64_t>(product * d, uint64_t{1} << 40);  // saturate; nodes < 2^32
   }
   if (product != spec.nodes)
-    errors.push_back(
-        fmt::format("dims: expected sizes whose product equals nodes ({}), got {}", spec.nodes, join_dims(spec.dims)));
+    errors.push_back({"dims", fmt::format("expected sizes whose product equals nodes ({}), got {}", spec.nodes,
+                                       join_dims(spec.dims))});
 }
 
 Topology build_torus(const ClusterSpec& spec) {
