@@ -39,14 +39,6 @@ std::vector<uint64_t> byte_balanced_cuts(const Compressor& compressor, uint64_t 
   return cuts;
 }
 
-Status check_reduced_length(const Compressor& compressor, topo::CollectiveOp op, uint64_t elements, uint64_t reduced) {
-  if (reduced == elements || op == topo::CollectiveOp::kAllReduce) return ok_status();
-  return invalid_argument(fmt::format("'{}' reduces {} entries for a tensor of {} (its prepared vector: low-rank "
-                                      "factors, a compacted union or a padded rotation), which only an allreduce can "
-                                      "do, not {}",
-                                      compressor.name(), reduced, elements, topo::collective_op_name(op)));
-}
-
 void set_shard_options(const Compressor& compressor, topo::CollectiveOp op, uint64_t reduced, uint32_t ranks,
                        topo::CollectiveOptions& options) {
   options.align = compressor.alignment();

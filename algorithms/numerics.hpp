@@ -49,12 +49,6 @@ struct PlanReport {
 Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
                               const NumericsOptions& options);
 
-/// An input error unless `op` can reduce the `reduced` entries the compressor's prepare() makes of
-/// a tensor of `elements` (reduced_elements()): when that is another length (low-rank factors, a
-/// compacted OmniReduce union, THC's padded rotation), only an all-reduce can, since finish()
-/// needs the whole reduced vector. The message names the scheme and both lengths.
-Status check_reduced_length(const Compressor& compressor, topo::CollectiveOp op, uint64_t elements, uint64_t reduced);
-
 /// Sets options.align to the compressor's alignment and, for an operation with an n-way shard split
 /// (all-reduce, reduce-scatter, all-gather), options.cuts to its shard_cuts() of the `reduced`
 /// vector (call after the round's plan: the cuts may depend on it).

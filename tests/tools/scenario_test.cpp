@@ -21,7 +21,8 @@
 #include "algorithms/registry.hpp"
 #include "tests/tools/json_schema_validator.hpp"
 #include "tests/tools/temp_dir.hpp"
-#include "tools/app/runner.hpp"
+#include "tools/app/outputs.hpp"
+#include "tools/app/run_collective.hpp"
 #include "tools/app/scenario_io.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -225,7 +226,7 @@ TEST(ShippedScenarios, EveryTopologyAndCollectiveIsExercised) {
     ASSERT_TRUE(loaded.ok()) << f;
     topologies.insert(loaded->scenario.cluster.topology);
     algorithms.insert(loaded->scenario.collective.algorithm);
-    operations.insert(loaded->scenario.collective.operation);
+    operations.insert(std::string(ccsim::topo::collective_op_name(loaded->scenario.collective.operation)));
   }
   for (const auto& t : ccsim::topo::known_topologies()) EXPECT_TRUE(topologies.count(t.name)) << "no scenario uses " << t.name;
   for (const auto& a : ccsim::topo::collective_algorithm_names()) EXPECT_TRUE(algorithms.count(a)) << "no scenario uses " << a;
@@ -626,7 +627,7 @@ TEST(Overrides, DottedAndPointerPathsWithNumbersAndStrings) {
   EXPECT_EQ(s.compression[0].scheme, "fp32");
   EXPECT_EQ(s.compression[1].params["block"], 64);
   EXPECT_EQ(s.description, "quoted string");
-  EXPECT_EQ(s.cluster.gpu.kernel_cost, "roofline");
+  EXPECT_EQ(s.cluster.gpu.kernel_cost, sim::KernelCostMode::kRoofline);
   // The resolved JSON records the overridden values.
   EXPECT_EQ(loaded->resolved["cluster"]["nodes"], 16);
   EXPECT_EQ(loaded->resolved["compression"][1]["params"]["block"], 64);

@@ -284,12 +284,22 @@ TEST(Vnmse, BadOptionsAreInputErrors) {
   o.ddp_bucket = "";
   o.ddp_first_bucket = "1MB";
   EXPECT_EQ(error_of(o), "--ddp-first-bucket: give --ddp-bucket with it");
-  // One bucket per layer: a 64-entry LayerNorm weight is below DynamiQ's 256-entry ring shards.
+  // One bucket per layer: a 64-entry LayerNorm weight runs (its byte-balanced ring shards stay on
+  // DynamiQ's 256-entry super-groups: three empty, one partial), but an all-to-all needs every
+  // bucket to split into equal blocks over the ranks, and the first one that does not is named.
   o.ddp_first_bucket = "";
   o.ddp_bucket = "1B";
-  EXPECT_NE(error_of(o).find("--ddp-bucket: the bucket of entries [266240, 266304) (blocks.0.ln1.weight): "
-                             "--collective ring: cannot run 64 entries"),
-            std::string::npos);
+  o.steps = {50};
+  const auto ran = run_vnmse(o);
+  EXPECT_TRUE(ran.ok()) << ran.status().message();
+  o.algos = {"bf16"};
+  o.operation = "alltoall";
+  o.algorithm = "direct";
+  o.ranks = 3;
+  const std::string bad = error_of(o);
+  EXPECT_NE(bad.find("--ddp-bucket: the bucket of entries ["), std::string::npos) << bad;
+  EXPECT_NE(bad.find("--collective direct: direct cannot run 'bf16' on"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("over 3 ranks: alltoall needs elements divisible by the ranks"), std::string::npos) << bad;
 }
 
 // --ddp-bucket: PyTorch DDP's bucketing of the dump's layers (walked from the last, a bucket closed

@@ -1,0 +1,93 @@
+#include "algorithms/bucket_codecs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "algorithms/lowrank/low_rank.hpp"
+#include "algorithms/registry.hpp"
+#include "sim/base/check.hpp"
+
+namespace ccsim::algo {
+
+std::vector<std::vector<float>> SyntheticGradients::draw(uint64_t elements, uint32_t ranks, uint32_t salt) const {
+  traces::SyntheticGradientSpec spec = shape_;
+  spec.elements = elements;
+  spec.layers = static_cast<uint32_t>(std::min<uint64_t>(shape_.layers, std::max<uint64_t>(1, elements / 1024)));
+  std::vector<std::vector<float>> grads(ranks, std::vector<float>(elements));
+  std::vector<std::span<float>> views(grads.begin(), grads.end());
+  traces::generate_synthetic_gradients(spec, seed_ + salt, views);
+  return grads;
+}
+
+double synthetic_copies(bool replans) { return replans ? 3.0 : 1.0; }
+
+Status BucketCodecs::plan(Codec& codec, uint32_t salt, uint32_t round, bool run) {
+  CompressedCollective& lowering = *codec.lowering;
+  std::vector<std::vector<float>> grads = synthetic_.draw(lowering.elements(), config_.ranks, salt);
+  const NumericsOptions keyed{synthetic_.seed(), round, false};
+  {
+    std::vector<std::span<const float>> ins(grads.begin(), grads.end());
+    CCSIM_RETURN_IF_ERROR(lowering.plan(ins, keyed).status());
+  }
+  codec.decisions = codec.comp->plan_decisions();
+  if (!run) return ok_status();
+  std::vector<std::span<float>> views(grads.begin(), grads.end());
+  return lowering.run(views, keyed).status();
+}
+
+Result<BucketCodecs> BucketCodecs::make(Config config, std::vector<BucketShape> buckets, SyntheticGradients synthetic) {
+  CCSIM_CHECK(!buckets.empty() && config.collective != nullptr, "bucket codecs without buckets or a collective");
+  BucketCodecs out;
+  out.config_ = std::move(config);
+  out.buckets_ = std::move(buckets);
+  out.synthetic_ = synthetic;
+  const Config& c = out.config_;
+  const auto& registry = CompressorRegistry::global();
+  std::map<uint64_t, size_t> by_size;
+  bool share = true;
+  for (size_t b = 0; b < out.buckets_.size(); ++b) {
+    const BucketShape& shape = out.buckets_[b];
+    if (share && by_size.count(shape.elements)) {
+      out.codec_of_.push_back(by_size.at(shape.elements));
+      continue;
+    }
+    Codec codec;
+    CCSIM_ASSIGN_OR_RETURN(codec.comp, registry.create(c.scheme, c.params));
+    codec.comp->set_layout(shape.layout);
+    if (b == 0) {
+      out.planned_ = !codec.comp->plan_format(shape.elements, c.ranks).empty();
+      const bool matrices = dynamic_cast<const LowRankCompressor*>(codec.comp.get()) != nullptr;
+      share = !(out.replanned() || matrices);
+    }
+    codec.lowering = std::make_unique<CompressedCollective>(*codec.comp, *c.collective, c.ranks, shape.elements, c.base);
+    if (codec.lowering->plan_bytes() > 0) {
+      CCSIM_RETURN_IF_ERROR(out.plan(codec, static_cast<uint32_t>(b), 0, out.replanned()));
+    } else {
+      CCSIM_RETURN_IF_ERROR(codec.lowering->fix());
+    }
+    out.codec_of_.push_back(out.codecs_.size());
+    by_size.emplace(shape.elements, out.codecs_.size());
+    out.codecs_.push_back(std::move(codec));
+  }
+  return out;
+}
+
+Result<const CompressedCollective*> BucketCodecs::round(uint32_t round, uint32_t bucket,
+                                                        std::vector<PlanDecision>& decisions) {
+  Codec& codec = codecs_[codec_of_.at(bucket)];
+  const bool replan_now = replanned() && round > 0 && round % config_.replan_every == 0;
+  if (replan_now) CCSIM_RETURN_IF_ERROR(plan(codec, bucket + 0x10000u * round, round, true));
+  decisions.clear();
+  if (codec.lowering->plan_bytes() > 0 && (round == 0 || replan_now)) decisions = codec.decisions;
+  return codec.lowering.get();
+}
+
+uint64_t BucketCodecs::model_wire_bytes() const {
+  uint64_t bytes = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) bytes += codecs_[codec_of_[b]].lowering->tensor_wire_bytes();
+  return bytes;
+}
+
+}  // namespace ccsim::algo

@@ -1,0 +1,107 @@
+#pragma once
+/// \file
+/// The compressors a data-parallel training run keeps for its gradient buckets, and when they
+/// plan (the codec cache and re-plan policy of DP and sharded DP rounds; sim/training/ times the
+/// rounds, this file decides what each bucket's round is).
+///
+/// A timing run has no real gradients, so a scheme with a metadata phase plans on synthetic
+/// per-rank gradients of the bucket's size (SyntheticGradients; the scenario's generator settings,
+/// its seed plus a salt). Policy:
+///  * one codec per bucket when the scheme re-plans (replan_every > 0) or factors each bucket's own
+///    layer shapes (low-rank schemes), else one per distinct bucket size (its plan depends on the
+///    size only), made when its first bucket is (salt: that bucket's index);
+///  * a codec plans before round 0; with replan_every = k > 0 it plans again in every round
+///    r > 0 with r % k == 0 (salt: bucket + 0x10000 · r), and each of its plans is followed by the
+///    planned round run through the numerics on the same synthetic gradients, so controllers that
+///    adapt from a whole round (MX's mu, EDGC's rank) move as in a numerics run;
+///  * the controllers' decisions are reported at every round that planned.
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "algorithms/compressed_collective.hpp"
+#include "algorithms/compressor.hpp"
+#include "sim/base/status.hpp"
+#include "topology/collectives/collectives.hpp"
+#include "traces/synthetic_gradients.hpp"
+
+namespace ccsim::algo {
+
+/// Per-rank synthetic gradients for the plans of a timing run.
+class SyntheticGradients {
+ public:
+  SyntheticGradients() = default;
+  /// `shape`: the generator's settings (its `elements` is set per draw); `seed`: the run's seed.
+  SyntheticGradients(traces::SyntheticGradientSpec shape, uint64_t seed) : shape_(shape), seed_(seed) {}
+  /// Bytes of `copies` times `ranks` ranks' `elements`-entry gradients (fp32).
+  static double bytes(uint64_t elements, uint32_t ranks, double copies) {
+    return copies * 4.0 * static_cast<double>(elements) * ranks;
+  }
+  /// The run's seed (the plans' random streams are keyed by it).
+  uint64_t seed() const { return seed_; }
+  /// Each rank's tensor of `elements` entries, seed + `salt`, with at most one layer per 1024 entries.
+  std::vector<std::vector<float>> draw(uint64_t elements, uint32_t ranks, uint32_t salt) const;
+
+ private:
+  traces::SyntheticGradientSpec shape_;
+  uint64_t seed_ = 0;
+};
+
+/// Copies of a bucket's synthetic gradients a codec's plans hold at once: 3 when each plan's round
+/// also runs (inputs, buffers reduced in place, messages in flight), else 1.
+double synthetic_copies(bool replans);
+
+/// One bucket as the codecs see it: its entries per rank and its layer layout.
+struct BucketShape {
+  uint64_t elements = 0;
+  std::vector<LayerShape> layout;
+};
+
+/// The codecs of one scheme over a run's buckets.
+class BucketCodecs {
+ public:
+  struct Config {
+    std::string scheme;
+    nlohmann::json params = nlohmann::json::object();
+    const topo::CollectiveInfo* collective = nullptr;  ///< the bucket collective
+    uint32_t ranks = 0;
+    topo::CollectiveOptions base;  ///< segments, gpus_per_node
+    uint32_t replan_every = 0;     ///< 0: plan once
+  };
+
+  /// Makes every codec and plans the planned ones (file comment). REQUIRES: the scheme and params
+  /// are valid and CompressedCollective::check passes for every bucket; planned buckets fit in
+  /// memory. An error is internal (a validation gap).
+  static Result<BucketCodecs> make(Config config, std::vector<BucketShape> buckets, SyntheticGradients synthetic);
+
+  /// Bucket `bucket`'s round `round` (rounds in order per bucket): re-planned first when due.
+  /// `decisions` receives the controllers' decisions when the round planned (else it is cleared).
+  /// An error is internal (a validation gap).
+  Result<const CompressedCollective*> round(uint32_t round, uint32_t bucket, std::vector<PlanDecision>& decisions);
+
+  /// One rank's whole model encoded once: the sum over buckets of their codec's tensor bytes.
+  uint64_t model_wire_bytes() const;
+  /// Whether the scheme has a metadata phase (on the first bucket).
+  bool planned() const { return planned_; }
+  bool replanned() const { return planned_ && config_.replan_every > 0; }
+
+ private:
+  struct Codec {
+    std::unique_ptr<Compressor> comp;
+    std::unique_ptr<CompressedCollective> lowering;
+    std::vector<PlanDecision> decisions;  // of its last plan
+  };
+  Status plan(Codec& codec, uint32_t salt, uint32_t round, bool run);
+
+  Config config_;
+  std::vector<BucketShape> buckets_;
+  SyntheticGradients synthetic_;
+  std::vector<Codec> codecs_;
+  std::vector<size_t> codec_of_;  // per bucket
+  bool planned_ = false;
+};
+
+}  // namespace ccsim::algo

@@ -1,0 +1,172 @@
+#include "algorithms/lowrank/edgc_stages.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "algorithms/lowrank/low_rank.hpp"
+#include "algorithms/registry.hpp"
+#include "sim/base/check.hpp"
+
+namespace ccsim::algo {
+
+uint32_t EdgcStageController::clamp(double r) const {
+  return static_cast<uint32_t>(std::clamp(std::lround(r), static_cast<long>(r_min_), static_cast<long>(r_max_)));
+}
+
+std::optional<uint32_t> EdgcStageController::used(uint32_t round, uint32_t stage) const {
+  const auto it = used_.find({round, stage});
+  if (it == used_.end()) return std::nullopt;
+  return it->second;
+}
+
+uint32_t EdgcStageController::decide(uint32_t base, uint32_t round, uint32_t stage, uint32_t stages,
+                                     const StageObservations& seen, std::string& detail) {
+  const std::optional<uint32_t> prev = round == 0 ? std::nullopt : used(round - 1, 0);
+  if (round == 0 || !seen.first_stage_sync_s || !prev || *prev == 0) {
+    detail = "no observation yet: every stage at the base rank";
+    return clamp(base);
+  }
+  const double t_com = *seen.first_stage_sync_s;
+  const double eta = t_com / *prev;
+  double mb = 0;
+  for (uint32_t s = 0; s < stages; ++s) mb += seen.micro_backward_s[s];
+  mb /= stages;
+  // Algorithm 2: stage s may take s·T̄_microBack more sync time than the first stage.
+  const double step = mb / eta;
+  double r1 = base;
+  if (anchor_ == EdgcAnchor::kMean) {
+    // The largest r1 whose clamped stage ranks average at most the scheme's rank (bisection: the
+    // mean is non-decreasing in r1).
+    auto mean_rank = [&](double x) {
+      double sum = 0;
+      for (uint32_t i = 0; i < stages; ++i) sum += clamp(x + i * step);
+      return sum / stages;
+    };
+    double lo = static_cast<double>(r_min_) - (stages - 1) * step, hi = r_max_;
+    for (int it = 0; it < 100; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (mean_rank(mid) <= base ? lo : hi) = mid;
+    }
+    r1 = lo;
+  }
+  detail = fmt::format("eta={} t_com_stage0={} r_stage0_prev={} t_micro_back={} r1={}", eta, t_com, *prev, mb, r1);
+  return clamp(r1 + stage * step);
+}
+
+Result<StageCodecs::Made> StageCodecs::make_stage(const std::string& scheme, const nlohmann::json& params,
+                                                  uint32_t stage) const {
+  Made m;
+  CCSIM_ASSIGN_OR_RETURN(m.comp, CompressorRegistry::global().create(scheme, params));
+  m.comp->set_layout(config_.layouts[stage]);
+  m.lowering = std::make_unique<CompressedCollective>(*m.comp, *config_.collective, config_.dp, config_.shares[stage],
+                                                      config_.base);
+  return m;
+}
+
+Result<StageCodecs> StageCodecs::make(Config config, SyntheticGradients synthetic) {
+  StageCodecs out;
+  out.config_ = std::move(config);
+  out.synthetic_ = synthetic;
+  const Config& c = out.config_;
+  CCSIM_ASSIGN_OR_RETURN(std::unique_ptr<Compressor> probe, CompressorRegistry::global().create(c.scheme, c.params));
+  out.low_rank_ = dynamic_cast<const LowRankCompressor*>(probe.get()) != nullptr;
+  out.entropy_ = c.scheme == "edgc";
+  out.base_rank_ = static_cast<uint32_t>(c.params.value("rank", 4));
+  out.controller_ = EdgcStageController(c.r_min, c.r_max, c.anchor);
+  if (out.entropy_) {
+    out.alg1_ = dynamic_cast<EdgcCompressor*>(probe.get());
+    CCSIM_CHECK(out.alg1_ != nullptr, "edgc is an EdgcCompressor");
+    out.alg1_owner_ = std::move(probe);
+    out.alg1_->set_layout(c.layouts[0]);
+    out.alg1_grads_ = synthetic.draw(c.shares[0], c.dp, 0x3D0000u);
+    return out;
+  }
+  for (uint32_t st = 0; st < c.shares.size(); ++st) {
+    if (out.low_rank_ || c.shares[st] == 0 || c.dp <= 1 || probe->plan_format(c.shares[st], c.dp).empty()) continue;
+    Made m;
+    CCSIM_ASSIGN_OR_RETURN(m.comp, CompressorRegistry::global().create(c.scheme, c.params));
+    m.comp->set_layout(std::vector<LayerShape>{{0, c.shares[st], c.shares[st], 1}});
+    m.lowering = std::make_unique<CompressedCollective>(*m.comp, *c.collective, c.dp, c.shares[st], c.base);
+    const std::vector<std::vector<float>> grads = synthetic.draw(c.shares[st], c.dp, st);
+    const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
+    CCSIM_RETURN_IF_ERROR(m.lowering->plan(ins, NumericsOptions{synthetic.seed(), 0, false}).status());
+    out.planned_.emplace(st, std::move(m));
+  }
+  return out;
+}
+
+uint32_t StageCodecs::algorithm1(uint32_t round, std::vector<StageDecision>& decisions) {
+  if (auto it = alg1_rank_.find(round); it != alg1_rank_.end()) return it->second;
+  CCSIM_CHECK(alg1_rank_.size() == round, "rounds in order");
+  const uint32_t r = alg1_->rank();
+  std::string state = alg1_->plan_decisions().front().detail;
+  std::optional<double> h;
+  if (alg1_->controller().samples_round()) {
+    double sum = 0;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < config_.dp; ++k) {
+      const kern::RngKey key{synthetic_.seed(), round, k, kPlanStream};
+      if (auto e = alg1_->entropy_estimate(alg1_grads_[k], key)) sum += *e, ++n;
+    }
+    if (n > 0) h = sum / n;
+    if (h) state += fmt::format(" H_round={}", *h);
+  }
+  alg1_->observe_round(h);
+  decisions.push_back({round, 0, "alg1_rank", static_cast<double>(r), state});
+  return alg1_rank_[round] = r;
+}
+
+std::pair<std::string, nlohmann::json> StageCodecs::choose(uint32_t round, uint32_t stage,
+                                                          const StageObservations& seen,
+                                                          std::vector<StageDecision>& decisions) {
+  const Config& c = config_;
+  if (!c.edgc_controller && !entropy_) return {c.scheme, c.params};
+  const uint32_t stages = static_cast<uint32_t>(c.shares.size());
+  std::string why;
+  uint32_t r = 0;
+  std::pair<std::string, nlohmann::json> out{c.scheme, c.params};
+  if (entropy_) {
+    // Algorithm 1's rank for this round; 0 while warming up (every stage uncompressed).
+    base_rank_ = algorithm1(round, decisions);
+    if (base_rank_ == 0) {
+      why = "Algorithm 1 warming up: uncompressed";
+    } else if (c.edgc_controller) {
+      r = controller_.decide(base_rank_, round, stage, stages, seen, why);
+    } else {
+      r = base_rank_;
+      why = "Algorithm 1's rank";
+    }
+    // EDGC's engine is PowerSGD's: the stages run it at the decided rank (fp32 when warming up).
+    nlohmann::json engine = nlohmann::json::object();
+    for (const char* key : {"error_feedback", "warm_start"})
+      if (c.params.contains(key)) engine[key] = c.params[key];
+    if (r > 0) engine["rank"] = r;
+    out = r > 0 ? std::pair{std::string("powersgd"), engine} : std::pair{std::string("fp32"), nlohmann::json::object()};
+  } else {
+    r = controller_.decide(base_rank_, round, stage, stages, seen, why);
+    out.second["rank"] = r;
+  }
+  controller_.record(round, stage, r);
+  decisions.push_back({round, stage, "rank", static_cast<double>(r), fmt::format("stage={} {}", stage, why)});
+  return out;
+}
+
+Result<const CompressedCollective*> StageCodecs::stage(uint32_t round, uint32_t stage, const StageObservations& seen,
+                                                       std::vector<StageDecision>& decisions) {
+  if (auto it = planned_.find(stage); it != planned_.end()) return it->second.lowering.get();
+  if (auto it = per_round_.find({round, stage}); it != per_round_.end()) return it->second.lowering.get();
+  const auto [scheme, params] = choose(round, stage, seen, decisions);
+  CCSIM_ASSIGN_OR_RETURN(Made made, make_stage(scheme, params, stage));
+  CCSIM_RETURN_IF_ERROR(made.lowering->fix());
+  return per_round_.emplace(std::pair{round, stage}, std::move(made)).first->second.lowering.get();
+}
+
+int64_t StageCodecs::rank_used(uint32_t round, uint32_t stage) const {
+  if (!low_rank_) return -1;
+  if (const auto r = controller_.used(round, stage)) return *r;
+  return config_.params.value("rank", 4);
+}
+
+}  // namespace ccsim::algo

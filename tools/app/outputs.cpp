@@ -1,0 +1,543 @@
+#include "tools/app/outputs.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "sim/base/units.hpp"
+
+namespace ccsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Rounding noise below 1e-9 % prints as +0.0000%, not -0.0000%.
+double display_zero(double x) { return std::fabs(x) < 1e-9 ? 0.0 : x; }
+
+std::string fmt_num(double v) { return std::isfinite(v) ? fmt::format("{}", v) : (v > 0 ? "inf" : "nan"); }
+
+// One run's link counters as links.csv / links_timeline.csv list them.
+struct LinkCsvRun {
+  std::string label;                                   // the scheme
+  const std::vector<sim::LinkStats>* links = nullptr;  // per topology link
+  const std::vector<std::vector<double>>* timeline = nullptr;  // per link, bytes per bin (may be empty)
+  double duration_s = 0;                               // utilization = bytes / (capacity · duration)
+};
+
+// links.csv: per run and link, bytes, busy time, utilization, peak sharing.
+std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs) {
+  std::string out = "scheme,link,from,to,capacity_Bps,bytes,busy_s,utilization,max_flows\n";
+  for (const auto& r : runs)
+    for (size_t l = 0; l < r.links->size(); ++l) {
+      const LinkRow& row = rows[l];
+      const sim::LinkStats& st = (*r.links)[l];
+      const double util = r.duration_s > 0 ? st.bytes / (row.capacity_Bps * r.duration_s) : 0.0;
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(r.label), l, row.from, row.to, row.capacity_Bps,
+                         st.bytes, st.busy_s, util, st.max_flows);
+    }
+  return out;
+}
+
+// links_timeline.csv: per run, link and non-empty bin of width `bin`, bytes and utilization.
+std::string link_timeline_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs, double bin) {
+  if (!(bin > 0)) return {};
+  std::string out = "scheme,link,from,to,bin_start_s,bytes,utilization\n";
+  for (const auto& r : runs)
+    for (size_t l = 0; l < r.timeline->size(); ++l)
+      for (size_t b = 0; b < (*r.timeline)[l].size(); ++b) {
+        const double bytes = (*r.timeline)[l][b];
+        if (bytes <= 0) continue;
+        const LinkRow& row = rows[l];
+        out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(r.label), l, row.from, row.to,
+                           static_cast<double>(b) * bin, bytes, bytes / (row.capacity_Bps * bin));
+      }
+  return out;
+}
+
+// The files every kind of run writes around its own: the resolved scenario and summary first, the
+// link counters last (and their timeline when asked), all into `dir` at once.
+Status write_run_folder(const std::string& dir, const LoadedScenario& loaded, const json& summary,
+                        std::vector<std::pair<std::string, std::string>> own, const std::vector<LinkRow>& rows,
+                        const std::vector<LinkCsvRun>& links) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error(fmt::format("{}: cannot create output folder: {}", dir, ec.message()));
+  const fs::path d(dir);
+  std::vector<std::pair<fs::path, std::string>> files = {{d / "scenario.resolved.json", loaded.resolved.dump(2) + "\n"},
+                                                         {d / "summary.json", summary.dump(2) + "\n"}};
+  for (auto& [name, content] : own) files.emplace_back(d / name, std::move(content));
+  files.emplace_back(d / "links.csv", link_rows_csv(rows, links));
+  const double bin = loaded.scenario.outputs.link_timeline_bin_s;
+  if (bin > 0) files.emplace_back(d / "links_timeline.csv", link_timeline_csv(rows, links, bin));
+  return write_files_atomically(files);
+}
+
+// controller.csv: per run, its decisions; `who` names the column of ControlDecision::worker.
+std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
+                          const std::string& who) {
+  std::string out = fmt::format("scheme,round,{},layer,time_s,controller,quantity,value,detail\n", who);
+  for (const auto& [scheme, decisions] : runs)
+    for (const auto& d : *decisions)
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(scheme), d.round, d.worker, d.layer, d.time_s,
+                         d.controller, d.quantity, d.value, csv_field(d.detail));
+  return out;
+}
+
+}  // namespace
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+const char* ccsim_version() { return "0.1.0"; }
+
+Status write_files_atomically(const std::vector<std::pair<fs::path, std::string>>& files) {
+  std::vector<fs::path> temps;
+  auto cleanup = [&] {
+    std::error_code ec;
+    for (const auto& t : temps) fs::remove(t, ec);
+  };
+  for (const auto& [path, content] : files) {
+    fs::path tmp = path;
+    tmp += fmt::format(".tmp.{}", static_cast<unsigned long>(::getpid()));
+    temps.push_back(tmp);
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) {
+      cleanup();
+      return io_error(fmt::format("{}: write failed", tmp.string()));
+    }
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    fs::rename(temps[i], files[i].first, ec);
+    if (ec) {
+      cleanup();
+      return io_error(fmt::format("{}: rename failed: {}", files[i].first.string(), ec.message()));
+    }
+  }
+  return ok_status();
+}
+
+// ---- collective runs ----------------------------------------------------------------------------
+
+json summary_json(const RunReport& report) {
+  const Scenario& s = report.loaded.scenario;
+  json results = json::array();
+  for (const auto& r : report.results) {
+    json j = {{"scheme", r.scheme},
+              {"params", r.params},
+              {"bits_per_element", r.bits_per_element},
+              {"tensor_wire_bytes", r.tensor_wire_bytes},
+              {"plan_bytes_per_rank", r.plan_bytes_per_rank},
+              {"plan_time_s", r.plan_time_s},
+              {"wire_bytes_total", r.wire_bytes_total},
+              {"transfers", r.transfers},
+              {"time_s", r.time_s},
+              {"time_min_s", r.time_min_s},
+              {"kernel_time_s", r.kernel_time_s},
+              {"round_kernel_time_s", r.round_kernel_time_s},
+              {"kernel_cost", r.kernel_cost},
+              {"events", r.events},
+              {"vnmse", std::isnan(r.vnmse) ? json(nullptr) : std::isfinite(r.vnmse) ? json(r.vnmse) : json("inf")},
+              {"vnmse_max_rank", std::isnan(r.vnmse_max_rank) ? json(nullptr)
+                                 : std::isfinite(r.vnmse_max_rank) ? json(r.vnmse_max_rank)
+                                                                   : json("inf")},
+              {"unbiased", r.unbiased}};
+    if (std::isfinite(r.analytic_time_s)) {
+      j["analytic_time_s"] = r.analytic_time_s;
+      j["time_vs_analytic"] = r.time_s / r.analytic_time_s - 1.0;
+    }
+    results.push_back(std::move(j));
+  }
+  return json{{"ccsim_version", ccsim_version()},
+              {"scenario", s.name},
+              {"seed", s.seed},
+              {"ranks", report.ranks},
+              {"topology", report.topology_desc},
+              {"collective", fmt::format("{}/{}", topo::collective_op_name(s.collective.operation),
+                                         s.collective.algorithm)},
+              {"group", report.group_desc},
+              {"group_size", report.group_size},
+              {"groups", report.groups},
+              {"elements", report.elements},
+              {"tensor_bytes", report.elements * 4},
+              {"gradients", report.gradients_desc},
+              {"numerics", report.numerics_note},
+              {"kernel_cost", report.kernel_cost_desc},
+              {"analytic_model", report.analytic_desc},
+              {"results", results}};
+}
+
+std::string results_csv(const RunReport& report) {
+  const Scenario& s = report.loaded.scenario;
+  std::string out =
+      "scenario,scheme,params,ranks,group_size,groups,operation,algorithm,elements,bits_per_element,tensor_wire_bytes,"
+      "wire_bytes_total,transfers,time_s,time_min_s,analytic_time_s,time_vs_analytic,kernel_time_s,round_kernel_time_s,"
+      "vnmse,vnmse_max_rank,unbiased\n";
+  auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{}", x); };
+  for (const auto& r : report.results) {
+    const bool has = std::isfinite(r.analytic_time_s);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, r.scheme,
+                       csv_field(r.params.dump()), report.ranks, report.group_size, report.groups,
+                       topo::collective_op_name(s.collective.operation), s.collective.algorithm, report.elements,
+                       r.bits_per_element,
+                       r.tensor_wire_bytes, r.wire_bytes_total, r.transfers, r.time_s, r.time_min_s,
+                       has ? fmt::format("{}", r.analytic_time_s) : "",
+                       has ? fmt::format("{}", r.time_s / r.analytic_time_s - 1.0) : "", r.kernel_time_s,
+                       r.round_kernel_time_s, num(r.vnmse),
+                       num(r.vnmse_max_rank), r.unbiased ? "true" : "false");
+  }
+  return out;
+}
+
+namespace {
+std::vector<LinkCsvRun> link_runs(const RunReport& report) {
+  std::vector<LinkCsvRun> runs;
+  for (const auto& r : report.results) runs.push_back({r.scheme, &r.links, &r.timeline, r.time_s});
+  return runs;
+}
+}  // namespace
+
+std::string links_csv(const RunReport& report) { return link_rows_csv(report.link_rows, link_runs(report)); }
+
+std::string links_timeline_csv(const RunReport& report) {
+  return link_timeline_csv(report.link_rows, link_runs(report), report.loaded.scenario.outputs.link_timeline_bin_s);
+}
+
+Status write_outputs(const RunReport& report, const std::string& dir) {
+  return write_run_folder(dir, report.loaded, summary_json(report), {{"results.csv", results_csv(report)}},
+                          report.link_rows, link_runs(report));
+}
+
+std::string format_summary(const RunReport& report, const std::string& out_dir) {
+  const Scenario& s = report.loaded.scenario;
+  std::string out;
+  out += fmt::format("ccsim {} | scenario {} | seed {}\n", ccsim_version(), s.name, s.seed);
+  out += fmt::format("  cluster     {}\n", report.topology_desc);
+  out += fmt::format("  collective  {}/{} over {}\n", topo::collective_op_name(s.collective.operation),
+                     s.collective.algorithm, report.group_desc);
+  out += fmt::format("  tensor      {} fp32 per rank ({} elements), {}\n",
+                     format_quantity(static_cast<double>(report.elements) * 4, UnitKind::kBytes), report.elements,
+                     report.gradients_desc);
+  out += fmt::format("  numerics    {}\n", report.numerics_note);
+  out += fmt::format("  kernels     {}\n", report.kernel_cost_desc);
+  out += fmt::format("  analytic    {}\n\n", report.analytic_desc);
+  out += fmt::format("  {:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", "scheme", "bits/elem",
+                     "wire/rank", "time", "analytic", "vs formula", "vNMSE", "kernels", "round ops");
+  for (const auto& r : report.results) {
+    const bool has = std::isfinite(r.analytic_time_s);
+    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", r.scheme,
+                       r.bits_per_element,
+                       format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(report.ranks), UnitKind::kBytes),
+                       format_quantity(r.time_s, UnitKind::kTime),
+                       has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
+                       has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
+                       std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
+                       format_quantity(r.kernel_time_s, UnitKind::kTime),
+                       format_quantity(r.round_kernel_time_s, UnitKind::kTime));
+  }
+  if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
+    for (const auto& r : report.results) out += fmt::format("  {:<8} kernels: {}\n", r.scheme, r.kernel_cost);
+  out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,links.csv{}}}\n", out_dir,
+                     s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
+  return out;
+}
+
+// ---- data-parallel training runs ------------------------------------------------------------------
+
+json training_summary_json(const TrainingReport& report) {
+  const Scenario& s = report.loaded.scenario;
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json out = {{"ccsim_version", ccsim_version()},
+              {"scenario", s.name},
+              {"seed", s.seed},
+              {"mode", "training"},
+              {"workers", report.workers},
+              {"topology", report.topology_desc},
+              {"trace", report.trace_desc},
+              {"stragglers", report.stragglers_desc},
+              {"tenants", report.tenants_desc},
+              {"kernel_cost", report.kernel_cost_desc},
+              {"horizon", report.horizon_desc},
+              {"warmup_rounds", s.workload.warmup_rounds}};
+  json results = json::array();
+  for (const auto& r : report.results) {
+    results.push_back({{"scheme", r.scheme},
+                       {"params", r.params},
+                       {"sync", r.sync_desc},
+                       {"kernel_cost", r.kernel_cost},
+                       {"bits_per_element", r.bits_per_element},
+                       {"rounds_completed", r.summary.rounds_completed},
+                       {"simulated_s", r.summary.end_s},
+                       {"measured_rounds", r.summary.measured_rounds},
+                       {"round_s", r.summary.round_s},
+                       {"throughput_rounds_per_s", r.summary.round_s > 0 ? json(1.0 / r.summary.round_s) : json(nullptr)},
+                       {"compute_s", r.summary.compute_s},
+                       {"exposed_comm_s", r.summary.exposed_comm_s},
+                       {"compression_overhead_s", r.summary.compression_overhead_s},
+                       {"compression_s", r.summary.compression_s},
+                       {"t_wait_s", r.summary.wait_s},
+                       {"t_wait_normalized", r.summary.compute_s > 0 ? json(r.summary.wait_s / r.summary.compute_s) : json(nullptr)},
+                       {"t_comm_s", r.summary.comm_s},
+                       {"t_overlap_s", r.summary.overlap_s},
+                       {"row_cluster_mean", num(r.summary.row_cluster)},
+                       {"rounds_without_wait", r.summary.rounds_without_wait},
+                       {"uplink_utilization", r.summary.uplink_utilization},
+                       {"wire_bytes_per_round", r.wire_bytes_per_round},
+                       {"grad_comm_s", r.grad_comm_s},
+                       {"weight_comm_s", r.weight_comm_s}});
+  }
+  out["results"] = std::move(results);
+  return out;
+}
+
+namespace {
+
+std::string training_results_csv(const TrainingReport& report) {
+  std::string out =
+      "scheme,bits_per_element,rounds_completed,simulated_s,round_s,throughput_rounds_per_s,compute_s,exposed_comm_s,"
+      "compression_overhead_s,t_wait_s,t_wait_normalized,t_overlap_s,row_cluster_mean,uplink_utilization,"
+      "wire_bytes_per_round,grad_comm_s,weight_comm_s\n";
+  for (const auto& r : report.results)
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.scheme), r.bits_per_element,
+                       r.summary.rounds_completed, r.summary.end_s, r.summary.round_s, r.summary.round_s > 0 ? fmt_num(1.0 / r.summary.round_s) : "nan",
+                       r.summary.compute_s, r.summary.exposed_comm_s, r.summary.compression_overhead_s, r.summary.wait_s,
+                       r.summary.compute_s > 0 ? fmt_num(r.summary.wait_s / r.summary.compute_s) : "nan", r.summary.overlap_s, fmt_num(r.summary.row_cluster),
+                       r.summary.uplink_utilization, r.wire_bytes_per_round, r.grad_comm_s, r.weight_comm_s);
+  return out;
+}
+
+std::string rounds_csv(const TrainingReport& report) {
+  std::string out =
+      "scheme,round,worker,factor,start_s,end_s,duration_s,compute_s,t_wait_s,t_comm_s,t_overlap_s,row,compression_s,"
+      "compression_overhead_s,exposed_comm_s\n";
+  for (const auto& res : report.results)
+    for (const auto& r : res.summary.rounds)
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), r.round, r.worker,
+                         r.factor, r.start_s, r.end_s, r.duration(), r.compute_s, r.wait_s, r.comm_s, r.overlap_s,
+                         fmt_num(r.row()), r.compression_s, r.compression_overhead_s, r.exposed_comm_s);
+  return out;
+}
+
+std::string cluster_rounds_csv(const TrainingReport& report) {
+  std::string out = "scheme,round,complete_s,duration_max_s,t_wait_max_s,t_overlap_min_s,row_cluster\n";
+  for (const auto& res : report.results)
+    for (const auto& c : res.summary.cluster_rounds)
+      out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(res.scheme), c.round, fmt_num(c.complete_s),
+                         c.duration_max_s, c.wait_max_s, c.overlap_min_s, fmt_num(c.row));
+  return out;
+}
+
+std::string controller_csv(const TrainingReport& report) {
+  std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>> runs;
+  for (const auto& res : report.results) runs.emplace_back(res.scheme, &res.decisions);
+  return decisions_csv(runs, "worker");
+}
+
+std::string buckets_csv(const TrainingReport& report) {
+  std::string out = "scheme,round,bucket,ready_s,start_s,end_s,gradient_s,weights_s,wire_bytes\n";
+  for (const auto& res : report.results)
+    for (const auto& b : res.buckets)
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), b.round, b.bucket, b.ready_s, b.start_s,
+                         b.end_s, b.time_except("weights"), b.time_in("weights"), b.wire_bytes);
+  return out;
+}
+
+std::string tenants_csv(const TrainingReport& report) {
+  std::string out = "scheme,tenant,iterations,bytes\n";
+  for (const auto& res : report.results)
+    for (const auto& t : res.tenants)
+      out += fmt::format("{},{},{},{}\n", csv_field(res.scheme), t.name, t.iterations, t.bytes);
+  return out;
+}
+
+}  // namespace
+
+Status write_training_outputs(const TrainingReport& report, const std::string& dir) {
+  std::vector<LinkCsvRun> links;
+  for (const auto& r : report.results) links.push_back({r.scheme, &r.links, &r.timeline, r.summary.end_s});
+  return write_run_folder(dir, report.loaded, training_summary_json(report),
+                          {{"results.csv", training_results_csv(report)},
+                           {"rounds.csv", rounds_csv(report)},
+                           {"rounds_cluster.csv", cluster_rounds_csv(report)},
+                           {"controller.csv", controller_csv(report)},
+                           {"buckets.csv", buckets_csv(report)},
+                           {"tenants.csv", tenants_csv(report)}},
+                          report.link_rows, links);
+}
+
+std::string format_training_summary(const TrainingReport& report, const std::string& out_dir) {
+  const Scenario& s = report.loaded.scenario;
+  std::string out;
+  out += fmt::format("ccsim {} | scenario {} | seed {} | training rounds\n", ccsim_version(), s.name, s.seed);
+  out += fmt::format("  cluster     {}\n", report.topology_desc);
+  out += fmt::format("  workload    {}\n", report.trace_desc);
+  out += fmt::format("  horizon     {} (averages skip {} warm-up round(s))\n", report.horizon_desc,
+                     s.workload.warmup_rounds);
+  out += fmt::format("  stragglers  {}\n", report.stragglers_desc);
+  out += fmt::format("  tenants     {}\n", report.tenants_desc);
+  out += fmt::format("  kernels     {}\n\n", report.kernel_cost_desc);
+  size_t w = 8;
+  for (const auto& r : report.results) w = std::max(w, r.scheme.size());
+  out += fmt::format("  {:<{}} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>6}\n", "scheme", w, "bits/elem",
+                     "rounds", "round", "compute", "exposed", "compress", "T_wait", "T_wait/c", "ROW", "util");
+  for (const auto& r : report.results) {
+    out += fmt::format("  {:<{}} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.scheme, w,
+                       r.bits_per_element, r.summary.rounds_completed, format_quantity(r.summary.round_s, UnitKind::kTime),
+                       format_quantity(r.summary.compute_s, UnitKind::kTime), format_quantity(r.summary.exposed_comm_s, UnitKind::kTime),
+                       format_quantity(r.summary.compression_overhead_s, UnitKind::kTime),
+                       format_quantity(r.summary.wait_s, UnitKind::kTime), r.summary.compute_s > 0 ? r.summary.wait_s / r.summary.compute_s : 0.0,
+                       std::isfinite(r.summary.row_cluster) ? fmt::format("{:.3f}", r.summary.row_cluster) : std::string("inf"),
+                       100.0 * r.summary.uplink_utilization);
+  }
+  for (const auto& r : report.results) {
+    out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+    if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
+      out += fmt::format("  {:<{}} kernels: {}\n", "", w, r.kernel_cost);
+    if (s.sync.mode != SyncMode::kBroadcast)
+      out += fmt::format("  {:<{}}       per round: gradient collective {}{}\n", "", w,
+                         format_quantity(r.grad_comm_s, UnitKind::kTime),
+                         s.sync.mode == SyncMode::kSharded
+                             ? fmt::format(", weight all-gather {}", format_quantity(r.weight_comm_s, UnitKind::kTime))
+                             : std::string());
+  }
+  out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,rounds.csv,rounds_cluster.csv,"
+                     "controller.csv,buckets.csv,tenants.csv,links.csv{}}}\n",
+                     out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
+  return out;
+}
+
+// ---- 3D-parallel training runs ----------------------------------------------------------------------
+
+json parallel_summary_json(const ParallelReport& report) {
+  const Scenario& s = report.loaded.scenario;
+  json out = {{"ccsim_version", ccsim_version()},
+              {"scenario", s.name},
+              {"seed", s.seed},
+              {"mode", "training-3d"},
+              {"topology", report.topology_desc},
+              {"layout", report.layout_desc},
+              {"trace", report.trace_desc},
+              {"stages", report.stages_desc},
+              {"stragglers", report.stragglers_desc},
+              {"tenants", report.tenants_desc},
+              {"kernel_cost", report.kernel_cost_desc},
+              {"warmup_rounds", s.workload.warmup_rounds}};
+  json results = json::array();
+  for (const auto& r : report.results)
+    results.push_back({{"scheme", r.scheme},
+                       {"sync", r.sync_desc},
+                       {"kernel_cost", r.kernel_cost},
+                       {"rounds_completed", r.summary.rounds_completed},
+                       {"measured_rounds", r.summary.measured_rounds},
+                       {"round_s", r.summary.round_s},
+                       {"compute_s", r.summary.compute_s},
+                       {"exposed_comm_s", r.summary.exposed_comm_s},
+                       {"wire_bytes_per_round", r.summary.wire_bytes_per_round},
+                       {"stage_sync_start_s", r.summary.stage_start_s},
+                       {"stage_sync_s", r.summary.stage_sync_s},
+                       {"stage_exposed_s", r.summary.stage_exposed_s},
+                       {"stage_rank", r.summary.stage_rank}});
+  out["results"] = std::move(results);
+  return out;
+}
+
+namespace {
+
+std::string parallel_results_csv(const ParallelReport& report) {
+  std::string out = "scheme,rounds_completed,round_s,compute_s,exposed_comm_s,wire_bytes_per_round\n";
+  for (const auto& r : report.results)
+    out += fmt::format("{},{},{},{},{},{}\n", csv_field(r.scheme), r.summary.rounds_completed, r.summary.round_s, r.summary.compute_s,
+                       r.summary.exposed_comm_s, r.summary.wire_bytes_per_round);
+  return out;
+}
+
+std::string stages_csv(const ParallelReport& report) {
+  std::string out = "scheme,round,stage,backward_end_s,sync_start_s,sync_end_s,sync_s,exposed_s,rank,wire_bytes,"
+                    "compute_busy_s,micro_backward_s\n";
+  for (const auto& res : report.results)
+    for (const auto& row : res.summary.stages) {
+      const auto& r = row.record;
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), r.round, r.stage,
+                         r.backward_end_s, r.sync_start_s, r.sync_end_s, r.sync_end_s - r.sync_start_s, row.exposed_s,
+                         row.rank >= 0 ? fmt::format("{}", row.rank) : std::string(), r.sync_wire_bytes,
+                         r.compute_busy_s, r.micro_backward_s);
+    }
+  return out;
+}
+
+std::string parallel_rounds_csv(const ParallelReport& report) {
+  std::string out = "scheme,round,start_s,backward_end_s,sync_end_s,end_s,duration_s,exposed_comm_s,compute_s\n";
+  for (const auto& res : report.results)
+    for (const auto& r : res.summary.rounds)
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), r.round, r.start_s, r.backward_end_s,
+                         r.sync_end_s, r.end_s, r.duration(), r.exposed_comm_s, r.compute_s);
+  return out;
+}
+
+}  // namespace
+
+Status write_parallel_outputs(const ParallelReport& report, const std::string& dir) {
+  std::vector<LinkCsvRun> links;
+  std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>> decisions;
+  for (const auto& r : report.results) {
+    links.push_back({r.scheme, &r.links, &r.timeline, r.summary.end_s});
+    decisions.emplace_back(r.scheme, &r.decisions);
+  }
+  return write_run_folder(dir, report.loaded, parallel_summary_json(report),
+                          {{"results.csv", parallel_results_csv(report)},
+                           {"stages.csv", stages_csv(report)},
+                           {"rounds.csv", parallel_rounds_csv(report)},
+                           {"controller.csv", decisions_csv(decisions, "stage")}},
+                          report.link_rows, links);
+}
+
+std::string format_parallel_summary(const ParallelReport& report, const std::string& out_dir) {
+  const Scenario& s = report.loaded.scenario;
+  std::string out;
+  out += fmt::format("ccsim {} | scenario {} | seed {} | 3D-parallel training rounds\n", ccsim_version(), s.name, s.seed);
+  out += fmt::format("  cluster     {}\n", report.topology_desc);
+  out += fmt::format("  layout      {}\n", report.layout_desc);
+  out += fmt::format("  workload    {}\n", report.trace_desc);
+  out += fmt::format("  stages      {}\n", report.stages_desc);
+  out += fmt::format("  stragglers  {}\n", report.stragglers_desc);
+  out += fmt::format("  tenants     {}\n", report.tenants_desc);
+  out += fmt::format("  kernels     {}\n", report.kernel_cost_desc);
+  out += fmt::format("  rounds      {} (averages skip {} warm-up round(s))\n\n", s.workload.rounds,
+                     s.workload.warmup_rounds);
+  size_t w = 8;
+  for (const auto& r : report.results) w = std::max(w, r.scheme.size());
+  out += fmt::format("  {:<{}} {:>10} {:>10} {:>10}   per stage: sync start (from round start) / sync / exposed / rank\n",
+                     "scheme", w, "round", "compute", "exposed");
+  for (const auto& r : report.results) {
+    std::vector<std::string> st;
+    for (size_t i = 0; i < r.summary.stage_sync_s.size(); ++i)
+      st.push_back(fmt::format("{}: {} / {} / {}{}", i, format_quantity(r.summary.stage_start_s[i], UnitKind::kTime),
+                               format_quantity(r.summary.stage_sync_s[i], UnitKind::kTime),
+                               format_quantity(r.summary.stage_exposed_s[i], UnitKind::kTime),
+                               r.summary.stage_rank[i] > 0 ? fmt::format(" / {:.1f}", r.summary.stage_rank[i]) : std::string()));
+    out += fmt::format("  {:<{}} {:>10} {:>10} {:>10}   {}\n", r.scheme, w, format_quantity(r.summary.round_s, UnitKind::kTime),
+                       format_quantity(r.summary.compute_s, UnitKind::kTime), format_quantity(r.summary.exposed_comm_s, UnitKind::kTime),
+                       fmt::join(st, "; "));
+  }
+  for (const auto& r : report.results) {
+    out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+    if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
+      out += fmt::format("  {:<{}} kernels: {}\n", "", w, r.kernel_cost);
+  }
+  out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,stages.csv,rounds.csv,"
+                     "controller.csv,links.csv{}}}\n",
+                     out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
+  return out;
+}
+
+}  // namespace ccsim::app

@@ -1,0 +1,77 @@
+#pragma once
+/// \file
+/// A collective run (a scenario without a workload): for each compression scheme, the collective's
+/// round lowered once (algorithms/compressed_collective.hpp) and run through both interpreters:
+/// timed on every parallelism group at once (sim/concurrent_groups.hpp), and its numerics on group
+/// 0's real per-rank tensors when they fit in memory.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "sim/base/status.hpp"
+#include "sim/network/flow_network.hpp"
+#include "tools/app/scenario_io.hpp"
+
+namespace ccsim::app {
+
+/// What one compression scheme produced.
+struct SchemeResult {
+  std::string scheme;
+  nlohmann::json params;
+  uint64_t tensor_wire_bytes = 0;  ///< S: one rank's whole tensor encoded once
+  uint64_t plan_bytes_per_rank = 0;  ///< the scheme's metadata phase: bytes each rank contributes (0: none)
+  double bits_per_element = 0;     ///< 8·S / elements
+  uint64_t wire_bytes_total = 0;   ///< bytes over all transfers of the schedule
+  uint64_t transfers = 0;
+  double time_s = 0;               ///< simulated time: plan_local and the metadata phase, prepare, the
+                                   ///< collective, finish (the round ops where the scheme has them)
+  double plan_time_s = 0;          ///< of which plan_local and the metadata all-reduce (0: none)
+  double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
+  double kernel_time_s = 0;        ///< max over ranks of time spent in the collective's compression kernels
+  double round_kernel_time_s = 0;  ///< max over ranks of time spent in round ops (plan_local, prepare, finish)
+  std::string kernel_cost;         ///< how this scheme's kernels were charged (KernelCostModel::describe)
+  double time_min_s = 0;           ///< fastest of the concurrent groups (time_s is the slowest)
+  double vnmse = 0;                ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)
+  double vnmse_max_rank = 0;       ///< worst rank's normalized error
+  bool unbiased = false;
+  uint64_t events = 0;             ///< engine events of the timing run
+  std::vector<sim::LinkStats> links;             ///< per topology link
+  std::vector<std::vector<double>> timeline;     ///< per link, bytes per timeline bin (when requested)
+};
+
+/// A topology link as the outputs name it.
+struct LinkRow {
+  std::string from;
+  std::string to;
+  double capacity_Bps = 0;
+};
+
+/// Everything a run measured.
+struct RunReport {
+  LoadedScenario loaded;
+  uint32_t ranks = 0;              ///< all ranks of the cluster
+  uint32_t group_size = 0;         ///< ranks per collective instance
+  uint32_t groups = 0;             ///< concurrent instances (one per parallelism group)
+  std::string group_desc;
+  std::string numerics_note;       ///< why numerics ran on what they ran on, or were skipped
+  std::vector<LinkRow> link_rows;
+  uint64_t elements = 0;
+  std::string topology_desc;
+  std::string gradients_desc;
+  std::string kernel_cost_desc;    ///< the model's mode; each SchemeResult says how its kernels were charged
+  std::string analytic_desc;
+  std::vector<SchemeResult> results;
+};
+
+/// Runs a loaded collective scenario (its plan's kind is kCollective). The loader found every input
+/// error; what fails here is a runtime failure (an unreadable gradient file, a validation gap).
+Result<RunReport> run_scenario(const LoadedScenario& loaded);
+
+/// The topology's links as links.csv names them.
+std::vector<LinkRow> link_rows_of(const topo::Topology& topology);
+/// "star, 8 hosts, 1 switch; 8 ranks (8 x 1 GPUs), ..." (with `links`: the link count too).
+std::string topology_line(const Scenario& s, const topo::Topology& topology, bool links, bool latency);
+
+}  // namespace ccsim::app

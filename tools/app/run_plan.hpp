@@ -1,0 +1,80 @@
+#pragma once
+/// \file
+/// A scenario resolved for its run: what the loader's checks looked up and built (the topology,
+/// the collectives and schemes, the trace, the buckets or pipeline stages, ...), so that a run
+/// neither looks anything up again nor finds an input error the loader did not report.
+/// scenario_checks.cpp makes it; run_collective.cpp and run_training.cpp execute it.
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/bucket_codecs.hpp"
+#include "algorithms/compressor.hpp"
+#include "algorithms/registry.hpp"
+#include "sim/kernel_cost.hpp"
+#include "sim/training/stragglers.hpp"
+#include "sim/training/tenants.hpp"
+#include "sim/training/training_job.hpp"
+#include "topology/collectives/collectives.hpp"
+#include "topology/parallel_groups.hpp"
+#include "topology/topology.hpp"
+#include "traces/compute_trace.hpp"
+#include "traces/ddp_buckets.hpp"
+
+namespace ccsim::app {
+
+/// The three kinds of run.
+enum class RunKind : uint8_t {
+  kCollective,  ///< no workload: one collective per scheme
+  kTraining,    ///< a workload, data parallelism only
+  kParallel,    ///< a workload with tensor or pipeline parallelism
+};
+
+/// One compression entry, looked up.
+struct SchemePlan {
+  const algo::CompressorInfo* info = nullptr;
+  const topo::CollectiveInfo* collective = nullptr;  ///< the collective it runs on (training: per entry)
+  const topo::CollectiveInfo* weights = nullptr;     ///< sharded training: the weight all-gather
+  std::vector<algo::BucketShape> buckets;            ///< bucketed training: its buckets' shapes
+};
+
+/// Where a collective run's gradients come from and how big they are.
+struct GradientPlan {
+  uint64_t elements = 0;                  ///< per rank
+  bool numerics = false;                  ///< whether group 0's buffers fit (they are loaded)
+  std::vector<algo::LayerShape> layout;   ///< the tensor's layers
+  std::string desc;                       ///< "synthetic (...)" / ".npy files ..."
+};
+
+/// The resolved run.
+struct RunPlan {
+  RunKind kind = RunKind::kCollective;
+  std::shared_ptr<const topo::Topology> topology;
+  sim::KernelCosts costs;
+  std::vector<SchemePlan> schemes;  ///< per compression entry
+  algo::SyntheticGradients synthetic;
+
+  // Collective runs.
+  std::vector<std::vector<uint32_t>> groups;  ///< concurrent instances, group 0 first
+  const topo::CollectiveInfo* collective = nullptr;
+  topo::CollectiveOptions base;               ///< segments, root, the groups' GPUs per node
+  GradientPlan gradients;
+
+  // Training runs.
+  std::shared_ptr<const traces::ComputeTrace> trace;  ///< merged into workload.blocks
+  std::vector<sim::TrainingLayer> layers;
+  std::optional<sim::StragglerModel> stragglers;
+  std::vector<sim::TenantSpec> tenants;
+  std::vector<traces::GradientBucket> buckets;        ///< bucketed data-parallel runs
+
+  // 3D-parallel runs.
+  std::optional<topo::ParallelGroups> parallel;
+  std::vector<uint32_t> stage_starts;
+  std::vector<uint64_t> shares;                        ///< per stage: one TP rank's gradient entries
+  std::vector<std::vector<algo::LayerShape>> stage_layouts;
+};
+
+}  // namespace ccsim::app

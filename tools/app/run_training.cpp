@@ -1,0 +1,349 @@
+#include "tools/app/run_training.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+
+#include "algorithms/bucket_codecs.hpp"
+#include "algorithms/lowrank/edgc_stages.hpp"
+#include "algorithms/registry.hpp"
+#include "sim/base/check.hpp"
+#include "sim/base/units.hpp"
+#include "sim/training/broadcast_sync.hpp"
+#include "sim/training/parallel_job.hpp"
+#include "tools/app/seams.hpp"
+
+namespace ccsim::app {
+namespace {
+
+using nlohmann::json;
+
+// The network of one scheme's run, with its tenants (ECMP salt per scheme).
+struct Network {
+  sim::Engine engine;
+  sim::FlowNetwork network;
+  std::unique_ptr<sim::TenantTraffic> tenants;
+  Network(const Scenario& s, const RunPlan& plan, size_t ci)
+      : network(engine, sim::link_specs(*plan.topology)) {
+    if (s.outputs.link_timeline_bin_s > 0)
+      network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
+    auto traffic = sim::TenantTraffic::make(engine, network, *plan.topology, plan.tenants, 0x7E4A47 + ci);
+    CCSIM_CHECK(traffic.ok(), "tenants passed the scenario's checks: {}", traffic.status().message());
+    tenants = std::move(*traffic);
+  }
+};
+
+// A bucketed sync: its gradient (and sharded: weight) codecs, the factory of each bucket's phases.
+struct BucketedSync {
+  std::unique_ptr<algo::BucketCodecs> grads, weights;
+  std::vector<topo::KernelKind> charged, weight_charged;
+  bool same_weights = false;
+  std::unique_ptr<sim::BucketCollectiveSync> sync;
+};
+
+std::string bucketed_desc(const Scenario& s, const CompressionConfig& cc, const SchemePlan& sp, size_t buckets,
+                          const algo::BucketCodecs& codecs) {
+  std::string desc = fmt::format("DDP buckets of {} ({} buckets), {} {}, {}",
+                                 format_quantity(static_cast<double>(s.sync.bucket_bytes), UnitKind::kBytes), buckets,
+                                 sp.collective->algorithm, topo::collective_op_name(sp.collective->operation), cc.scheme);
+  if (s.sync.mode == SyncMode::kSharded)
+    desc += fmt::format("; weights all-gathered by {} in {}", cc.weights.algorithm, cc.weights.scheme);
+  if (codecs.planned())
+    desc += codecs.replanned() ? fmt::format("; metadata plan every {} round(s) per bucket", s.sync.replan_every)
+                               : "; metadata plan once per bucket size";
+  return desc;
+}
+
+Result<std::unique_ptr<BucketedSync>> make_bucketed(const LoadedScenario& loaded, size_t ci,
+                                                    sim::TrainingJob*& job, double& bits_per_element) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  const CompressionConfig& cc = s.compression[ci];
+  const SchemePlan& sp = plan.schemes[ci];
+  auto b = std::make_unique<BucketedSync>();
+  algo::BucketCodecs::Config config{cc.scheme, cc.params, sp.collective, plan.topology->num_ranks(), {}, 0};
+  config.base.segments = static_cast<uint32_t>(s.collective.segments);
+  config.base.gpus_per_node = plan.topology->gpus_per_node();
+  config.replan_every = static_cast<uint32_t>(s.sync.replan_every);
+  CCSIM_ASSIGN_OR_RETURN(algo::BucketCodecs grads, algo::BucketCodecs::make(config, sp.buckets, plan.synthetic));
+  b->grads = std::make_unique<algo::BucketCodecs>(std::move(grads));
+  bits_per_element = 8.0 * static_cast<double>(b->grads->model_wire_bytes()) / static_cast<double>(plan.trace->params());
+  if (sp.weights != nullptr) {
+    std::vector<algo::BucketShape> flat;
+    for (const auto& bucket : plan.buckets) flat.push_back({bucket.params, {{0, bucket.params, bucket.params, 1}}});
+    config = {cc.weights.scheme, cc.weights.params, sp.weights, config.ranks, config.base, 0};
+    CCSIM_ASSIGN_OR_RETURN(algo::BucketCodecs weights, algo::BucketCodecs::make(config, flat, plan.synthetic));
+    b->weights = std::make_unique<algo::BucketCodecs>(std::move(weights));
+    b->same_weights = cc.weights.scheme == cc.scheme && cc.weights.params == cc.params;
+  }
+  BucketedSync* raw = b.get();
+  auto factory = [raw, &job, &plan, scheme = cc.scheme](uint32_t round, uint32_t bucket, uint64_t) {
+    std::vector<algo::PlanDecision> decisions;
+    const auto lowered = raw->grads->round(round, bucket, decisions);
+    CCSIM_CHECK(lowered.ok(), "bucket {} in round {}: {}", bucket, round, lowered.status().message());
+    for (const algo::PlanDecision& d : decisions)
+      job->log({round, 0, -1, job->engine().now().seconds(), scheme, d.quantity, d.value,
+                fmt::format("bucket={} {}", bucket, d.detail)});
+    std::vector<sim::SyncPhase> phases;
+    append_sync_phases(**lowered, raw->weights ? "gradients" : "collective", false, plan.costs, phases, raw->charged);
+    if (raw->weights) {
+      const auto weights = raw->weights->round(round, bucket, decisions);
+      CCSIM_CHECK(weights.ok(), "weights of bucket {}: {}", bucket, weights.status().message());
+      append_sync_phases(**weights, "weights", true, plan.costs, phases,
+                         raw->same_weights ? raw->charged : raw->weight_charged);
+    }
+    return phases;
+  };
+  b->sync = std::make_unique<sim::BucketCollectiveSync>(plan.buckets, factory,
+                                                        plan.costs.scheme(cc.scheme, cc.params.dump()),
+                                                        bucketed_desc(s, cc, sp, plan.buckets.size(), *b->grads));
+  return b;
+}
+
+// The broadcast's rate control: AQGB's, or the scheme's exact wire size per entry.
+std::unique_ptr<sim::BroadcastControl> broadcast_control(const Scenario& s, const CompressionConfig& cc,
+                                                         uint32_t workers) {
+  if (cc.controller.kind == ControllerKind::kAqgb)
+    return std::make_unique<AqgbBroadcastControl>(
+        algo::AqgbController(cc.controller.q_floor, cc.controller.second_stage));
+  auto comp = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
+  CCSIM_CHECK(comp.ok(), "{}", comp.status().message());
+  const auto seg = static_cast<uint64_t>(s.sync.segment);
+  const double bits = 8.0 * static_cast<double>((*comp)->wire_bytes({0, seg}, {1, workers})) / static_cast<double>(seg);
+  return std::make_unique<sim::FixedBroadcastBits>(cc.scheme, bits);
+}
+
+std::string training_label(const CompressionConfig& cc, SyncMode mode) {
+  std::string label = cc.controller.kind == ControllerKind::kNone
+                          ? scheme_label(cc.scheme, cc.params)
+                          : std::string(enum_name<ControllerKind>(kControllerKinds, cc.controller.kind));
+  if (mode == SyncMode::kSharded && cc.weights.scheme != "bf16")
+    label += fmt::format("+{}", scheme_label(cc.weights.scheme, cc.weights.params));
+  return label;
+}
+
+// One scheme's data-parallel run.
+Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, TrainingReport& report) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  const WorkloadConfig& wl = s.workload;
+  const CompressionConfig& cc = s.compression[ci];
+  const uint32_t m = plan.topology->num_ranks();
+  TrainingResult res;
+  res.scheme = training_label(cc, s.sync.mode);
+  res.params = cc.params;
+  Network net(s, plan, ci);
+  report.tenants_desc = net.tenants->describe();
+  sim::TrainingJob* job_ptr = nullptr;
+  std::unique_ptr<BucketedSync> bucketed;
+  std::unique_ptr<sim::BroadcastControl> control;
+  std::unique_ptr<sim::BroadcastSync> broadcast;
+  sim::GradientSync* sync = nullptr;
+  if (s.sync.mode == SyncMode::kBroadcast) {
+    control = broadcast_control(s, cc, m);
+    broadcast = std::make_unique<sim::BroadcastSync>(
+        sim::BroadcastOptions{static_cast<uint64_t>(s.sync.segment), plan.costs.scheme(cc.scheme, cc.params.dump())},
+        *control);
+    sync = broadcast.get();
+  } else {
+    CCSIM_ASSIGN_OR_RETURN(bucketed, make_bucketed(loaded, ci, job_ptr, res.bits_per_element));
+    sync = bucketed->sync.get();
+  }
+  res.sync_desc = sync->describe();
+  sim::TrainingOptions topt{static_cast<uint32_t>(wl.rounds), plan.trace->optimizer_s(), wl.interference};
+  std::vector<topo::Rank> workers(m);
+  for (uint32_t r = 0; r < m; ++r) workers[r] = r;
+  sim::TrainingJob job(net.engine, net.network, *plan.topology, workers, plan.layers, *plan.stragglers, topt, *sync);
+  job_ptr = &job;
+  sim::TenantTraffic& tt = *net.tenants;
+  job.on_finished([&tt] { tt.stop(); });
+  tt.start();
+  job.start();
+  const SimTime horizon =
+      wl.duration_s > 0 ? SimTime::zero() + Duration::from_seconds(wl.duration_s) : SimTime::infinite();
+  net.engine.run_until(horizon);
+
+  const sim::KernelCostModel costs = plan.costs.scheme(cc.scheme, cc.params.dump());
+  res.kernel_cost = costs.describe(bucketed ? bucketed->charged : std::vector<topo::KernelKind>{});
+  if (bucketed && bucketed->weights && !bucketed->same_weights)
+    res.kernel_cost += fmt::format("; weights: {}", plan.costs.scheme(cc.weights.scheme, cc.weights.params.dump())
+                                                        .describe(bucketed->weight_charged));
+  res.links = net.network.link_stats();
+  res.timeline = net.network.timeline();
+  const auto warmup = static_cast<uint32_t>(wl.warmup_rounds);
+  res.summary = sim::summarize_training(job, res.links, horizon, wl.duration_s, warmup, net.engine.now());
+  res.decisions = job.decisions();
+  res.tenants = tt.stats();
+  if (broadcast) {
+    const sim::BroadcastTotals t = sim::broadcast_totals(*broadcast, m, res.summary.rounds_completed);
+    res.bits_per_element = t.bits_per_element;
+    res.wire_bytes_per_round = t.wire_bytes_per_round;
+  } else {
+    res.buckets = bucketed->sync->records();
+    const sim::BucketTotals t = sim::bucket_totals(*bucketed->sync, res.summary.rounds_completed, warmup, "weights");
+    res.wire_bytes_per_round = t.wire_bytes_per_round;
+    res.grad_comm_s = t.grad_comm_s;
+    res.weight_comm_s = t.weight_comm_s;
+  }
+  return res;
+}
+
+// ---- 3D-parallel --------------------------------------------------------------------------------
+
+algo::StageCodecs::Config stage_config(const Scenario& s, const RunPlan& plan, const CompressionConfig& cc) {
+  algo::StageCodecs::Config c;
+  c.scheme = cc.scheme;
+  c.params = cc.params;
+  c.edgc_controller = cc.controller.kind == ControllerKind::kEdgc;
+  c.r_min = static_cast<uint32_t>(cc.controller.r_min);
+  c.r_max = static_cast<uint32_t>(cc.controller.r_max);
+  c.anchor = cc.controller.anchor;
+  c.collective = plan.collective;
+  c.dp = plan.parallel->layout().dp;
+  c.base.segments = static_cast<uint32_t>(s.collective.segments);
+  c.shares = plan.shares;
+  c.layouts = plan.stage_layouts;
+  return c;
+}
+
+std::string parallel_label(const CompressionConfig& cc) {
+  if (cc.controller.kind != ControllerKind::kEdgc) return scheme_label(cc.scheme, cc.params);
+  return fmt::format("edgc({},{})",
+                     cc.scheme == "edgc" ? std::string("entropy") : fmt::format("{}", cc.params.value("rank", 4)),
+                     enum_name<algo::EdgcAnchor>(algo::kEdgcAnchors, cc.controller.anchor));
+}
+
+// One scheme's 3D-parallel run.
+Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_t ci, ParallelReport& report) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  const CompressionConfig& cc = s.compression[ci];
+  ParallelResult res;
+  res.scheme = parallel_label(cc);
+  Network net(s, plan, ci);
+  report.tenants_desc = net.tenants->describe();
+  CCSIM_ASSIGN_OR_RETURN(algo::StageCodecs codecs, algo::StageCodecs::make(stage_config(s, plan, cc), plan.synthetic));
+  sim::ParallelTrainingJob* job_ptr = nullptr;
+  std::vector<topo::KernelKind> charged;
+  auto factory = [&](uint32_t round, uint32_t stage, uint32_t, uint64_t) {
+    std::vector<algo::StageDecision> decisions;
+    const auto lowered = codecs.stage(round, stage, observe_stages(*job_ptr, round), decisions);
+    CCSIM_CHECK(lowered.ok(), "stage {} in round {}: {}", stage, round, lowered.status().message());
+    for (const algo::StageDecision& d : decisions)
+      job_ptr->log({d.round, d.stage, -1, net.engine.now().seconds(), "edgc", d.quantity, d.value, d.detail});
+    std::vector<sim::SyncPhase> phases;
+    append_sync_phases(**lowered, "collective", false, plan.costs, phases, charged);
+    return phases;
+  };
+  sim::ParallelJobOptions po = parallel_job_options(s, *plan.trace);
+  po.kernel_costs = plan.costs.scheme(cc.scheme, cc.params.dump());
+  po.ecmp_salt = ci;
+  auto job = sim::ParallelTrainingJob::make(net.engine, net.network, *plan.topology, *plan.parallel, plan.layers,
+                                            plan.stage_starts, *plan.stragglers, po, factory);
+  if (!job.ok()) return internal_error(fmt::format("the 3D-parallel job: {}", job.status().message()));
+  job_ptr = job->get();
+  sim::TenantTraffic& tt = *net.tenants;
+  (*job)->on_finished([&tt] { tt.stop(); });
+  tt.start();
+  (*job)->start();
+  net.engine.run();
+  CCSIM_CHECK((*job)->finished(), "the 3D-parallel job did not finish its {} rounds", s.workload.rounds);
+  res.kernel_cost = po.kernel_costs.describe(charged);
+  res.sync_desc = fmt::format(
+      "per stage and TP index: {} all-reduce over DP {} of the stage's share, {}{}", s.collective.algorithm,
+      plan.parallel->layout().dp, cc.scheme,
+      cc.controller.kind == ControllerKind::kEdgc
+          ? fmt::format("; edgc stage-aligned ranks (anchor {}, r in [{}, {}])",
+                        enum_name<algo::EdgcAnchor>(algo::kEdgcAnchors, cc.controller.anchor), cc.controller.r_min,
+                        cc.controller.r_max)
+          : std::string());
+  res.summary = sim::summarize_parallel(**job, static_cast<uint32_t>(s.workload.rounds),
+                                        static_cast<uint32_t>(s.workload.warmup_rounds), net.engine.now(),
+                                        [&](uint32_t r, uint32_t st) { return codecs.rank_used(r, st); });
+  res.decisions = (*job)->decisions();
+  res.links = net.network.link_stats();
+  res.timeline = net.network.timeline();
+  return res;
+}
+
+std::string trace_line(const traces::ComputeTrace& trace, bool parallel) {
+  if (parallel)
+    return fmt::format("{}: {} layers, {} params, per micro-batch forward {} + backward {} ({})", trace.model(),
+                       trace.layers().size(), trace.params(), format_quantity(trace.forward_s(), UnitKind::kTime),
+                       format_quantity(trace.backward_s(), UnitKind::kTime), trace.provenance().kind);
+  return fmt::format("{}: {} layers/blocks, {} params, forward {} + backward {} per round ({}, {})", trace.model(),
+                     trace.layers().size(), trace.params(), format_quantity(trace.forward_s(), UnitKind::kTime),
+                     format_quantity(trace.backward_s(), UnitKind::kTime), trace.provenance().kind,
+                     trace.provenance().device);
+}
+
+}  // namespace
+
+std::string scheme_label(const std::string& scheme, const json& params) {
+  const auto* info = algo::CompressorRegistry::global().find(scheme);
+  if (info == nullptr || !params.is_object()) return scheme;
+  Diagnostics diag;
+  const json defaults = info->params.resolve(json::object(), "", diag);
+  std::vector<std::string> kv;
+  for (const auto& [k, v] : params.items())
+    if (!defaults.contains(k) || defaults.at(k) != v)
+      kv.push_back(fmt::format("{}={}", k, v.is_string() ? v.get<std::string>() : v.dump()));
+  return kv.empty() ? scheme : fmt::format("{}({})", scheme, fmt::join(kv, ","));
+}
+
+Result<TrainingReport> run_training(const LoadedScenario& loaded) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  CCSIM_CHECK(plan.kind == RunKind::kTraining, "run_training on another kind of scenario");
+  const WorkloadConfig& wl = s.workload;
+  TrainingReport report;
+  report.loaded = loaded;
+  report.workers = plan.topology->num_ranks();
+  report.topology_desc = topology_line(s, *plan.topology, false, true);
+  report.link_rows = link_rows_of(*plan.topology);
+  report.trace_desc = trace_line(*plan.trace, false);
+  report.stragglers_desc = plan.stragglers->describe();
+  report.kernel_cost_desc = plan.costs.describe();
+  report.horizon_desc = wl.duration_s > 0
+                            ? fmt::format("{} of simulated time{}", format_quantity(wl.duration_s, UnitKind::kTime),
+                                          wl.rounds > 0 ? fmt::format(" (at most {} rounds)", wl.rounds) : "")
+                            : fmt::format("{} rounds", wl.rounds);
+  for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    CCSIM_ASSIGN_OR_RETURN(TrainingResult r, train_scheme(loaded, ci, report));
+    report.results.push_back(std::move(r));
+  }
+  return report;
+}
+
+Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  CCSIM_CHECK(plan.kind == RunKind::kParallel, "run_parallel_training on another kind of scenario");
+  const topo::ParallelLayout& layout = plan.parallel->layout();
+  ParallelReport report;
+  report.loaded = loaded;
+  report.topology_desc = topology_line(s, *plan.topology, false, false);
+  report.layout_desc = fmt::format("TP {} x PP {} x DP {} ({}), {} micro-batches per round, {}", layout.tp, layout.pp,
+                                   layout.dp, layout.order, s.workload.micro_batches,
+                                   enum_name<sim::PipelineKind>(sim::kPipelineKinds, s.workload.pipeline));
+  report.link_rows = link_rows_of(*plan.topology);
+  report.trace_desc = trace_line(*plan.trace, true);
+  std::vector<std::string> parts;
+  for (uint32_t st = 0; st < layout.pp; ++st) {
+    const uint32_t end = st + 1 < layout.pp ? plan.stage_starts[st + 1] : static_cast<uint32_t>(plan.layers.size());
+    uint64_t p = 0;
+    for (uint32_t l = plan.stage_starts[st]; l < end; ++l) p += plan.layers[l].params;
+    parts.push_back(fmt::format("{}: layers {}-{} ({} params)", st, plan.stage_starts[st], end - 1, p));
+  }
+  report.stages_desc = fmt::format("{}", fmt::join(parts, "; "));
+  report.stragglers_desc = plan.stragglers->describe();
+  report.kernel_cost_desc = plan.costs.describe();
+  for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    CCSIM_ASSIGN_OR_RETURN(ParallelResult r, train_parallel_scheme(loaded, ci, report));
+    report.results.push_back(std::move(r));
+  }
+  return report;
+}
+
+}  // namespace ccsim::app

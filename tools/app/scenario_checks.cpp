@@ -1,0 +1,608 @@
+// Cross-field and cross-file checks of a loaded scenario: everything its run would otherwise find
+// wrong, found here, each at its JSON pointer, all of a file's problems together (a check whose
+// inputs already had a problem is skipped, so one defect gives one message). What the checks build
+// becomes the run's plan (run_plan.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "algorithms/compressed_collective.hpp"
+#include "algorithms/lowrank/low_rank.hpp"
+#include "sim/training/bucket_sync.hpp"
+#include "sim/training/parallel_job.hpp"
+#include "tools/app/scenario_io.hpp"
+#include "topology/builders/builders.hpp"
+#include "traces/device_profile.hpp"
+#include "traces/npy.hpp"
+
+namespace ccsim::app {
+namespace {
+
+using nlohmann::json;
+
+// Whether no problem so far is at or under one of `prefixes` (a problem at the root counts
+// everywhere).
+bool clean(const Diagnostics& diag, std::initializer_list<std::string_view> prefixes) {
+  for (const Diagnostic& d : diag.items()) {
+    if (d.path.empty() || d.path == "/") return false;
+    for (std::string_view p : prefixes)
+      if (d.path.rfind(p, 0) == 0 && (d.path.size() == p.size() || d.path[p.size()] == '/')) return false;
+  }
+  return true;
+}
+
+std::string at_entry(size_t i) { return fmt::format("/compression/{}", i); }
+
+// The workload's trace, merged into workload.blocks when given.
+Result<traces::ComputeTrace> load_trace(const WorkloadConfig& wl) {
+  auto trace = traces::ComputeTrace::load(wl.trace);
+  if (!trace.ok()) return invalid_argument_at("/workload/trace", trace.status().message());
+  if (wl.blocks.empty()) return trace;
+  std::vector<size_t> starts;
+  std::vector<std::string> names;
+  const auto& layers = trace->layers();
+  for (size_t b = 0; b < wl.blocks.size(); ++b) {
+    const auto st = static_cast<size_t>(wl.blocks[b]);
+    const size_t end = b + 1 < wl.blocks.size() ? static_cast<size_t>(wl.blocks[b + 1]) : layers.size();
+    if ((b == 0 && st != 0) || (b > 0 && st <= starts.back()) || st >= layers.size())
+      return invalid_argument_at(fmt::format("/workload/blocks/{}", b),
+                                 fmt::format("expected {} (block starts begin at 0, increase and stay below the "
+                                             "trace's {} layers), got {}", b == 0 ? "0" : "a larger index",
+                                             layers.size(), st));
+    starts.push_back(st);
+    names.push_back(end - st == 1 ? layers[st].name : layers[st].name + "-" + layers[end - 1].name);
+  }
+  auto merged = trace->merged(starts, names);
+  if (!merged.ok()) return invalid_argument_at("/workload/blocks", merged.status().message());
+  return merged;
+}
+
+// The scenario's straggler model for `workers` workers.
+Result<sim::StragglerModel> make_stragglers(const Scenario& s, uint32_t workers) {
+  const StragglersConfig& c = s.stragglers;
+  sim::StragglerSpec spec;
+  spec.model = c.model;
+  spec.low = c.low;
+  spec.high = c.high;
+  spec.sigma = c.sigma;
+  spec.slow_factor = c.factor;
+  if (c.model == sim::StragglerKind::kEmpirical) {
+    if (c.file.empty()) return invalid_argument_at("/stragglers/file", "the empirical model needs a CDF file, got none");
+    auto cdf = sim::EmpiricalCdf::load(c.file);
+    if (!cdf.ok()) return invalid_argument_at("/stragglers/file", cdf.status().message());
+    spec.cdf = std::move(*cdf);
+  }
+  for (size_t i = 0; i < c.workers.size(); ++i) {
+    if (c.workers[i] >= workers)
+      return invalid_argument_at(fmt::format("/stragglers/workers/{}", i),
+                                 fmt::format("expected a worker below {}, got {}", workers, c.workers[i]));
+    spec.slow_workers.push_back(static_cast<uint32_t>(c.workers[i]));
+  }
+  if (c.model == sim::StragglerKind::kUniform && c.low > c.high)
+    return invalid_argument_at("/stragglers/high", fmt::format("expected at least low ({}), got {}", c.low, c.high));
+  auto model = sim::StragglerModel::make(std::move(spec), static_cast<uint64_t>(s.seed));
+  if (!model.ok()) return invalid_argument_at("/stragglers", model.status().message());
+  return model;
+}
+
+// The scenario's tenants; a ring tenant without ranks runs over `workers`.
+std::vector<sim::TenantSpec> tenant_specs(const Scenario& s, const std::vector<topo::Rank>& workers) {
+  std::vector<sim::TenantSpec> out;
+  for (const TenantConfig& c : s.network.tenants) {
+    sim::TenantSpec t;
+    t.kind = c.kind;
+    t.count = static_cast<uint32_t>(c.count);
+    t.bytes = c.size_bytes;
+    for (int64_t r : c.ranks) t.ranks.push_back(static_cast<topo::Rank>(r));
+    if (t.ranks.empty() && t.kind == sim::TenantKind::kRingAllReduce) t.ranks = workers;
+    t.src = static_cast<topo::Rank>(c.src);
+    t.dst = static_cast<topo::Rank>(c.dst);
+    t.rate_Bps = c.rate_Bps;
+    t.on_s = c.on_s;
+    t.off_s = c.off_s;
+    t.period_s = c.period_s;
+    t.start_s = c.start_s;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Every bucket's shape as `scheme` sees it: low-rank schemes factor each bucket's layers as matrices
+// (workload.matrix_rows rows); the others (and every weight all-gather) see one flat tensor.
+std::vector<algo::BucketShape> bucket_shapes(const Scenario& s, const RunPlan& plan, const std::string& scheme,
+                                             const json& params, bool weights) {
+  auto probe = algo::CompressorRegistry::global().create(scheme, params);
+  const bool matrices =
+      !weights && probe.ok() && dynamic_cast<const algo::LowRankCompressor*>(probe->get()) != nullptr;
+  std::vector<algo::BucketShape> out;
+  for (const traces::GradientBucket& b : plan.buckets) {
+    if (!matrices) {
+      out.push_back({b.params, {{0, b.params, b.params, 1}}});
+      continue;
+    }
+    std::vector<uint64_t> params_of;
+    for (uint32_t l : b.layers) params_of.push_back(plan.layers[l].params);
+    out.push_back(
+        {b.params, algo::layer_matrices(params_of, 1, static_cast<uint64_t>(s.workload.matrix_rows), b.params)});
+  }
+  return out;
+}
+
+// ---- gradients, profile, cluster ---------------------------------------------------------------
+
+// A collective run needs a synthetic size or .npy files (training runs size their gradients from
+// the compute trace).
+void check_gradient_fields(const Scenario& s, const json& doc, bool training, Diagnostics& diag) {
+  const GradientsConfig& g = s.gradients;
+  if (g.source == GradientSource::kSynthetic && clean(diag, {"/gradients/size"}) && (!training || g.size_bytes != 0)) {
+    if (g.size_bytes == 0 || g.size_bytes % 4 != 0)
+      diag.add("/gradients/size",
+               fmt::format("expected a positive multiple of 4 bytes (fp32) for synthetic gradients, got {}",
+                           g.size_bytes));
+  } else if (g.source == GradientSource::kNpy) {
+    const json* files = nullptr;
+    if (doc.contains("gradients") && doc["gradients"].is_object() && doc["gradients"].contains("files"))
+      files = &doc["gradients"]["files"];
+    if (files == nullptr || (files->is_array() && files->empty()))
+      diag.add("/gradients/files", "expected at least one .npy file for source \"npy\"");
+  }
+}
+
+// The kernel cost model; a measured one needs a profile that reads (its errors name its file).
+void check_kernel_costs(const Scenario& s, const json& doc, Diagnostics& diag, RunPlan& plan) {
+  const GpuConfig& gpu = s.cluster.gpu;
+  const bool given = doc.contains("cluster") && doc["cluster"].is_object() && doc["cluster"].contains("gpu") &&
+                     doc["cluster"]["gpu"].is_object() && doc["cluster"]["gpu"].contains("profile");
+  const Duration launch = Duration::from_seconds(gpu.kernel_launch_s);
+  if (gpu.kernel_cost == sim::KernelCostMode::kProfile && !given) {
+    diag.add("/cluster/gpu/profile", "missing: kernel_cost \"profile\" needs a device cost profile (`ccsim "
+                                     "bench-kernels --out FILE` writes one; traces/devices/ holds measured ones)");
+    return;
+  }
+  std::shared_ptr<const kern::DeviceCostProfile> profile;
+  if (!gpu.profile.empty()) {
+    auto p = traces::load_device_profile(gpu.profile);
+    if (!p.ok()) return diag.add("/cluster/gpu/profile", p.status().message());
+    profile = std::make_shared<const kern::DeviceCostProfile>(std::move(*p));
+  }
+  if (gpu.kernel_cost == sim::KernelCostMode::kRoofline)
+    plan.costs = sim::KernelCosts::roofline(gpu.memory_bandwidth_Bps, launch);
+  else if (gpu.kernel_cost == sim::KernelCostMode::kProfile)
+    plan.costs = sim::KernelCosts::measured(profile, gpu.profile, gpu.memory_bandwidth_Bps, launch);
+}
+
+// The cluster must build; every problem of its shape at its own field.
+void check_cluster(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
+  if (s.cluster.nodes * s.cluster.gpus_per_node < 2)
+    return diag.add("/cluster/nodes", fmt::format("expected at least 2 ranks in all (nodes * gpus_per_node), got {} "
+                                                  "node(s) of {} GPU(s)", s.cluster.nodes, s.cluster.gpus_per_node));
+  const topo::ClusterSpec spec = cluster_spec(s.cluster);
+  const std::vector<topo::SpecProblem> problems = topo::cluster_spec_problems(spec);
+  for (const topo::SpecProblem& p : problems) diag.add("/cluster" + topo::cluster_field_pointer(p.field), p.message);
+  if (!problems.empty()) return;
+  auto topology = topo::build_topology(spec);
+  if (!topology.ok()) return diag.add("/cluster", topology.status().message());
+  plan.topology = std::make_shared<const topo::Topology>(std::move(*topology));
+}
+
+// ---- the collective section ----------------------------------------------------------------------
+
+// The ranks of every concurrent collective instance: one group of all ranks, or every group of the
+// collective's parallelism dimension (group 0 first).
+Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s) {
+  const auto world = static_cast<uint32_t>(s.cluster.nodes * s.cluster.gpus_per_node);
+  const ParallelismConfig& p = s.parallelism;
+  const int64_t tp_pp = p.tp * p.pp;
+  const int64_t dp = p.dp == 0 ? (world % tp_pp == 0 ? world / tp_pp : 0) : p.dp;
+  if (dp == 0 || tp_pp * dp != world)
+    return invalid_argument_at(
+        "/parallelism", fmt::format("expected tp * pp * dp = {} ranks (nodes * gpus_per_node), got tp={} pp={} dp={}",
+                                    world, p.tp, p.pp, p.dp == 0 ? std::string("auto") : std::to_string(p.dp)));
+  if (s.collective.group == CollectiveGroup::kWorld) {
+    std::vector<uint32_t> all(world);
+    for (uint32_t r = 0; r < world; ++r) all[r] = r;
+    return std::vector<std::vector<uint32_t>>{std::move(all)};
+  }
+  topo::ParallelLayout layout{static_cast<uint32_t>(p.tp), static_cast<uint32_t>(p.pp), static_cast<uint32_t>(dp),
+                              p.order};
+  auto groups = topo::ParallelGroups::make(layout, world);
+  if (!groups.ok()) return invalid_argument_at("/parallelism", groups.status().message());
+  const topo::Dim dim = s.collective.group == CollectiveGroup::kTp   ? topo::Dim::kTensor
+                        : s.collective.group == CollectiveGroup::kPp ? topo::Dim::kPipeline
+                                                                     : topo::Dim::kData;
+  std::vector<std::vector<uint32_t>> out;
+  for (const auto& g : groups->groups(dim)) out.emplace_back(g.begin(), g.end());
+  if (out.front().size() < 2 && s.collective.operation != topo::CollectiveOp::kBroadcast)
+    return invalid_argument_at("/collective/group",
+                               fmt::format("the {} groups have a single rank; nothing to communicate",
+                                           enum_name<CollectiveGroup>(kCollectiveGroups, s.collective.group)));
+  return out;
+}
+
+// Group members per node as hierarchical algorithms see it: consecutive members in blocks of G on
+// one node each; 1 when the group is not laid out that way.
+uint32_t group_gpus_per_node(const std::vector<uint32_t>& group, const topo::Topology& t) {
+  uint32_t lead = 0;
+  while (lead < group.size() && t.node_of(group[lead]) == t.node_of(group[0])) ++lead;
+  if (group.size() % lead != 0) return 1;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (t.node_of(group[i]) != t.node_of(group[i - i % lead])) return 1;
+  for (size_t b = lead; b < group.size(); b += lead)
+    if (t.node_of(group[b]) == t.node_of(group[b - lead])) return 1;
+  return lead;
+}
+
+// The collective section: its (operation, algorithm) pair, its groups and root. A training run's
+// buckets have their own sizes: the algorithm is checked here on a plausible size only.
+void check_collective_section(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
+  if (!clean(diag, {"/collective/operation", "/collective/algorithm"})) return;
+  const auto found =
+      topo::find_collective(std::string(enum_name<topo::CollectiveOp>(kCollectiveOps, s.collective.operation)),
+                            s.collective.algorithm);
+  if (!found.ok()) return diag.add("/collective/algorithm", found.status().message());
+  plan.collective = *found;
+  if (!clean(diag, {"/cluster", "/parallelism", "/collective"})) return;
+  auto groups = collective_groups(s);
+  if (!groups.ok()) return diag.add("", groups.status());
+  plan.groups = std::move(*groups);
+  const auto group_size = static_cast<uint32_t>(plan.groups.front().size());
+  plan.base.segments = static_cast<uint32_t>(s.collective.segments);
+  plan.base.root = static_cast<uint32_t>(s.collective.root);
+  plan.base.gpus_per_node = group_gpus_per_node(plan.groups.front(), *plan.topology);
+  if (s.collective.root >= group_size)
+    diag.add("/collective/root", fmt::format("expected a rank below the group size {}, got {}", group_size,
+                                             s.collective.root));
+  if (plan.kind == RunKind::kCollective) return;  // checked on the real tensor (check_collective_run)
+  topo::CollectiveOptions options = plan.base;
+  options.gpus_per_node = static_cast<uint32_t>(s.cluster.gpus_per_node);
+  const uint64_t elements = uint64_t{group_size} * 1024;
+  if (Status st = plan.collective->check(group_size, elements, options); !st.ok())
+    diag.add("/collective/algorithm", fmt::format("{} cannot run on a group of {} ranks: {}", s.collective.algorithm,
+                                                  group_size, st.message()));
+}
+
+// ---- collective runs -----------------------------------------------------------------------------
+
+// The tensor: a synthetic size (numerics when group 0's buffers fit) or .npy files of one size.
+void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientPlan& out) {
+  const GradientsConfig& gc = s.gradients;
+  if (gc.source == GradientSource::kSynthetic) {
+    out.elements = gc.size_bytes / 4;
+    out.numerics = 3.0 * g * static_cast<double>(out.elements) * 4 <= static_cast<double>(gc.numerics_memory_bytes);
+    const std::vector<uint64_t> offsets =
+        traces::synthetic_layer_offsets(gc.synthetic_spec(out.elements), static_cast<uint64_t>(s.seed));
+    for (size_t l = 0; l + 1 < offsets.size(); ++l)
+      out.layout.push_back({offsets[l], offsets[l + 1] - offsets[l], offsets[l + 1] - offsets[l], 1});
+    return;
+  }
+  out.numerics = true;
+  for (size_t i = 0; i < gc.files.size(); ++i) {
+    const std::string at = fmt::format("/gradients/files/{}", i);
+    auto h = traces::read_npy_header(gc.files[i]);
+    if (!h.ok()) return diag.add(at, h.status().message());
+    if (h->elements == 0) return diag.add(at, fmt::format("{} is empty", gc.files[i]));
+    if (i > 0 && h->elements != out.elements)
+      return diag.add(at, fmt::format("{} has {} elements but {} has {}; all workers' gradients must have the same "
+                                      "size", gc.files[i], h->elements, gc.files[0], out.elements));
+    out.elements = h->elements;
+  }
+  out.layout = {{0, out.elements, out.elements, 1}};
+}
+
+void check_collective_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
+  if (plan.collective == nullptr || plan.groups.empty() || !clean(diag, {"/gradients"})) return;
+  const auto g = static_cast<uint32_t>(plan.groups.front().size());
+  check_gradients(s, g, diag, plan.gradients);
+  if (!clean(diag, {"/gradients", "/collective"})) return;
+  const uint64_t n = plan.gradients.elements;
+  if (Status st = plan.collective->check(g, n, plan.base); !st.ok())
+    return diag.add("/collective/algorithm", fmt::format("{} cannot run {} elements on {} ranks: {}",
+                                                         s.collective.algorithm, n, g, st.message()));
+  for (size_t i = 0; i < s.compression.size(); ++i) {
+    if (plan.schemes[i].info == nullptr || !clean(diag, {at_entry(i)})) continue;
+    plan.schemes[i].collective = plan.collective;
+    auto comp = plan.schemes[i].info->create(algo::Params(s.compression[i].params));
+    comp->set_layout(plan.gradients.layout);
+    if (!comp->plan_format(n, g).empty() && !plan.gradients.numerics) {
+      diag.add(at_entry(i), fmt::format("'{}' agrees on metadata from the gradients each round, but they are not "
+                                        "loaded ({})", comp->name(), numerics_skipped_note(s, g, n)));
+      continue;
+    }
+    diag.add(at_entry(i), algo::CompressedCollective::check(*comp, *plan.collective, g, n, plan.base));
+  }
+}
+
+// ---- training runs: workload, stragglers, tenants ----------------------------------------------
+
+void check_workload(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
+  const WorkloadConfig& wl = s.workload;
+  if (!clean(diag, {"/workload"})) return;
+  if (plan.kind == RunKind::kTraining && wl.rounds == 0 && wl.duration_s <= 0)
+    diag.add("/workload", "expected rounds > 0 or a duration > 0, got neither (the run would never end)");
+  if (plan.kind == RunKind::kParallel && wl.rounds == 0)
+    diag.add("/workload/rounds", "a tensor/pipeline-parallel run needs rounds > 0, got 0");
+  if (plan.kind == RunKind::kParallel && wl.duration_s > 0)
+    diag.add("/workload/duration", "tensor/pipeline-parallel runs stop after workload.rounds; expected no duration");
+  auto trace = load_trace(wl);
+  if (!trace.ok()) return diag.add("", trace.status());
+  if (trace->params() == 0) return diag.add("/workload/trace", "the trace has no parameters to synchronize");
+  for (const auto& l : trace->layers())
+    plan.layers.push_back({l.name, l.params, l.forward_s, l.backward_s, l.activation_bytes});
+  plan.trace = std::make_shared<const traces::ComputeTrace>(std::move(*trace));
+}
+
+void check_stragglers_and_tenants(const Scenario& s, uint32_t workers, Diagnostics& diag, RunPlan& plan) {
+  if (clean(diag, {"/stragglers"})) {
+    auto stragglers = make_stragglers(s, workers);
+    if (!stragglers.ok()) diag.add("", stragglers.status());
+    else plan.stragglers = std::move(*stragglers);
+  }
+  if (!clean(diag, {"/network"})) return;
+  std::vector<topo::Rank> all(plan.topology->num_ranks());
+  for (uint32_t r = 0; r < all.size(); ++r) all[r] = r;
+  plan.tenants = tenant_specs(s, all);
+  for (const Diagnostic& d : sim::TenantTraffic::problems(*plan.topology, plan.tenants))
+    diag.add("/network/tenants" + d.path, d.message);
+}
+
+// ---- data-parallel training ------------------------------------------------------------------
+
+// Bytes of synthetic gradients a plan needs, as an input error when over gradients.numerics_memory.
+void check_synthetic_memory(const Scenario& s, const std::string& at, const std::string& purpose, uint64_t elements,
+                            uint32_t ranks, double copies, Diagnostics& diag) {
+  const double need = algo::SyntheticGradients::bytes(elements, ranks, copies);
+  if (need <= static_cast<double>(s.gradients.numerics_memory_bytes)) return;
+  diag.add(at, fmt::format("{} a {}-entry gradient on {} ranks needs {} of synthetic gradients (> "
+                           "gradients.numerics_memory {}); use smaller buckets or raise the limit",
+                           purpose, elements, ranks, format_quantity(need, UnitKind::kBytes),
+                           format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes)));
+}
+
+// A scheme's bucket codecs (the gradients', or the weights' all-gather with `weights`).
+void check_bucket_codecs(const Scenario& s, size_t i, bool weights, Diagnostics& diag, RunPlan& plan) {
+  const CompressionConfig& cc = s.compression[i];
+  const std::string at = at_entry(i) + (weights ? "/weights" : "");
+  const std::string& scheme = weights ? cc.weights.scheme : cc.scheme;
+  const json& params = weights ? cc.weights.params : cc.params;
+  const topo::CollectiveInfo& info = weights ? *plan.schemes[i].weights : *plan.schemes[i].collective;
+  const uint32_t m = plan.topology->num_ranks();
+  const std::vector<algo::BucketShape> shapes = bucket_shapes(s, plan, scheme, params, weights);
+  topo::CollectiveOptions base;
+  base.segments = static_cast<uint32_t>(s.collective.segments);
+  base.gpus_per_node = plan.topology->gpus_per_node();
+  const bool replans = s.sync.replan_every > 0;
+  for (const algo::BucketShape& b : shapes) {
+    auto comp = algo::CompressorRegistry::global().create(scheme, params);
+    if (!comp.ok()) return diag.add(at, comp.status());
+    (*comp)->set_layout(b.layout);
+    if (!(*comp)->plan_format(b.elements, m).empty()) {
+      if (weights)
+        return diag.add(at + "/scheme", fmt::format("'{}' needs a metadata phase, which the weight all-gather does "
+                                                    "not run; use bf16, sdp4bit_qw or sdp4bit_qwd", scheme));
+      check_synthetic_memory(s, at, fmt::format("'{}' agrees on metadata from the gradients each round; {}", scheme,
+                                                replans ? "planning and running" : "planning"),
+                             b.elements, m, algo::synthetic_copies(replans), diag);
+    }
+    if (Status st = algo::CompressedCollective::check_scheme(**comp, info.operation, m, b.elements); !st.ok())
+      return diag.add(at + (st.pointer().empty() ? "/scheme" : ""), st);
+    if (Status st = algo::CompressedCollective::check_collective(**comp, info, m, b.elements, base); !st.ok())
+      return diag.add("/sync/bucket", fmt::format("{} cannot run {} on a bucket of {} entries on {} ranks with '{}': {}",
+                                                  info.algorithm, topo::collective_op_name(info.operation), b.elements,
+                                                  m, scheme, st.message()));
+  }
+  if (!weights) plan.schemes[i].buckets = shapes;
+}
+
+void check_broadcast_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPlan& plan) {
+  const CompressionConfig& cc = s.compression[i];
+  const std::string at = at_entry(i);
+  if (cc.controller.kind == ControllerKind::kAqgb) {
+    if (cc.scheme != "tfp")
+      diag.add(at + "/scheme", fmt::format("the aqgb controller drives TFP's truncation, so the scheme must be tfp, "
+                                           "got {}", cc.scheme));
+    return;
+  }
+  auto comp = plan.schemes[i].info->create(algo::Params(cc.params));
+  const uint64_t segment = static_cast<uint64_t>(s.sync.segment);
+  const uint32_t m = plan.topology->num_ranks();
+  if (!comp->plan_format(segment, m).empty())
+    return diag.add(at + "/scheme", fmt::format("'{}' needs a metadata phase across ranks, which a broadcast does not "
+                                                "have; use sync.mode allreduce", cc.scheme));
+  // The broadcast charges each segment's encode and decode-accumulates only; a scheme with work
+  // around the collective (prepare, finish) would have it silently dropped.
+  if (const auto round = algo::round_ops(*comp, segment, m); !round.empty())
+    diag.add(at + "/scheme", fmt::format("'{}' with these params runs {} around the collective, which a broadcast "
+                                         "does not model; use sync.mode allreduce",
+                                         cc.scheme, topo::kernel_kind_name(round.front())));
+}
+
+void check_training_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPlan& plan) {
+  const CompressionConfig& cc = s.compression[i];
+  const std::string at = at_entry(i);
+  if (cc.controller.kind == ControllerKind::kEdgc)
+    return diag.add(at + "/controller/kind", "edgc sets the ranks of pipeline stages (parallelism.pp > 1); a "
+                                             "data-parallel run expected none or aqgb");
+  if (s.sync.mode == SyncMode::kBroadcast) return check_broadcast_scheme(s, i, diag, plan);
+  if (cc.controller.kind != ControllerKind::kNone)
+    return diag.add(at + "/controller/kind",
+                    fmt::format("aqgb drives a broadcast (sync.mode broadcast); with sync.mode {} expected none",
+                                enum_name<SyncMode>(kSyncModes, s.sync.mode)));
+  const bool sharded = s.sync.mode == SyncMode::kSharded;
+  const std::string op = sharded ? "reduce_scatter" : "allreduce";
+  const std::string algorithm = cc.algorithm.empty() ? s.collective.algorithm : cc.algorithm;
+  const auto found = topo::find_collective(op, algorithm);
+  if (!found.ok()) return diag.add(cc.algorithm.empty() ? "/collective/algorithm" : at + "/algorithm", found.status());
+  plan.schemes[i].collective = *found;
+  if (sharded) {
+    const auto weights = topo::find_collective("allgather", cc.weights.algorithm);
+    if (!weights.ok()) return diag.add(at + "/weights/algorithm", weights.status());
+    plan.schemes[i].weights = *weights;
+  }
+  check_bucket_codecs(s, i, false, diag, plan);
+  if (sharded && clean(diag, {at})) check_bucket_codecs(s, i, true, diag, plan);
+}
+
+void check_training_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
+  const uint32_t m = plan.topology->num_ranks();
+  if (clean(diag, {"/parallelism"}) && s.parallelism.dp != 0 && s.parallelism.dp != m)
+    diag.add("/parallelism/dp", fmt::format("expected 0 or the number of ranks ({}), got {}", m, s.parallelism.dp));
+  check_stragglers_and_tenants(s, m, diag, plan);
+  if (!clean(diag, {"/sync", "/collective/operation"})) return;
+  const topo::CollectiveOp op = s.collective.operation;
+  if (s.sync.mode == SyncMode::kAllReduce && op != topo::CollectiveOp::kAllReduce)
+    return diag.add("/collective/operation", fmt::format("sync.mode allreduce synchronizes gradients with an "
+                                                         "allreduce, got {}", topo::collective_op_name(op)));
+  if (s.sync.mode == SyncMode::kSharded && op != topo::CollectiveOp::kReduceScatter)
+    return diag.add("/collective/operation", fmt::format("sync.mode sharded reduce-scatters gradients, so expected "
+                                                         "reduce_scatter, got {}", topo::collective_op_name(op)));
+  if (s.sync.mode != SyncMode::kBroadcast)
+    plan.buckets = sim::make_buckets(plan.layers, s.sync.bucket_bytes, s.sync.first_bucket_bytes,
+                                     plan.trace->gradient_bytes_per_param());
+  for (size_t i = 0; i < s.compression.size(); ++i)
+    if (plan.schemes[i].info != nullptr && clean(diag, {at_entry(i), "/collective/algorithm", "/gradients"}))
+      check_training_scheme(s, i, diag, plan);
+}
+
+// ---- 3D-parallel training ---------------------------------------------------------------------
+
+void check_parallel_layout(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
+  const WorkloadConfig& wl = s.workload;
+  const uint32_t world = plan.topology->num_ranks();
+  topo::ParallelLayout layout{static_cast<uint32_t>(s.parallelism.tp), static_cast<uint32_t>(s.parallelism.pp), 0,
+                              s.parallelism.order};
+  layout.dp = s.parallelism.dp > 0 ? static_cast<uint32_t>(s.parallelism.dp)
+                                   : world / std::max<uint32_t>(1, layout.tp * layout.pp);
+  auto groups = topo::ParallelGroups::make(layout, world);
+  if (!groups.ok()) return diag.add("/parallelism", groups.status().message());
+  auto starts = sim::split_stages(plan.layers, layout.pp);
+  if (!starts.ok()) return diag.add("/parallelism/pp", starts.status().message());
+  if (Status st = sim::ParallelTrainingJob::check(*plan.topology, *groups, plan.layers, *starts,
+                                                  parallel_job_options(s, *plan.trace));
+      !st.ok())
+    return diag.add("/parallelism", st.message());
+  plan.parallel = std::move(*groups);
+  plan.stage_starts = std::move(*starts);
+  for (uint32_t st = 0; st < layout.pp; ++st) {
+    const uint32_t end = st + 1 < layout.pp ? plan.stage_starts[st + 1] : static_cast<uint32_t>(plan.layers.size());
+    std::vector<uint64_t> params;
+    uint64_t p = 0;
+    for (uint32_t l = plan.stage_starts[st]; l < end; ++l) {
+      params.push_back(plan.layers[l].params);
+      p += plan.layers[l].params;
+    }
+    plan.shares.push_back((p + layout.tp - 1) / layout.tp);
+    plan.stage_layouts.push_back(
+        algo::layer_matrices(params, layout.tp, static_cast<uint64_t>(wl.matrix_rows), plan.shares.back()));
+  }
+}
+
+void check_parallel_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPlan& plan) {
+  const CompressionConfig& cc = s.compression[i];
+  const std::string at = at_entry(i);
+  const uint32_t dp = plan.parallel->layout().dp;
+  auto probe = plan.schemes[i].info->create(algo::Params(cc.params));
+  const bool low_rank = dynamic_cast<const algo::LowRankCompressor*>(probe.get()) != nullptr;
+  if (cc.controller.kind == ControllerKind::kAqgb)
+    return diag.add(at + "/controller/kind", "aqgb drives a broadcast of data-parallel workers, not a pipeline's "
+                                             "stages");
+  if (cc.controller.kind == ControllerKind::kEdgc && !low_rank)
+    return diag.add(at + "/scheme",
+                    fmt::format("the edgc controller sets the ranks of powersgd or edgc, got {}", cc.scheme));
+  if (cc.controller.r_min > cc.controller.r_max)
+    return diag.add(at + "/controller/r_max", fmt::format("expected at least r_min ({}), got {}", cc.controller.r_min,
+                                                          cc.controller.r_max));
+  const algo::ParamSpec* rank = algo::CompressorRegistry::global().find("powersgd")->params.find("rank");
+  if ((cc.controller.kind == ControllerKind::kEdgc || cc.scheme == "edgc") && static_cast<double>(cc.controller.r_max) > *rank->max)
+    return diag.add(at + "/controller/r_max", fmt::format("expected at most {} (the largest rank powersgd, EDGC's "
+                                                          "engine, takes), got {}", *rank->max, cc.controller.r_max));
+  plan.schemes[i].collective = plan.collective;
+  if (cc.scheme == "edgc")
+    check_synthetic_memory(s, at, "edgc's Algorithm 1 samples the first stage's entropy:", plan.shares[0], dp, 1.0,
+                           diag);
+  if (dp <= 1) return;
+  topo::CollectiveOptions base;
+  base.segments = static_cast<uint32_t>(s.collective.segments);
+  for (uint32_t st = 0; st < plan.shares.size(); ++st) {
+    if (plan.shares[st] == 0) continue;
+    probe->set_layout(plan.stage_layouts[st]);
+    if (!low_rank && !probe->plan_format(plan.shares[st], dp).empty())
+      check_synthetic_memory(s, at, fmt::format("'{}' agrees on metadata from the gradients each round; planning",
+                                                cc.scheme), plan.shares[st], dp, 1.0, diag);
+    if (Status e = algo::CompressedCollective::check_scheme(*probe, topo::CollectiveOp::kAllReduce, dp, plan.shares[st]);
+        !e.ok())
+      return diag.add(at, e);
+    if (Status e = algo::CompressedCollective::check_collective(*probe, *plan.collective, dp, plan.shares[st], base);
+        !e.ok())
+      return diag.add("/collective/algorithm", fmt::format("stage {}: {}", st, e.message()));
+  }
+}
+
+void check_parallel_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
+  if (clean(diag, {"/sync/mode"}) && s.sync.mode != SyncMode::kAllReduce)
+    diag.add("/sync/mode", fmt::format("tensor/pipeline-parallel runs synchronize each stage's gradients with an "
+                                       "all-reduce over its DP group; expected allreduce, got {}",
+                                       enum_name<SyncMode>(kSyncModes, s.sync.mode)));
+  if (clean(diag, {"/collective/operation"}) && s.collective.operation != topo::CollectiveOp::kAllReduce)
+    diag.add("/collective/operation", fmt::format("expected allreduce (each stage's DP sync), got {}",
+                                                  topo::collective_op_name(s.collective.operation)));
+  if (!clean(diag, {"/parallelism", "/workload", "/sync", "/collective"})) return;
+  check_parallel_layout(s, diag, plan);
+  if (!plan.parallel) return;
+  const auto found = topo::find_collective("allreduce", s.collective.algorithm);
+  if (!found.ok()) return diag.add("/collective/algorithm", found.status());
+  plan.collective = *found;
+  const topo::ParallelLayout& layout = plan.parallel->layout();
+  check_stragglers_and_tenants(s, layout.pp * layout.dp, diag, plan);
+  for (size_t i = 0; i < s.compression.size(); ++i)
+    if (plan.schemes[i].info != nullptr && clean(diag, {at_entry(i), "/gradients"}))
+      check_parallel_scheme(s, i, diag, plan);
+}
+
+}  // namespace
+
+std::string numerics_skipped_note(const Scenario& s, uint32_t ranks, uint64_t elements) {
+  return fmt::format("numerics skipped: {} ranks x {} need about {} (> gradients.numerics_memory {})", ranks,
+                     format_quantity(static_cast<double>(elements) * 4, UnitKind::kBytes),
+                     format_quantity(3.0 * ranks * static_cast<double>(elements) * 4, UnitKind::kBytes),
+                     format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes));
+}
+
+sim::ParallelJobOptions parallel_job_options(const Scenario& s, const traces::ComputeTrace& trace) {
+  sim::ParallelJobOptions po;
+  po.rounds = static_cast<uint32_t>(s.workload.rounds);
+  po.micro_batches = static_cast<uint32_t>(s.workload.micro_batches);
+  po.schedule = s.workload.pipeline;
+  po.tp_allreduces = static_cast<uint32_t>(s.workload.tp_allreduces);
+  po.optimizer_s = trace.optimizer_s();
+  return po;
+}
+
+std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc, Diagnostics& diag) {
+  auto plan = std::make_shared<RunPlan>();
+  // Training runs size their gradients from the compute trace. (A trace path given but not found
+  // was reported already and leaves the field empty.)
+  const bool training = !s.workload.trace.empty() ||
+                        (doc.contains("workload") && doc["workload"].is_object() && doc["workload"].contains("trace") &&
+                         doc["workload"]["trace"].is_string() && !doc["workload"]["trace"].get<std::string>().empty());
+  plan->kind = !training ? RunKind::kCollective
+               : (s.parallelism.tp > 1 || s.parallelism.pp > 1) ? RunKind::kParallel
+                                                                : RunKind::kTraining;
+  for (const CompressionConfig& cc : s.compression)
+    plan->schemes.push_back({algo::CompressorRegistry::global().find(cc.scheme), nullptr, nullptr, {}});
+  check_gradient_fields(s, doc, training, diag);
+  check_kernel_costs(s, doc, diag, *plan);
+  plan->synthetic = algo::SyntheticGradients(s.gradients.synthetic_spec(0), static_cast<uint64_t>(s.seed));
+  if (!clean(diag, {"/cluster"})) return nullptr;
+  check_cluster(s, diag, *plan);
+  if (plan->topology == nullptr) return nullptr;
+  check_collective_section(s, diag, *plan);
+  if (plan->kind == RunKind::kCollective) check_collective_run(s, diag, *plan);
+  if (plan->kind != RunKind::kCollective) check_workload(s, diag, *plan);
+  if (plan->kind == RunKind::kTraining && plan->trace) check_training_run(s, diag, *plan);
+  if (plan->kind == RunKind::kParallel && plan->trace) check_parallel_run(s, diag, *plan);
+  if (!diag.empty()) return nullptr;
+  return plan;
+}
+
+}  // namespace ccsim::app
