@@ -16,27 +16,43 @@
 #include "algorithms/thc/thc.hpp"
 
 namespace ccsim::algo {
+namespace {
+
+// CCSIM_WITH_DEVICE_OPS(info, ops): a scheme's info with its device ops (CompressorInfo::device_ops)
+// where this build has CUDA; without it the *_device.cpp files are not compiled and `ops` is
+// dropped unevaluated.
+#ifdef CCSIM_HAVE_CUDA
+CompressorInfo with_device_ops(CompressorInfo info, const DeviceOps& ops) {
+  info.device_ops = &ops;
+  return info;
+}
+#define CCSIM_WITH_DEVICE_OPS(info, ops) with_device_ops(info, ops)
+#else
+#define CCSIM_WITH_DEVICE_OPS(info, ops) info
+#endif
+
+}  // namespace
 
 void register_builtin_compressors(CompressorRegistry& registry) {
   registry.add(Fp32Compressor::info());
-  registry.add(Bf16Compressor::info());
-  registry.add(BlockInt8Compressor::info());
-  registry.add(Fp16Compressor::info());
-  registry.add(TfpCompressor::info());
-  registry.add(QsgdCompressor::info());
-  registry.add(EquarxCompressor::info());
-  registry.add(Sdp4bitQuantCompressor::info());
-  registry.add(PowerSgdCompressor::info());
-  registry.add(EdgcCompressor::info());
-  registry.add(Sdp4bitTlqCompressor::info());
-  registry.add(Sdp4bitWeightCompressor::qw_info());
-  registry.add(Sdp4bitWeightCompressor::qwd_info());
-  registry.add(OmniReduceCompressor::info());
-  registry.add(DynamiqCompressor::info());
-  registry.add(MxCompressor::info(kern::MinifloatKind::kFp8E4M3));
-  registry.add(MxCompressor::info(kern::MinifloatKind::kFp6E3M2));
-  registry.add(MxCompressor::info(kern::MinifloatKind::kFp4E2M1));
-  registry.add(ThcCompressor::info());
+  registry.add(CCSIM_WITH_DEVICE_OPS(Bf16Compressor::info(), Bf16Compressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(BlockInt8Compressor::info(), BlockInt8Compressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(Fp16Compressor::info(), Fp16Compressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(TfpCompressor::info(), TfpCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(QsgdCompressor::info(), QsgdCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(EquarxCompressor::info(), EquarxCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(Sdp4bitQuantCompressor::info(), Sdp4bitQuantCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(PowerSgdCompressor::info(), PowerSgdCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(EdgcCompressor::info(), EdgcCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(Sdp4bitTlqCompressor::info(), Sdp4bitTlqCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(Sdp4bitWeightCompressor::qw_info(), Sdp4bitWeightCompressor::qw_device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(Sdp4bitWeightCompressor::qwd_info(), Sdp4bitWeightCompressor::qwd_device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(OmniReduceCompressor::info(), OmniReduceCompressor::device_ops()));
+  registry.add(CCSIM_WITH_DEVICE_OPS(DynamiqCompressor::info(), DynamiqCompressor::device_ops()));
+  for (const kern::MinifloatKind element :
+       {kern::MinifloatKind::kFp8E4M3, kern::MinifloatKind::kFp6E3M2, kern::MinifloatKind::kFp4E2M1})
+    registry.add(CCSIM_WITH_DEVICE_OPS(MxCompressor::info(element), MxCompressor::device_ops(element)));
+  registry.add(CCSIM_WITH_DEVICE_OPS(ThcCompressor::info(), ThcCompressor::device_ops()));
 }
 
 }  // namespace ccsim::algo

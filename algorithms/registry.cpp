@@ -60,6 +60,13 @@ std::vector<std::string> CompressorRegistry::names() const {
   return out;
 }
 
+std::vector<RoundVariant> CompressorRegistry::round_variants() const {
+  std::vector<RoundVariant> out;
+  for (const auto& i : infos_)
+    for (const auto& params : i.round_variants) out.push_back({i.name, params});
+  return out;
+}
+
 Result<std::unique_ptr<Compressor>> CompressorRegistry::create(const std::string& name, const nlohmann::json& params) const {
   const CompressorInfo* info = find(name);
   if (info == nullptr) {

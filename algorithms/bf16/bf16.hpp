@@ -10,6 +10,9 @@ namespace ccsim::algo {
 class Bf16Compressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/bf16/bf16_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
 
   std::string_view name() const override { return "bf16"; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override { return 2 * spec.count; }

@@ -69,6 +69,9 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   };
 
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/dynamiq/dynamiq_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   explicit DynamiqCompressor(const Options& options);
 
   /// Bits per entry spent on metadata: scales, plus the metadata phase's 64 bits per super-group.

@@ -33,6 +33,9 @@ class EquarxCompressor final : public UnfusedHopCompressor {
   enum class Phases : uint8_t { kReduceScatter, kAllGather, kBoth };
 
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/equarx/equarx_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   EquarxCompressor(kern::GroupQuantFormat format, Phases phases) : format_(format), phases_(phases) {}
 
   std::string_view name() const override { return "equarx"; }

@@ -15,6 +15,9 @@ namespace ccsim::algo {
 class Fp16Compressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/fp16/fp16_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
 
   std::string_view name() const override { return "fp16"; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override { return 2 * spec.count; }

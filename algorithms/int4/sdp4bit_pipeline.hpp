@@ -54,6 +54,9 @@ namespace ccsim::algo {
 class Sdp4bitTlqCompressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/int4/sdp4bit_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   /// `intra` codes messages with summed == 1, `inter` all others; both kInt with the same group
   /// and rounding, without group_quant's per-group Hadamard (this scheme applies H in prepare()
   /// and finish() when `hadamard`).
@@ -97,6 +100,11 @@ class Sdp4bitWeightCompressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo qw_info();
   static CompressorInfo qwd_info();
+  /// The CUDA kernels of qW and qWD (algorithms/device_ops.hpp), registered with qw_info() and
+  /// qwd_info() where the build has CUDA; defined in algorithms/int4/sdp4bit_device.cpp, compiled
+  /// only then.
+  static const DeviceOps& qw_device_ops();
+  static const DeviceOps& qwd_device_ops();
   /// `differences`: qWD (keep the reference R; see the file comment), else qW.
   Sdp4bitWeightCompressor(kern::GroupQuantFormat format, bool differences)
       : format_(format), differences_(differences) {}

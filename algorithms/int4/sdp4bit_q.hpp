@@ -32,6 +32,9 @@ namespace ccsim::algo {
 class Sdp4bitQuantCompressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/int4/sdp4bit_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   explicit Sdp4bitQuantCompressor(kern::GroupQuantFormat format) : format_(format) {}
 
   std::string_view name() const override { return "sdp4bit_q"; }

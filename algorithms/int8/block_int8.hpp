@@ -13,6 +13,9 @@ namespace ccsim::algo {
 class BlockInt8Compressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/int8/block_int8_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   BlockInt8Compressor(uint32_t block, kern::Rounding rounding) : block_(block), rounding_(rounding) {}
 
   std::string_view name() const override { return "int8"; }

@@ -66,6 +66,9 @@ struct EdgcOptions {
 class EdgcCompressor final : public LowRankCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/lowrank/lowrank_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   explicit EdgcCompressor(const EdgcOptions& options);
 
   std::string_view name() const override { return "edgc"; }

@@ -21,6 +21,9 @@ namespace ccsim::algo {
 class PowerSgdCompressor final : public LowRankCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/lowrank/lowrank_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   PowerSgdCompressor(uint32_t rank, bool error_feedback, bool warm_start)
       : LowRankCompressor(rank, error_feedback, warm_start) {}
 

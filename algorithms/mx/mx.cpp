@@ -80,7 +80,11 @@ CompressorInfo MxCompressor::info(kern::MinifloatKind element) {
             o.overflow_threshold = p.get_number("overflow_threshold");
             o.mu_decay = p.get_number("mu_decay");
             return std::make_unique<MxCompressor>(name, o);
-          }};
+          },
+          nullptr,
+          // Per-layer scaling runs plan_local, prepare and finish of its own (the defaults only
+          // plan_local's block maxima): the kernel benches measure them under it.
+          {R"({"global_scaling":"layer"})"}};
 }
 
 void MxCompressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext&, const kern::RngKey& key,

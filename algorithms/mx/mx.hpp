@@ -78,6 +78,9 @@ class MxCompressor final : public UnfusedHopCompressor {
   /// The registry entry of "mxfp8" (E4M3), "mxfp6" (E3M2) or "mxfp4" (E2M1).
   /// REQUIRES: `element` is one of these three.
   static CompressorInfo info(kern::MinifloatKind element);
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info(element) where the build
+  /// has CUDA; defined in algorithms/mx/mx_device.cpp, compiled only then.
+  static const DeviceOps& device_ops(kern::MinifloatKind element);
   MxCompressor(std::string name, Options options) : name_(std::move(name)), options_(options) {}
 
   std::string_view name() const override { return name_; }

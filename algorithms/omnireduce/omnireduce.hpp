@@ -82,6 +82,9 @@ namespace ccsim::algo {
 class OmniReduceCompressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/omnireduce/omnireduce_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   /// REQUIRES: chunk a power of two >= 1, 1 <= bits <= 16, 0 <= momentum <= 1 (the parameter table
   /// enforces these).
   /// `compact`: the compact layout (see the file comment), else sparse. `send_own`: send=own.

@@ -24,6 +24,9 @@ namespace ccsim::algo {
 class QsgdCompressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/qsgd/qsgd_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   QsgdCompressor(uint32_t bucket, uint32_t bits) : bucket_(bucket), bits_(bits) {}
 
   std::string_view name() const override { return "qsgd"; }

@@ -26,6 +26,9 @@ namespace ccsim::algo {
 class TfpCompressor final : public UnfusedHopCompressor {
  public:
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/tfp/tfp_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   TfpCompressor(kern::TfpFormat format, bool random_rounding) : format_(format), random_rounding_(random_rounding) {}
 
   std::string_view name() const override { return "tfp"; }

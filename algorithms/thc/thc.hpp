@@ -61,6 +61,9 @@ class ThcCompressor final : public UnfusedHopCompressor {
   static constexpr uint32_t kThcSharedRank = 0xFFFFFFFFu;
 
   static CompressorInfo info();
+  /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
+  /// defined in algorithms/thc/thc_device.cpp, compiled only then.
+  static const DeviceOps& device_ops();
   /// `bits` = 0 selects auto (8 for ranks <= 8, else 12).
   ThcCompressor(uint32_t q, uint32_t bits, uint64_t rotation_block)
       : q_(q), bits_(bits), rotation_block_(rotation_block) {}

@@ -3,8 +3,8 @@
 /// Timing harness of the CUDA kernels for `ccsim bench-kernels --device cuda`: device memory owned
 /// by the bench, one stream, each op's median time over repeated launches measured with CUDA events
 /// (one untimed launch first), and the device's copy bandwidth (cudaMemcpyDeviceToDevice, bytes
-/// read + written per second). No CUDA header needed, so the cases (which kernels, on which inputs;
-/// tools/app/bench_cuda_cases.hpp) are plain C++ over the kernels' host APIs.
+/// read + written per second). No CUDA header needed, so the cases (which kernels, on which inputs:
+/// the schemes' device ops, algorithms/device_ops.hpp) are plain C++ over the kernels' host APIs.
 
 #include <cstdint>
 #include <functional>

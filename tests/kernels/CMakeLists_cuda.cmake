@@ -22,11 +22,11 @@ if(CCSIM_HAVE_CUDA)
     DEPS ccsim_kernels_cuda ccsim_cuda_test_support fmt::fmt
     LABELS gpu unit)
 endif()
-# The cases of `ccsim bench-kernels --device cuda` (tools/app/bench_cuda_cases.hpp).
+# The schemes' device ops, the cases of `ccsim bench-kernels --device cuda` (algorithms/device_ops.hpp).
 if(CCSIM_HAVE_CUDA)
   ccsim_add_test(NAME bench_cuda_test
     SRCS ${CMAKE_CURRENT_LIST_DIR}/bench_cuda_test.cpp
-    DEPS ccsim_app
+    DEPS ccsim_algorithms ccsim_traces fmt::fmt
     LABELS gpu unit)
 endif()
 # THC's kernels (kernels/cuda/thc_cuda.hpp: Hadamard transforms, max |x|, plan_local, prepare,

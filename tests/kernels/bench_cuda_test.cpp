@@ -1,8 +1,9 @@
-// The CUDA kernel bench's cases (tools/app/bench_cuda_cases.hpp): every scheme it names is a
-// registered compressor, and on a GPU every case builds (which checks the device's leaf message,
-// and each round op's output, against the CPU compressor's, byte for byte) and launches cleanly,
-// with the collective ops and the round ops each scheme has kernels for. Without a device the GPU
-// cases skip and opening the bench fails with a clear message.
+// The schemes' device ops (algorithms/device_ops.hpp), which `ccsim bench-kernels --device cuda`
+// times: the registry holds them for the schemes with CUDA kernels, and on a GPU every case builds
+// (which checks the device's leaf message, and each round op's output, against the CPU
+// compressor's, byte for byte) and launches cleanly, with the collective ops and the round ops each
+// scheme has kernels for. Without a device the GPU cases skip and opening the bench fails with a
+// clear message.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -14,19 +15,37 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/device_ops.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/cuda/bench_cuda.hpp"
-#include "tools/app/bench_cuda_cases.hpp"
-#include "tools/app/bench_kernels.hpp"
 #include "topology/schedule.hpp"
 #include "traces/synthetic_gradients.hpp"
 
-namespace ccsim::app {
+namespace ccsim::algo {
 namespace {
 
+// The schemes with device ops, in registration order (the order the bench runs them).
+std::vector<std::string> cuda_case_schemes() {
+  std::vector<std::string> out;
+  for (const CompressorInfo& info : CompressorRegistry::global().all())
+    if (info.device_ops != nullptr) out.push_back(info.name);
+  return out;
+}
+
+// The (scheme, params) of the round cases made with other than the default parameters.
+std::vector<std::pair<std::string, std::string>> cuda_round_variants() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const CompressorInfo& info : CompressorRegistry::global().all()) {
+    if (info.device_ops == nullptr) continue;
+    for (const RoundDeviceOps& r : info.device_ops->rounds)
+      if (r.params != "{}") out.emplace_back(info.name, r.params);
+  }
+  return out;
+}
+
 TEST(CudaBenchCases, EverySchemeIsARegisteredCompressor) {
-  const std::vector<std::string> all = algo::CompressorRegistry::global().names();
+  const std::vector<std::string> all = CompressorRegistry::global().names();
   const std::vector<std::string> cuda = cuda_case_schemes();
   EXPECT_GE(cuda.size(), 15u);
   for (const auto& s : cuda) EXPECT_NE(std::find(all.begin(), all.end(), s), all.end()) << s;
@@ -73,7 +92,7 @@ const std::vector<RoundKernels>& round_kernels() {
   return kRound;
 }
 
-// The round cases of `scheme`, in the order cuda_cases() produces them.
+// The round cases of `scheme`, in the order device_cases() produces them.
 std::vector<KernelKind> expected_round_ops(const std::string& scheme) {
   std::vector<KernelKind> out;
   for (const auto& k : round_kernels())
@@ -87,11 +106,24 @@ TEST(CudaBenchCases, SchemesWithRoundKernelsAreInTheBench) {
     EXPECT_NE(std::find(cuda.begin(), cuda.end(), k.scheme), cuda.end()) << k.scheme;
 }
 
-// The CUDA bench measures the round ops of every parameter switch the CPU bench measures, and no
-// other: the two profiles hold the same curves.
+// Without a device too: every scheme's device ops have something to build, the collective ops for
+// every scheme but those whose collective sends fp32, and round cases where it has round kernels
+// (what CasesBuildAndLaunch finds on a GPU).
+TEST(CudaBenchCases, DeviceOpsHaveBuilders) {
+  for (const std::string& s : cuda_case_schemes()) {
+    SCOPED_TRACE(s);
+    const DeviceOps& ops = *CompressorRegistry::global().find(s)->device_ops;
+    EXPECT_EQ(ops.collective == nullptr, s == "omnireduce" || s == "powersgd" || s == "edgc");
+    EXPECT_EQ(ops.rounds.empty(), expected_round_ops(s).empty());
+    for (const RoundDeviceOps& r : ops.rounds) EXPECT_NE(r.build, nullptr) << r.params;
+  }
+}
+
+// The CUDA bench measures the round ops of every parameter switch the CPU bench measures (the
+// schemes' round_variants), and no other: the two profiles hold the same curves.
 TEST(CudaBenchCases, RoundVariantsAreTheCpuBenchs) {
   std::vector<std::pair<std::string, std::string>> cpu;
-  for (const RoundVariant& v : round_variants()) cpu.emplace_back(v.scheme, v.params);
+  for (const RoundVariant& v : CompressorRegistry::global().round_variants()) cpu.emplace_back(v.scheme, v.params);
   std::vector<std::pair<std::string, std::string>> cuda = cuda_round_variants();
   std::sort(cpu.begin(), cpu.end());
   std::sort(cuda.begin(), cuda.end());
@@ -100,22 +132,22 @@ TEST(CudaBenchCases, RoundVariantsAreTheCpuBenchs) {
     EXPECT_EQ(params, nlohmann::json::parse(params).dump()) << scheme;
 }
 
-// The bench's round cases cover every round op these schemes run (algo::round_ops after a planned
+// The bench's round cases cover every round op these schemes run (round_ops after a planned
 // four-rank round), so a CUDA profile charges none of them by the roofline.
 TEST(CudaBenchCases, RoundCasesCoverEveryRoundOpOfTheirSchemes) {
   constexpr uint64_t kN = 1 << 16;
   const auto [x0, x1] = two_workers(kN);
   for (const auto& k : round_kernels()) {
     SCOPED_TRACE(fmt::format("{} {}", k.scheme, k.params.dump()));
-    auto comp = algo::CompressorRegistry::global().create(k.scheme, k.params);
+    auto comp = CompressorRegistry::global().create(k.scheme, k.params);
     ASSERT_TRUE(comp.ok()) << comp.status().message();
-    const algo::LayerShape layer = bench_layer(kN);  // the round cases' layout
-    (*comp)->set_layout(std::span<const algo::LayerShape>(&layer, 1));
+    const LayerShape layer = bench_layer(kN);  // the round cases' layout
+    (*comp)->set_layout(std::span<const LayerShape>(&layer, 1));
     if (!(*comp)->plan_format(kN, 4).empty()) {
       const std::vector<std::span<const float>> ins = {x0, x1, x0, x1};
-      ASSERT_TRUE(algo::plan_round(**comp, ins, algo::NumericsOptions{7, 0, false}).ok());
+      ASSERT_TRUE(plan_round(**comp, ins, NumericsOptions{7, 0, false}).ok());
     }
-    EXPECT_EQ(algo::round_ops(**comp, kN, 4), k.ops);
+    EXPECT_EQ(round_ops(**comp, kN, 4), k.ops);
   }
 }
 
@@ -136,13 +168,15 @@ TEST_P(CudaBenchScheme, CasesBuildAndLaunch) {
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   for (const uint64_t n : {uint64_t{4096}, uint64_t{kMax}}) {
     SCOPED_TRACE(n);
-    std::vector<CudaCase> cases;
-    const Status built = cuda_cases(GetParam(), n, x0, x1, 7, **dev, cases);
+    std::vector<DeviceCase> cases;
+    const CompressorInfo* info = CompressorRegistry::global().find(GetParam());
+    ASSERT_NE(info, nullptr);
+    const Status built = device_cases(*info, n, x0, x1, 7, **dev, cases);
     ASSERT_TRUE(built.ok()) << built.message();
     // The collective ops (all four, except for the schemes whose collective sends fp32, which has
     // no CUDA codec), then the round ops the scheme has kernels for, in KernelKind order.
     std::vector<topo::KernelKind> kinds, expected;
-    for (const CudaCase& c : cases) kinds.push_back(c.kind);
+    for (const DeviceCase& c : cases) kinds.push_back(c.kind);
     if (GetParam() != "omnireduce" && GetParam() != "powersgd" && GetParam() != "edgc") {
       expected = {topo::KernelKind::kEncode, topo::KernelKind::kDecode, topo::KernelKind::kDecodeAccumulate,
                   topo::KernelKind::kDecodeAccumulateEncode};
@@ -150,9 +184,9 @@ TEST_P(CudaBenchScheme, CasesBuildAndLaunch) {
     for (topo::KernelKind k : expected_round_ops(GetParam())) expected.push_back(k);
     EXPECT_EQ(kinds, expected);
     ASSERT_TRUE((*dev)->synchronize().ok());
-    for (const CudaCase& c : cases) {
+    for (const DeviceCase& c : cases) {
       SCOPED_TRACE(topo::kernel_kind_name(c.kind));
-      // Every op moves bytes: a round op in the bench is one its scheme declares (algo::round_ops).
+      // Every op moves bytes: a round op in the bench is one its scheme declares (round_ops).
       EXPECT_GT(c.bytes, 0u);
       double t = 0;
       const Status timed = (*dev)->median_seconds(2, c.launch, t);
@@ -167,4 +201,4 @@ INSTANTIATE_TEST_SUITE_P(Schemes, CudaBenchScheme, ::testing::ValuesIn(cuda_case
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
-}  // namespace ccsim::app
+}  // namespace ccsim::algo

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
-#include "tools/app/bench_kernels.hpp"
 #include "tools/app/run_collective.hpp"
 #include "tools/app/scenario_io.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -22,13 +21,13 @@ namespace {
 
 using nlohmann::json;
 
-// Every registered scheme at its defaults, then the round_variants() switches.
+// Every registered scheme at its defaults, then the registry's round_variants() switches.
 std::vector<json> every_scheme() {
   std::vector<json> out;
   for (const std::string& name : algo::CompressorRegistry::global().names())
     out.push_back({{"scheme", name}});
-  for (const RoundVariant& v : round_variants())
-    out.push_back({{"scheme", std::string(v.scheme)}, {"params", json::parse(v.params)}});
+  for (const algo::RoundVariant& v : algo::CompressorRegistry::global().round_variants())
+    out.push_back({{"scheme", v.scheme}, {"params", json::parse(v.params)}});
   return out;
 }
 

@@ -18,9 +18,9 @@
 #include <tuple>
 #include <vector>
 
+#include "algorithms/registry.hpp"
 #include "tests/tools/cli_run.hpp"
 #include "tests/tools/temp_dir.hpp"
-#include "tools/app/bench_kernels.hpp"
 #include "traces/device_profile.hpp"
 
 namespace ccsim {
@@ -915,7 +915,7 @@ TEST(ShippedProfiles, CoverEveryRoundVariant) {
     SCOPED_TRACE(e.path().string());
     auto p = traces::load_device_profile(e.path());
     ASSERT_TRUE(p.ok()) << p.status().message();
-    for (const app::RoundVariant& v : app::round_variants()) {
+    for (const algo::RoundVariant& v : algo::CompressorRegistry::global().round_variants()) {
       const bool has = std::any_of(p->kernels.begin(), p->kernels.end(), [&](const kern::KernelCostCurve& k) {
         return k.scheme == v.scheme && k.params == v.params;
       });

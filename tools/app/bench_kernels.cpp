@@ -12,16 +12,13 @@
 #include <span>
 #include <vector>
 
+#include "algorithms/device_ops.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
 #include "sim/base/units.hpp"
 #include "topology/schedule.hpp"
 #include "traces/synthetic_gradients.hpp"
-#ifdef CCSIM_HAVE_CUDA
-#include "kernels/cuda/bench_cuda.hpp"
-#include "tools/app/bench_cuda_cases.hpp"
-#endif
 
 namespace ccsim::app {
 namespace {
@@ -81,22 +78,12 @@ double cpu_copy_bandwidth(std::span<const float> from, std::span<float> to, uint
   return 2.0 * static_cast<double>(from.size_bytes()) / s;
 }
 
-}  // namespace
-
-algo::LayerShape bench_layer(uint64_t n) {
-  uint64_t rows = 1;
-  while (rows * rows * 4 <= n && n % (rows * 2) == 0) rows *= 2;
-  return {0, n, rows, n / rows};
-}
-
-namespace {
-
 // The chunk size closest below `elements` that is a multiple of the scheme's alignment (at least one block).
 uint64_t aligned_count(uint64_t elements, uint64_t align) { return std::max(align, elements / align * align); }
 
 // One scheme made with `params` ("{}": its defaults): its four kernels at every size, on two
 // synthetic workers' gradients, and its round ops; only the round ops with `round_only` (a
-// round_variants() switch, whose collective ops are the defaults' kernels).
+// CompressorInfo::round_variants switch, whose collective ops are the defaults' kernels).
 Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& scheme, std::string_view params,
                                                             bool round_only, const KernelBenchOptions& o,
                                                             std::span<const float> x0, std::span<const float> x1,
@@ -116,7 +103,7 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
     const uint64_t n = sizes[si];
     if (si > 1 && n <= sizes[si - 1]) continue;
     const std::span<const float> x_a = x0.first(n), x_b = x1.first(n);
-    const algo::LayerShape layer = bench_layer(n);
+    const algo::LayerShape layer = algo::bench_layer(n);
     comp.set_layout(std::span<const algo::LayerShape>(&layer, 1));
     const algo::PlanFormat format = comp.plan_format(n, kRanks);
     if (!format.empty()) {
@@ -200,18 +187,22 @@ Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& s
 }
 
 #ifdef CCSIM_HAVE_CUDA
-// The CUDA kernels (tools/app/bench_cuda_cases.hpp), timed with CUDA events by kern::CudaBench on
-// the same synthetic gradients as the CPU bench; each point's bytes the compressor's declared memory
-// traffic (default parameters, as the CUDA cases use). A round op's point is at the whole tensor's
-// elements.
+// The registered schemes' device ops (algorithms/device_ops.hpp), timed with CUDA events by
+// kern::CudaBench on the same synthetic gradients as the CPU bench; each point's bytes the
+// compressor's declared memory traffic (default parameters, as the cases use, or the round variant
+// a case records). A round op's point is at the whole tensor's elements.
 Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& schemes,
                   std::span<const float> x0, std::span<const float> x1,
                   const std::function<void(const std::string&)>& progress, kern::DeviceCostProfile& p) {
-  const std::vector<std::string> have = cuda_case_schemes();
-  std::vector<std::string> run;
+  const algo::CompressorRegistry& registry = algo::CompressorRegistry::global();
+  std::vector<std::string> have;
+  for (const algo::CompressorInfo& info : registry.all())
+    if (info.device_ops != nullptr) have.push_back(info.name);
+  std::vector<const algo::CompressorInfo*> run;
   for (const auto& s : schemes) {
-    if (std::find(have.begin(), have.end(), s) != have.end())
-      run.push_back(s);
+    const algo::CompressorInfo* info = registry.find(s);  // bench_kernels() checked every name
+    if (info->device_ops != nullptr)
+      run.push_back(info);
     else if (!o.schemes.empty())
       return invalid_argument(fmt::format("--algo {}: no CUDA kernels for it in this build; CUDA schemes: {}", s,
                                           fmt::join(have, ", ")));
@@ -221,23 +212,23 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
   const std::vector<uint64_t> sizes = bench_sizes(o);
   CCSIM_RETURN_IF_ERROR(dev->copy_bandwidth(4 * sizes.back(), o.repeats, p.copy_bandwidth_Bps));
   dev->release_all();
-  for (const std::string& scheme : run) {
-    if (progress) progress(fmt::format("{} (CUDA)", scheme));
+  for (const algo::CompressorInfo* info : run) {
+    if (progress) progress(fmt::format("{} (CUDA)", info->name));
     // A curve per kernel kind and parameters, in the order the cases first produce them.
     std::vector<kern::KernelCostCurve> curves;
-    auto curve_of = [&](const CudaCase& c) -> kern::KernelCostCurve& {
+    auto curve_of = [&](const algo::DeviceCase& c) -> kern::KernelCostCurve& {
       const std::string op(topo::kernel_kind_name(c.kind));
       for (auto& k : curves)
         if (k.op == op && k.params == c.params) return k;
-      return curves.emplace_back(kern::KernelCostCurve{scheme, op, c.params, 0, {}});
+      return curves.emplace_back(kern::KernelCostCurve{info->name, op, c.params, 0, {}});
     };
     std::vector<uint64_t> points = {256};  // the launch-overhead point
     for (uint64_t n : sizes) points.push_back(n);
     for (size_t si = 0; si < points.size(); ++si) {
-      std::vector<CudaCase> cases;
-      CCSIM_RETURN_IF_ERROR(cuda_cases(scheme, points[si], x0, x1, o.seed, *dev, cases));
+      std::vector<algo::DeviceCase> cases;
+      CCSIM_RETURN_IF_ERROR(algo::device_cases(*info, points[si], x0, x1, o.seed, *dev, cases));
       CCSIM_RETURN_IF_ERROR(dev->synchronize());
-      for (const CudaCase& c : cases) {
+      for (const algo::DeviceCase& c : cases) {
         double t = 0;
         CCSIM_RETURN_IF_ERROR(dev->median_seconds(o.repeats, c.launch, t));
         kern::KernelCostCurve& k = curve_of(c);
@@ -256,16 +247,6 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
 #endif
 
 }  // namespace
-
-std::span<const RoundVariant> round_variants() {
-  static constexpr RoundVariant kVariants[] = {
-      {"sdp4bit_tlq", R"({"hadamard":true})"},
-      {"mxfp8", R"({"global_scaling":"layer"})"},
-      {"mxfp6", R"({"global_scaling":"layer"})"},
-      {"mxfp4", R"({"global_scaling":"layer"})"},
-  };
-  return kVariants;
-}
 
 std::vector<uint64_t> bench_sizes(const KernelBenchOptions& o) {
   std::vector<uint64_t> out;
@@ -332,11 +313,10 @@ Result<kern::DeviceCostProfile> bench_kernels(const KernelBenchOptions& o,
                            bench_scheme_cpu(scheme, "{}", false, o, x0, x1, skipped));
     if (!skipped.empty() && progress) progress(fmt::format("  skipped: {}", skipped));
     for (auto& c : curves) p.kernels.push_back(std::move(c));
-    for (const RoundVariant& v : round_variants()) {
-      if (v.scheme != scheme) continue;
-      if (progress) progress(fmt::format("{} {} (round ops)", scheme, v.params));
+    for (const std::string& params : algo::CompressorRegistry::global().find(scheme)->round_variants) {
+      if (progress) progress(fmt::format("{} {} (round ops)", scheme, params));
       CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> round,
-                             bench_scheme_cpu(scheme, v.params, true, o, x0, x1, skipped));
+                             bench_scheme_cpu(scheme, params, true, o, x0, x1, skipped));
       for (auto& c : round) p.kernels.push_back(std::move(c));
     }
   }

@@ -8,18 +8,19 @@
 /// tiny chunk; the bytes of each point are the compressor's declared memory traffic, so the
 /// timing interpreter's model reproduces the measured time at measured sizes.
 ///
-/// Round ops that a scheme only runs under a parameter switch (round_variants(): MX's per-layer
-/// scaling, TLq's Hadamard) are measured again under it, and their curves record the switch as
-/// their params, so that sim/kernel_cost.hpp charges a scenario with the switch from them.
+/// Round ops that a scheme only runs under a parameter switch (its CompressorInfo::round_variants:
+/// MX's per-layer scaling, TLq's Hadamard) are measured again under it, and their curves record the
+/// switch as their params, so that sim/kernel_cost.hpp charges a scenario with the switch from them.
+/// Round ops run on a tensor laid out as algo::bench_layer() (algorithms/device_ops.hpp).
+///
+/// On a GPU (`--device cuda`) the bench times each registered scheme's device ops
+/// (CompressorInfo::device_ops, algorithms/device_ops.hpp): every scheme without them is skipped.
 
 #include <cstdint>
 #include <functional>
-#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "algorithms/compressor.hpp"
 #include "kernels/cost_profile.hpp"
 #include "sim/base/status.hpp"
 
@@ -33,18 +34,6 @@ struct KernelBenchOptions {
   std::vector<std::string> schemes;  ///< empty: every registered scheme the bench supports
   uint64_t seed = 1;
 };
-
-/// The layout of a round op's tensor of `n` elements in the bench: one near-square matrix layer
-/// (what the low-rank schemes factor), rows the largest power of two dividing n with rows^2 <= n.
-algo::LayerShape bench_layer(uint64_t n);
-
-/// A parameter switch under which `scheme` runs round ops its defaults do not run, or runs others.
-struct RoundVariant {
-  std::string_view scheme;
-  std::string_view params;  ///< compact JSON with sorted keys, as a curve records it
-};
-/// Every such switch the benches measure (the CUDA bench's round cases cover them too).
-std::span<const RoundVariant> round_variants();
 
 /// Chunk sizes in fp32 elements: min_bytes/4, 4x that, ... up to max_bytes/4.
 std::vector<uint64_t> bench_sizes(const KernelBenchOptions& options);
