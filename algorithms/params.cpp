@@ -7,21 +7,6 @@
 
 namespace ccsim::algo {
 
-std::string describe_json(const nlohmann::json& j) {
-  std::string dumped = j.dump();
-  if (dumped.size() > 60) dumped = dumped.substr(0, 57) + "...";
-  switch (j.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::boolean: return fmt::format("the boolean {}", dumped);
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned:
-    case nlohmann::json::value_t::number_float: return fmt::format("the number {}", dumped);
-    case nlohmann::json::value_t::string: return fmt::format("the string {}", dumped);
-    case nlohmann::json::value_t::array: return fmt::format("an array {}", dumped);
-    case nlohmann::json::value_t::object: return fmt::format("an object {}", dumped);
-    default: return dumped;
-  }
-}
 
 ParamTable& ParamTable::add_int(std::string name, std::string description, int64_t def, int64_t min, int64_t max,
                                 bool power_of_two) {

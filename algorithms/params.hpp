@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_fields.hpp"
 
 namespace ccsim::algo {
 
@@ -65,7 +66,7 @@ class Params {
   nlohmann::json values_ = nlohmann::json::object();
 };
 
-/// Describes a JSON value's type for error messages ("a string \"x\"", "the number 3", ...).
-std::string describe_json(const nlohmann::json& j);
+/// Describes a JSON value for error messages (sim/base/json_fields.hpp).
+using ccsim::describe_json;
 
 }  // namespace ccsim::algo

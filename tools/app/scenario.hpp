@@ -13,6 +13,7 @@
 
 #include "algorithms/lowrank/edgc_stages.hpp"
 #include "sim/base/enum_names.hpp"
+#include "sim/base/json_fields.hpp"
 #include "sim/base/units.hpp"
 #include "sim/kernel_cost.hpp"
 #include "sim/training/pipeline_schedule.hpp"
@@ -238,7 +239,20 @@ struct Scenario {
   OutputsConfig outputs;
 };
 
-/// Field declarations. `V` is a visitor with the methods used below (see scenario_io.cpp).
+// ---- The names of open choices (registries) and the compressor parameters' field ----
+
+std::vector<std::string> topology_names();
+/// Collective algorithm names, sorted; with "" first (= collective.algorithm) for the _or_default.
+std::vector<std::string> algorithm_names();
+std::vector<std::string> algorithm_names_or_default();
+std::vector<std::string> compressor_names();
+/// A compression entry's params: resolved and checked by `scheme`'s parameter table (nothing when
+/// the scheme is unknown: that was reported at the scheme); in the schema, one table per scheme.
+TableField compressor_params(const std::string& scheme);
+/// A scenario's name: it names its default output folder.
+inline constexpr StringPattern kScenarioName{"^[A-Za-z0-9_.-]+$", "a name of letters, digits, '_', '.', '-'"};
+
+/// Field declarations. `V` is a FieldReader, FieldWriter or FieldSchema (sim/base/json_fields.hpp).
 template <class V>
 void visit(V& v, GpuConfig& c) {
   v.choice("kernel_cost", c.kernel_cost, sim::kKernelCostModes,
@@ -246,24 +260,24 @@ void visit(V& v, GpuConfig& c) {
            "profile (the scheme's kernels measured in the device profile; kernels it lacks by the roofline)");
   v.path("profile", c.profile, "device cost profile written by `ccsim bench-kernels` (kernel_cost \"profile\"), "
          "relative to the scenario file; traces/devices/ holds measured ones");
-  v.quantity("memory_bandwidth", c.memory_bandwidth_Bps, UnitKind::kBandwidth, V::kPositive,
+  v.quantity("memory_bandwidth", c.memory_bandwidth_Bps, UnitKind::kBandwidth, Sign::kPositive,
              "nominal GPU memory bandwidth for the roofline model");
-  v.quantity("kernel_launch", c.kernel_launch_s, UnitKind::kTime, V::kNonNegative,
+  v.quantity("kernel_launch", c.kernel_launch_s, UnitKind::kTime, Sign::kNonNegative,
              "per-kernel launch overhead for the roofline model");
 }
 
 template <class V>
 void visit(V& v, IntraNodeConfig& c) {
-  v.quantity("bandwidth", c.bandwidth_Bps, UnitKind::kBandwidth, V::kPositive,
+  v.quantity("bandwidth", c.bandwidth_Bps, UnitKind::kBandwidth, Sign::kPositive,
              "per-direction bandwidth between each GPU and its node's fabric");
-  v.quantity("latency", c.latency_s, UnitKind::kTime, V::kNonNegative, "latency of each intra-node link");
+  v.quantity("latency", c.latency_s, UnitKind::kTime, Sign::kNonNegative, "latency of each intra-node link");
 }
 
 template <class V>
 void visit(V& v, LeafSpineConfig& c) {
   v.integer("leaves", c.leaves, 0, 1 << 16, "leaf switches (0 = automatic)");
   v.integer("spines", c.spines, 0, 1 << 16, "spine switches (0 = automatic)");
-  v.quantity("uplink_bandwidth", c.uplink_bandwidth_Bps, UnitKind::kBandwidth, V::kNonNegative,
+  v.quantity("uplink_bandwidth", c.uplink_bandwidth_Bps, UnitKind::kBandwidth, Sign::kNonNegative,
              "leaf-to-spine link bandwidth (0 = non-blocking)");
 }
 
@@ -279,12 +293,12 @@ void visit(V& v, TorusConfig& c) {
 
 template <class V>
 void visit(V& v, ClusterConfig& c) {
-  v.choice("topology", c.topology, V::topology_names(), "cluster shape");
+  v.choice("topology", c.topology, topology_names(), "cluster shape");
   v.integer("nodes", c.nodes, 1, 1 << 20, "number of nodes (hosts) on the inter-node network");
   v.integer("gpus_per_node", c.gpus_per_node, 1, 1024, "GPUs (ranks) per node; ranks = nodes * gpus_per_node");
-  v.quantity("nic_bandwidth", c.nic_bandwidth_Bps, UnitKind::kBandwidth, V::kPositive,
+  v.quantity("nic_bandwidth", c.nic_bandwidth_Bps, UnitKind::kBandwidth, Sign::kPositive,
              "per-direction bandwidth of each GPU's network link (torus/ring: of each inter-node link)");
-  v.quantity("link_latency", c.link_latency_s, UnitKind::kTime, V::kNonNegative, "latency of each inter-node link");
+  v.quantity("link_latency", c.link_latency_s, UnitKind::kTime, Sign::kNonNegative, "latency of each inter-node link");
   v.object("intra_node", c.intra_node, "intra-node fabric, used when gpus_per_node > 1");
   v.object("leaf_spine", c.leaf_spine, "leaf_spine topology shape");
   v.object("fat_tree", c.fat_tree, "fat_tree topology shape");
@@ -304,7 +318,7 @@ void visit(V& v, ParallelismConfig& c) {
 template <class V>
 void visit(V& v, CollectiveConfig& c) {
   v.choice("operation", c.operation, kCollectiveOps, "collective operation");
-  v.choice("algorithm", c.algorithm, V::algorithm_names(), "collective algorithm lowering the operation to a schedule");
+  v.choice("algorithm", c.algorithm, algorithm_names(), "collective algorithm lowering the operation to a schedule");
   v.choice("group", c.group, kCollectiveGroups,
            "ranks taking part: all of them, or every tensor/pipeline/data-parallel group at once");
   v.integer("segments", c.segments, 1, 1 << 16, "pipelined segments per chunk");
@@ -334,9 +348,9 @@ void visit(V& v, GradientsConfig& c) {
 
 template <class V>
 void visit(V& v, CompressionConfig& c) {
-  v.required_choice("scheme", c.scheme, V::compressor_names(), "compression scheme (see `ccsim list`)");
-  v.compressor_params("params", c.params, c.scheme, "scheme parameters (see `ccsim list`)");
-  v.choice("algorithm", c.algorithm, V::algorithm_names_or_default(),
+  v.required_choice("scheme", c.scheme, compressor_names(), "compression scheme (see `ccsim list`)");
+  v.table("params", c.params, compressor_params(c.scheme), "scheme parameters (see `ccsim list`)");
+  v.choice("algorithm", c.algorithm, algorithm_names_or_default(),
            "training runs: the algorithm of this scheme's gradient collective (empty: collective.algorithm), e.g. "
            "two_level for a reduce-scatter whose format changes between node levels");
   v.object("controller", c.controller, "training runs: an adaptive controller driving the scheme per round");
@@ -345,11 +359,11 @@ void visit(V& v, CompressionConfig& c) {
 
 template <class V>
 void visit(V& v, WeightsConfig& c) {
-  v.choice("scheme", c.scheme, V::compressor_names(),
+  v.choice("scheme", c.scheme, compressor_names(),
            "weight all-gather format: bf16 (Megatron's distributed optimizer), sdp4bit_qw (ZeRO++ qW), sdp4bit_qwd "
            "(SDP4Bit qWD, weight differences)");
-  v.compressor_params("params", c.params, c.scheme, "scheme parameters (see `ccsim list`)");
-  v.choice("algorithm", c.algorithm, V::algorithm_names(), "all-gather algorithm");
+  v.table("params", c.params, compressor_params(c.scheme), "scheme parameters (see `ccsim list`)");
+  v.choice("algorithm", c.algorithm, algorithm_names(), "all-gather algorithm");
 }
 
 template <class V>
@@ -357,7 +371,7 @@ void visit(V& v, WorkloadConfig& c) {
   v.path("trace", c.trace, "compute trace (docs/compute-traces.md), relative to the scenario file; with it the "
                            "scenario runs training rounds (empty: none)");
   v.integer("rounds", c.rounds, 0, 1 << 30, "rounds to run (0: until duration)");
-  v.quantity("duration", c.duration_s, UnitKind::kTime, V::kNonNegative,
+  v.quantity("duration", c.duration_s, UnitKind::kTime, Sign::kNonNegative,
              "simulated time to run; rounds completed by then are counted (0: until rounds)");
   v.integer("warmup_rounds", c.warmup_rounds, 0, 1 << 30, "first rounds left out of the per-round averages");
   v.integer_list("blocks", c.blocks, 0, 1 << 20,
@@ -425,11 +439,11 @@ void visit(V& v, TenantConfig& c) {
   v.integer_list("ranks", c.ranks, 0, 1 << 20, "ring_allreduce: ranks in ring order (empty: the training job's)");
   v.integer("src", c.src, 0, 1 << 20, "constant/onoff: source rank");
   v.integer("dst", c.dst, 0, 1 << 20, "constant/onoff: destination rank");
-  v.quantity("rate", c.rate_Bps, UnitKind::kBandwidth, V::kNonNegative, "constant/onoff: rate cap");
-  v.quantity("on", c.on_s, UnitKind::kTime, V::kNonNegative, "onoff: sending period");
-  v.quantity("off", c.off_s, UnitKind::kTime, V::kNonNegative, "onoff: silent period");
-  v.quantity("period", c.period_s, UnitKind::kTime, V::kPositive, "constant: flow restart period");
-  v.quantity("start", c.start_s, UnitKind::kTime, V::kNonNegative, "first activity");
+  v.quantity("rate", c.rate_Bps, UnitKind::kBandwidth, Sign::kNonNegative, "constant/onoff: rate cap");
+  v.quantity("on", c.on_s, UnitKind::kTime, Sign::kNonNegative, "onoff: sending period");
+  v.quantity("off", c.off_s, UnitKind::kTime, Sign::kNonNegative, "onoff: silent period");
+  v.quantity("period", c.period_s, UnitKind::kTime, Sign::kPositive, "constant: flow restart period");
+  v.quantity("start", c.start_s, UnitKind::kTime, Sign::kNonNegative, "first activity");
 }
 
 template <class V>
@@ -440,13 +454,14 @@ void visit(V& v, NetworkConfig& c) {
 template <class V>
 void visit(V& v, OutputsConfig& c) {
   v.string("dir", c.dir, "output folder (default out/<name>), relative to the working directory");
-  v.quantity("link_timeline_bin", c.link_timeline_bin_s, UnitKind::kTime, V::kNonNegative,
+  v.quantity("link_timeline_bin", c.link_timeline_bin_s, UnitKind::kTime, Sign::kNonNegative,
              "> 0: also write links_timeline.csv, each link's utilization in bins of this width");
 }
 
 template <class V>
 void visit(V& v, Scenario& s) {
-  v.required_string("name", s.name, "scenario name ([A-Za-z0-9_.-]+), names the default output folder");
+  v.required_string("name", s.name, "scenario name ([A-Za-z0-9_.-]+), names the default output folder",
+                    &kScenarioName);
   v.string("description", s.description, "free text");
   v.integer("seed", s.seed, 0, INT64_MAX, "the one seed behind every random draw");
   v.object("cluster", s.cluster, "the physical cluster");
