@@ -10,7 +10,11 @@
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/check.hpp"
+#include "kernels/linalg/power_iteration.hpp"
+#include "kernels/parallel.hpp"
+#include "sim/base/units.hpp"
 #include "traces/ddp_buckets.hpp"
+#include "traces/dump_sample.hpp"
 
 namespace ccsim::algo {
 namespace {
@@ -243,6 +247,171 @@ Result<std::vector<ErrorRow>> study_errors(std::span<const StudyScheme> schemes,
     }
   }
   return out;
+}
+
+namespace {
+
+// The dumped steps asked for (all of them by default), as indices.
+Result<std::vector<size_t>> dump_steps(const traces::GradientDump& dump, const ErrorRequest& r) {
+  std::vector<size_t> steps;
+  if (r.steps.empty())
+    for (size_t i = 0; i < dump.steps(); ++i) steps.push_back(i);
+  for (uint64_t want : r.steps) {
+    size_t found = dump.steps();
+    std::string have;
+    for (size_t i = 0; i < dump.steps(); ++i) {
+      if (dump.step_info()[i].step == want) found = i;
+      have += (have.empty() ? "" : ", ") + std::to_string(dump.step_info()[i].step);
+    }
+    if (found == dump.steps())
+      return invalid_argument_at("/steps", fmt::format("{} has no step {}; dumped steps: {}", r.dump, want, have));
+    steps.push_back(found);
+  }
+  return steps;
+}
+
+// A dump's tensors (sampled when large); rank r reads worker r mod W.
+Status load_dump(const ErrorRequest& r, ErrorStudy& st, ErrorReport& report) {
+  CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(r.dump));
+  if (st.ranks == 0) st.ranks = dump.workers();
+  if (st.ranks < 2) return invalid_argument_at("/ranks", fmt::format("expected at least 2, got {}", st.ranks));
+  CCSIM_ASSIGN_OR_RETURN(const std::vector<size_t> steps, dump_steps(dump, r));
+  for (size_t si : steps) st.steps.push_back(dump.step_info()[si].step);
+  const traces::DumpSample sample = traces::sample_dump(dump, r.max_elements, r.bucket, r.seed);
+  report.sampling_note = sample.note;
+  uint64_t elements = 0;
+  for (const traces::DumpPiece& p : sample.pieces) {
+    st.layout.push_back({elements, p.count, p.rows, p.cols});
+    const traces::GradientLayer& layer = dump.layers()[p.layer];
+    report.layer_names.push_back(sample.note.empty() ? layer.name
+                                                     : fmt::format("{}@{}", layer.name, p.offset - layer.offset));
+    elements += p.count;
+  }
+  report.elements = elements;
+  report.gradients_desc =
+      fmt::format("{}: {} workers, {} entries per worker, {} layers, steps {}; {}", r.dump, dump.workers(),
+                  dump.elements(), dump.layers().size(), steps.size(), dump.provenance().model);
+  const uint32_t readers = std::min(st.ranks, dump.workers());
+  st.inputs.assign(steps.size(), std::vector<std::vector<float>>(readers));
+  for (size_t si = 0; si < steps.size(); ++si)
+    for (uint32_t w = 0; w < readers; ++w) {
+      CCSIM_ASSIGN_OR_RETURN(st.inputs[si][w], traces::read_sample(dump, sample, w, steps[si]));
+    }
+  return ok_status();
+}
+
+// Synthetic tensors, one per rank: i.i.d. normals, or the scenario generator's (the data seed
+// fixed like the normals').
+Status load_synthetic(const ErrorRequest& r, ErrorStudy& st, ErrorReport& report) {
+  if (st.ranks == 0) st.ranks = 8;
+  if (st.ranks < 2) return invalid_argument_at("/ranks", fmt::format("expected at least 2, got {}", st.ranks));
+  const uint64_t n = r.rows * r.cols;
+  const LayerShape whole{0, n, r.matrix ? r.rows : n, r.matrix ? r.cols : 1};
+  report.elements = n;
+  st.steps = {0};
+  st.inputs.assign(1, std::vector<std::vector<float>>(st.ranks, std::vector<float>(n)));
+  constexpr uint64_t kDataSeed = 0x5EED;
+  if (!r.structure) {
+    st.layout.push_back(whole);
+    report.layer_names.push_back("normal");
+    report.gradients_desc = fmt::format("synthetic: i.i.d. N(0,1), shape {}, drawn per rank", r.shape_text);
+    for (uint32_t k = 0; k < st.ranks; ++k) {
+      float* v = st.inputs[0][k].data();
+      const kern::RngKey key{kDataSeed, 0, k, 0x4E};
+      kern::parallel_for(n, 1 << 16, [=](uint64_t b, uint64_t e) {
+        for (uint64_t i = b; i < e; ++i) v[i] = kern::standard_normal_at(key, i);
+      });
+    }
+    return ok_status();
+  }
+  traces::SyntheticGradientSpec spec = *r.structure;
+  spec.elements = n;
+  std::vector<std::span<float>> views(st.inputs[0].begin(), st.inputs[0].end());
+  traces::generate_synthetic_gradients(spec, kDataSeed, views);
+  const std::vector<uint64_t> off = traces::synthetic_layer_offsets(spec, kDataSeed);
+  for (size_t l = 0; l + 1 < off.size(); ++l) {
+    st.layout.push_back(off.size() == 2 ? whole : LayerShape{off[l], off[l + 1] - off[l], off[l + 1] - off[l], 1});
+    report.layer_names.push_back(fmt::format("layer{}", l));
+  }
+  report.gradients_desc = fmt::format(
+      "synthetic: shape {} per rank, {} layer(s) with scales over {} decades, correlation {} between ranks, "
+      "lognormal envelope sigma {} per {} entries{}",
+      r.shape_text, st.layout.size(), spec.scale_decades, spec.correlation, spec.envelope_sigma, spec.envelope_span,
+      spec.envelope_correlation < 1.0 ? fmt::format(", correlated {} between ranks", spec.envelope_correlation)
+                                      : std::string());
+  return ok_status();
+}
+
+// The tensor as one bucket, or PyTorch DDP's bucketing of its layers; `desc` says which.
+std::vector<TensorBucket> request_buckets(const ErrorRequest& r, const ErrorStudy& st, uint64_t elements,
+                                          std::string& desc) {
+  if (r.ddp_cap == 0) return {{0, elements, st.layout, 0}};
+  std::vector<TensorBucket> out = ddp_tensor_buckets(st.layout, r.ddp_cap, r.ddp_first);
+  uint64_t largest = 0;
+  for (const TensorBucket& b : out) largest = std::max(largest, b.count);
+  desc = fmt::format(", each of {} DDP buckets of at least {}{} (the largest {} entries) on its own", out.size(),
+                     format_quantity(static_cast<double>(r.ddp_cap), UnitKind::kBytes),
+                     r.ddp_first > 0 ? fmt::format(", the first {}", format_quantity(static_cast<double>(r.ddp_first),
+                                                                                         UnitKind::kBytes))
+                                     : std::string(),
+                     largest);
+  return out;
+}
+
+// Whether every scheme can run on every bucket of the collective, whatever the data.
+Status check_schemes(const ErrorRequest& r, const ErrorStudy& st, const std::vector<std::string>& layer_names) {
+  for (const StudyScheme& scheme : r.schemes)
+    for (const TensorBucket& bucket : st.buckets) {
+      auto comp = CompressorRegistry::global().create(scheme.name, scheme.params);
+      CCSIM_RETURN_IF_ERROR(comp.status());
+      (*comp)->set_layout(bucket.layout);
+      Status bad = CompressedCollective::check_scheme(**comp, st.collective->operation, st.ranks, bucket.count);
+      if (!bad.ok()) bad = invalid_argument_at("/algo", fmt::format("{}: {}", scheme.label, bad.message()));
+      if (bad.ok()) {
+        bad = CompressedCollective::check_collective(**comp, *st.collective, st.ranks, bucket.count, st.base);
+        if (!bad.ok()) bad = bad.at("/collective");
+      }
+      if (bad.ok()) continue;
+      if (st.buckets.size() == 1) return bad;
+      // Which bucket a scheme or collective could not handle (a small one may be below its alignment).
+      const uint32_t last = bucket.first_layer + static_cast<uint32_t>(bucket.layout.size()) - 1;
+      return invalid_argument_at(
+          "/ddp_bucket", fmt::format("the bucket of entries [{}, {}) ({}{}): {}", bucket.offset,
+                                     bucket.offset + bucket.count, layer_names.at(bucket.first_layer),
+                                     last > bucket.first_layer ? " .. " + layer_names.at(last) : std::string(),
+                                     bad.detail()));
+    }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<ErrorReport> measure_errors(const ErrorRequest& r) {
+  ErrorReport report;
+  ErrorStudy st;
+  st.ranks = r.ranks;
+  st.seeds = r.seeds;
+  st.seed = r.seed;
+  st.warmup = r.warmup;
+  st.base = r.base;
+  CCSIM_RETURN_IF_ERROR(r.dump.empty() ? load_synthetic(r, st, report) : load_dump(r, st, report));
+  const auto readers = static_cast<uint32_t>(st.inputs.front().size());
+  auto collective = topo::find_collective(r.operation, r.algorithm);
+  if (!collective.ok()) return collective.status().at("/collective");
+  st.collective = *collective;
+  report.ranks = st.ranks;
+  for (size_t si = 0; si < st.steps.size(); ++si)
+    report.skew.push_back(super_group_skew(st.steps[si], st.inputs[si], st.ranks));
+  std::string buckets_desc;
+  st.buckets = request_buckets(r, st, report.elements, buckets_desc);
+  report.buckets = st.buckets.size();
+  report.collective_desc = fmt::format(
+      "{}/{} on {} ranks{}{}{}", r.operation, r.algorithm, st.ranks,
+      st.ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "", buckets_desc,
+      r.warmup > 0 ? fmt::format(", round {} measured after {} warm-up rounds on each step", r.warmup, r.warmup) : "");
+  CCSIM_RETURN_IF_ERROR(check_schemes(r, st, report.layer_names));
+  CCSIM_ASSIGN_OR_RETURN(report.rows, study_errors(r.schemes, st));
+  return report;
 }
 
 }  // namespace ccsim::algo

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "algorithms/numerics.hpp"
 #include "sim/base/status.hpp"
 #include "topology/collectives/collectives.hpp"
+#include "traces/synthetic_gradients.hpp"
 
 namespace ccsim::algo {
 
@@ -102,5 +104,49 @@ struct ErrorStudy {
 /// Measures every scheme at every step. REQUIRES: every scheme and bucket passed
 /// CompressedCollective::check on the study's collective (a failure here is internal).
 Result<std::vector<ErrorRow>> study_errors(std::span<const StudyScheme> schemes, const ErrorStudy& study);
+
+/// A whole measurement as `ccsim vnmse` asks for it: where the tensors come from and how they are
+/// reduced. Input errors carry the request field they are about as their pointer ("/steps",
+/// "/ranks", "/algo", "/collective", "/ddp_bucket").
+struct ErrorRequest {
+  std::vector<StudyScheme> schemes;
+  // A gradient dump (traces/gradient_dump.hpp), sampled when large (traces/dump_sample.hpp) ...
+  std::string dump;               ///< its directory ("": synthetic tensors)
+  std::vector<uint64_t> steps;    ///< dumped steps to use (empty: all, in order)
+  uint64_t max_elements = uint64_t{1} << 26;  ///< per worker; larger dumps are sampled
+  uint64_t bucket = uint64_t{1} << 20;        ///< sampling piece size (entries)
+  // ... or synthetic tensors: every rank draws its own, i.i.d. N(0,1) (independent of the seeds,
+  // which vary only the compression's randomness), or from the scenario generator with `structure`.
+  uint64_t rows = 0, cols = 1;    ///< shape (a 1-D tensor of rows entries when !matrix)
+  bool matrix = false;
+  std::string shape_text;         ///< the shape as given, for the description
+  std::optional<traces::SyntheticGradientSpec> structure;
+  std::string operation = "allreduce";
+  std::string algorithm = "ring";
+  uint32_t ranks = 0;             ///< 0: the dump's workers (synthetic: 8)
+  uint32_t seeds = 1;
+  uint64_t seed = 0;
+  uint32_t warmup = 0;
+  topo::CollectiveOptions base;   ///< segments, gpus_per_node
+  uint64_t ddp_cap = 0;           ///< bytes of fp32 gradient per DDP bucket (0: the whole tensor at once)
+  uint64_t ddp_first = 0;         ///< the first bucket's cap (0: as the others)
+};
+
+/// What a measurement found.
+struct ErrorReport {
+  std::string gradients_desc;
+  std::string collective_desc;
+  std::string sampling_note;   ///< empty when the whole dump was used
+  uint32_t ranks = 0;
+  uint64_t elements = 0;       ///< entries per rank actually used
+  uint64_t buckets = 1;        ///< DDP buckets reduced one by one (1: the whole tensor at once)
+  std::vector<std::string> layer_names;
+  std::vector<SuperGroupSkew> skew;  ///< per step of the input
+  std::vector<ErrorRow> rows;
+};
+
+/// Reads the tensors, checks every scheme against every bucket of the collective (input errors,
+/// before any measurement), and measures.
+Result<ErrorReport> measure_errors(const ErrorRequest& request);
 
 }  // namespace ccsim::algo

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/device_ops.hpp"
+#include "algorithms/host_cases.hpp"
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
@@ -22,11 +23,6 @@
 
 namespace ccsim::app {
 namespace {
-
-using topo::KernelKind;
-constexpr KernelKind kKinds[] = {KernelKind::kEncode, KernelKind::kDecode, KernelKind::kDecodeAccumulate,
-                                 KernelKind::kDecodeAccumulateEncode};
-constexpr uint32_t kRanks = 4;  // the hop contexts' rank count (THC's field width depends on it)
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -81,105 +77,38 @@ double cpu_copy_bandwidth(std::span<const float> from, std::span<float> to, uint
 // The chunk size closest below `elements` that is a multiple of the scheme's alignment (at least one block).
 uint64_t aligned_count(uint64_t elements, uint64_t align) { return std::max(align, elements / align * align); }
 
-// One scheme made with `params` ("{}": its defaults): its four kernels at every size, on two
-// synthetic workers' gradients, and its round ops; only the round ops with `round_only` (a
-// CompressorInfo::round_variants switch, whose collective ops are the defaults' kernels).
+// One scheme made with `params` ("{}": its defaults): its CPU kernels (algorithms/host_cases.hpp)
+// at every size, timed; only the round ops with `round_only` (a CompressorInfo::round_variants
+// switch, whose collective ops are the defaults' kernels).
 Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& scheme, std::string_view params,
                                                             bool round_only, const KernelBenchOptions& o,
                                                             std::span<const float> x0, std::span<const float> x1,
                                                             std::string& skipped) {
   auto made = algo::CompressorRegistry::global().create(scheme, nlohmann::json::parse(params));
   if (!made.ok()) return made.status();
-  algo::Compressor& comp = **made;
-  // One curve per kernel kind (KernelKind order: the collective ops, then the round ops); the
-  // round ops only where the scheme does round work, each on rank 0's whole tensor.
+  // One curve per kernel kind (KernelKind order: the collective ops, then the round ops).
   std::vector<kern::KernelCostCurve> curves(topo::kNumKernelKinds);
   for (size_t k = 0; k < curves.size(); ++k)
-    curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<KernelKind>(k))), std::string(params), 0, {}};
-  const uint64_t align = std::max<uint64_t>(comp.alignment(), 1);
+    curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<topo::KernelKind>(k))), std::string(params),
+                 0, {}};
+  const uint64_t align = std::max<uint64_t>((*made)->alignment(), 1);
   std::vector<uint64_t> sizes = {aligned_count(256, align)};  // the launch-overhead point
   for (uint64_t n : bench_sizes(o)) sizes.push_back(aligned_count(n, align));
   for (size_t si = 0; si < sizes.size(); ++si) {
-    const uint64_t n = sizes[si];
-    if (si > 1 && n <= sizes[si - 1]) continue;
-    const std::span<const float> x_a = x0.first(n), x_b = x1.first(n);
-    const algo::LayerShape layer = algo::bench_layer(n);
-    comp.set_layout(std::span<const algo::LayerShape>(&layer, 1));
-    const algo::PlanFormat format = comp.plan_format(n, kRanks);
-    if (!format.empty()) {
-      const std::vector<std::span<const float>> ins = {x_a, x_b, x_a, x_b};
-      CCSIM_RETURN_IF_ERROR(algo::plan_round(comp, ins, algo::NumericsOptions{o.seed, 0, false}).status());
-    }
-    // The kernels run on what the collective reduces: the prepared vectors (rotated, sparsified,
-    // projected: reduced_elements() of them), rank 0's as the incoming message, rank 1's as the
-    // accumulator, and kRanks times rank 1's as a fully reduced chunk.
-    const uint64_t m = comp.reduced_elements(n);
-    if (m == 0) {
-      skipped = fmt::format("reduces nothing from {} elements", n);
+    if (si > 1 && sizes[si] <= sizes[si - 1]) continue;
+    CCSIM_ASSIGN_OR_RETURN(const algo::HostCases cases,
+                           algo::host_cases(**made, sizes[si], x0, x1, o.seed, !round_only, si == 0));
+    if (!cases.skipped.empty()) {
+      skipped = cases.skipped;
       return std::vector<kern::KernelCostCurve>{};
     }
-    std::vector<float> a(m), b(m);
-    comp.prepare(x_a, a, 0, kRanks, kern::RngKey{o.seed, 0, 0, algo::kPrepareStream});
-    comp.prepare(x_b, b, 1, kRanks, kern::RngKey{o.seed, 0, 1, algo::kPrepareStream});
-    const algo::TensorSpec spec{0, m};
-    if (Status st = comp.can_implement(spec); !st.ok()) {
-      skipped = st.message();
-      return std::vector<kern::KernelCostCurve>{};
-    }
-    auto record = [&](KernelKind kind, uint64_t elements, uint64_t bytes, double seconds) {
-      kern::KernelCostCurve& c = curves[static_cast<size_t>(kind)];
+    for (const algo::HostCase& c : cases.cases) {
+      kern::KernelCostCurve& curve = curves[static_cast<size_t>(c.kind)];
+      const double t = median_seconds(o.repeats, c.reset, c.run);
       if (si == 0)
-        c.launch_s = seconds;
+        curve.launch_s = t;
       else
-        c.points.push_back({elements, bytes, seconds});
-    };
-    std::vector<float> x_full(b);  // a fully reduced vector: kRanks times rank 1's
-    for (float& v : x_full) v *= static_cast<float>(kRanks);
-    if (!round_only) {  // the collective ops
-      const algo::HopContext leaf{1, kRanks}, second{2, kRanks}, full{kRanks, kRanks};
-      const kern::RngKey key{o.seed, 0, 0, 1};
-      std::vector<uint8_t> leaf_msg(comp.wire_bytes(spec, leaf)), full_msg(comp.wire_bytes(spec, full)),
-          leaf_out(leaf_msg.size()), second_out(comp.wire_bytes(spec, second));
-      std::vector<float> acc(m);
-      comp.encode(a, spec, leaf, key, leaf_msg);
-      comp.encode(x_full, spec, full, key, full_msg);
-      auto reset_acc = [&] { std::copy(b.begin(), b.end(), acc.begin()); };
-      const double t[4] = {
-          median_seconds(o.repeats, [] {}, [&] { comp.encode(a, spec, leaf, key, leaf_out); }),
-          median_seconds(o.repeats, [] {}, [&] { comp.decode(full_msg, spec, full, acc); }),
-          median_seconds(o.repeats, reset_acc, [&] { comp.decode_accumulate(leaf_msg, spec, leaf, acc); }),
-          median_seconds(o.repeats, reset_acc,
-                         [&] { comp.decode_accumulate_encode(leaf_msg, spec, leaf, acc, second, key, second_out); })};
-      const algo::HopContext hop_of[4] = {leaf, full, leaf, leaf};
-      for (size_t k = 0; k < 4; ++k) record(kKinds[k], m, comp.memory_bytes(kKinds[k], spec, hop_of[k]), t[k]);
-    }
-    // Round ops on rank 0's tensor: its metadata statistics, its prepare, and finish of the fully
-    // reduced vector (kRanks times rank 1's prepared one). The launch point times every round op
-    // the compressor can run (a tiny tensor may leave one with nothing to do, e.g. an OmniReduce
-    // union of every chunk); only the kinds with measured points are kept.
-    std::vector<KernelKind> round = algo::round_ops(comp, n, kRanks);
-    if (si == 0) {
-      round = {KernelKind::kPrepare, KernelKind::kFinish};
-      if (!format.empty()) round.insert(round.begin(), KernelKind::kPlanLocal);
-    }
-    for (const KernelKind kind : round) {
-      const uint64_t bytes = comp.memory_bytes(kind, algo::TensorSpec{0, n}, algo::HopContext{1, kRanks});
-      std::vector<float> out(kind == KernelKind::kPrepare ? m : n);
-      algo::PlanStats stats;
-      std::function<void()> op;
-      if (kind == KernelKind::kPlanLocal) {
-        op = [&] {
-          stats.sum.assign(format.sum_entries, 0.0);
-          stats.max.assign(format.max_entries, 0.0f);
-          stats.bits.assign(format.bit_words, 0);
-          comp.plan_local(x_a, 0, kern::RngKey{o.seed, 0, 0, algo::kPlanStream}, stats);
-        };
-      } else if (kind == KernelKind::kPrepare) {
-        op = [&] { comp.prepare(x_a, out, 0, kRanks, kern::RngKey{o.seed, 0, 0, algo::kPrepareStream}); };
-      } else {
-        op = [&] { comp.finish(x_full, out, 0, kRanks); };
-      }
-      record(kind, n, bytes, median_seconds(o.repeats, [] {}, op));
+        curve.points.push_back({c.elements, c.bytes, t});
     }
   }
   std::erase_if(curves, [](const kern::KernelCostCurve& c) { return c.points.empty(); });

@@ -7,27 +7,14 @@
 #include <functional>
 #include <limits>
 
-#include "algorithms/compressed_collective.hpp"
 #include "algorithms/registry.hpp"
-#include "kernels/linalg/power_iteration.hpp"
-#include "kernels/parallel.hpp"
-#include "kernels/philox.hpp"
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/units.hpp"
-#include "traces/dump_sample.hpp"
-#include "traces/synthetic_gradients.hpp"
 
 namespace ccsim::app {
 namespace {
 
 using nlohmann::json;
-
-// What the options say to measure on, before the schemes run.
-struct Input {
-  std::vector<algo::LayerShape> layout;
-  std::vector<uint64_t> steps;
-  std::vector<std::vector<std::vector<float>>> inputs;  // [step][worker]
-};
 
 // "k=v": v as JSON if it parses (numbers, booleans), else as a string.
 Status parse_param(const std::string& text, json& into, const std::string& where) {
@@ -37,55 +24,6 @@ Status parse_param(const std::string& text, json& into, const std::string& where
   const std::string key = text.substr(0, eq), value = text.substr(eq + 1);
   json v = json::parse(value, nullptr, false);
   into[key] = v.is_discarded() ? json(value) : v;
-  return ok_status();
-}
-
-// The dumped steps asked for (all of them by default), as indices.
-Result<std::vector<size_t>> dump_steps(const traces::GradientDump& dump, const VnmseOptions& o) {
-  std::vector<size_t> steps;
-  if (o.steps.empty())
-    for (size_t i = 0; i < dump.steps(); ++i) steps.push_back(i);
-  for (uint64_t want : o.steps) {
-    size_t found = dump.steps();
-    std::string have;
-    for (size_t i = 0; i < dump.steps(); ++i) {
-      if (dump.step_info()[i].step == want) found = i;
-      have += (have.empty() ? "" : ", ") + std::to_string(dump.step_info()[i].step);
-    }
-    if (found == dump.steps())
-      return invalid_argument(fmt::format("--steps: {} has no step {}; dumped steps: {}", o.gradients, want, have));
-    steps.push_back(found);
-  }
-  return steps;
-}
-
-Status load_dump(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, Input& in) {
-  CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(o.gradients));
-  if (ranks == 0) ranks = dump.workers();
-  if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
-  CCSIM_ASSIGN_OR_RETURN(const std::vector<size_t> steps, dump_steps(dump, o));
-  for (size_t si : steps) in.steps.push_back(dump.step_info()[si].step);
-  const traces::DumpSample sample = traces::sample_dump(dump, o.max_elements, o.bucket, o.seed);
-  report.sampling_note = sample.note;
-  uint64_t elements = 0;
-  for (const traces::DumpPiece& p : sample.pieces) {
-    in.layout.push_back({elements, p.count, p.rows, p.cols});
-    const traces::GradientLayer& layer = dump.layers()[p.layer];
-    report.layer_names.push_back(sample.note.empty() ? layer.name
-                                                     : fmt::format("{}@{}", layer.name, p.offset - layer.offset));
-    elements += p.count;
-  }
-  report.elements = elements;
-  report.gradients_desc =
-      fmt::format("{}: {} workers, {} entries per worker, {} layers, steps {}; {}", o.gradients, dump.workers(),
-                  dump.elements(), dump.layers().size(), steps.size(), dump.provenance().model);
-  // Rank r reads worker r mod W.
-  const uint32_t readers = std::min(ranks, dump.workers());
-  in.inputs.assign(steps.size(), std::vector<std::vector<float>>(readers));
-  for (size_t si = 0; si < steps.size(); ++si)
-    for (uint32_t w = 0; w < readers; ++w) {
-      CCSIM_ASSIGN_OR_RETURN(in.inputs[si][w], traces::read_sample(dump, sample, w, steps[si]));
-    }
   return ok_status();
 }
 
@@ -144,7 +82,8 @@ Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
   return spec;
 }
 
-Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& report, Input& in) {
+// --synthetic "ROWSxCOLS" or "N" (and --structure) into the request.
+Status parse_synthetic(const VnmseOptions& o, algo::ErrorRequest& r) {
   uint64_t rows = 0, cols = 1;
   const size_t x = o.synthetic.find('x');
   try {
@@ -161,51 +100,21 @@ Status load_synthetic(const VnmseOptions& o, uint32_t& ranks, VnmseReport& repor
   if (rows == 0 || cols == 0 || rows * cols > (uint64_t{1} << 34))
     return invalid_argument(fmt::format("--synthetic: expected ROWSxCOLS or N (positive, at most 2^34 entries), got '{}'",
                                         o.synthetic));
-  if (ranks == 0) ranks = 8;
-  if (ranks < 2) return invalid_argument(fmt::format("--ranks: expected at least 2, got {}", ranks));
-  const uint64_t n = rows * cols;
-  const algo::LayerShape whole{0, n, x == std::string::npos ? n : rows, x == std::string::npos ? 1 : cols};
-  report.elements = n;
-  in.inputs.assign(1, std::vector<std::vector<float>>(ranks, std::vector<float>(n)));
-  if (o.structure.empty()) {
-    in.layout.push_back(whole);
-    report.layer_names.push_back("normal");
-    report.gradients_desc = fmt::format("synthetic: i.i.d. N(0,1), shape {}, drawn per rank", o.synthetic);
-    for (uint32_t r = 0; r < ranks; ++r) {
-      float* v = in.inputs[0][r].data();
-      const kern::RngKey key{0x5EED, 0, r, 0x4E};
-      kern::parallel_for(n, 1 << 16, [=](uint64_t b, uint64_t e) {
-        for (uint64_t i = b; i < e; ++i) v[i] = kern::standard_normal_at(key, i);
-      });
-    }
-    return ok_status();
+  r.rows = rows;
+  r.cols = cols;
+  r.matrix = x != std::string::npos;
+  r.shape_text = o.synthetic;
+  if (!o.structure.empty()) {
+    CCSIM_ASSIGN_OR_RETURN(r.structure, parse_structure(o.structure));
   }
-  // Structured: the scenario generator, one worker per rank, the data seed fixed like the normals'.
-  CCSIM_ASSIGN_OR_RETURN(traces::SyntheticGradientSpec spec, parse_structure(o.structure));
-  spec.elements = n;
-  constexpr uint64_t kDataSeed = 0x5EED;
-  std::vector<std::span<float>> views(in.inputs[0].begin(), in.inputs[0].end());
-  traces::generate_synthetic_gradients(spec, kDataSeed, views);
-  const std::vector<uint64_t> off = traces::synthetic_layer_offsets(spec, kDataSeed);
-  for (size_t l = 0; l + 1 < off.size(); ++l) {
-    in.layout.push_back(off.size() == 2 ? whole : algo::LayerShape{off[l], off[l + 1] - off[l], off[l + 1] - off[l], 1});
-    report.layer_names.push_back(fmt::format("layer{}", l));
-  }
-  report.gradients_desc = fmt::format(
-      "synthetic: shape {} per rank, {} layer(s) with scales over {} decades, correlation {} between ranks, "
-      "lognormal envelope sigma {} per {} entries{}",
-      o.synthetic, in.layout.size(), spec.scale_decades, spec.correlation, spec.envelope_sigma, spec.envelope_span,
-      spec.envelope_correlation < 1.0 ? fmt::format(", correlated {} between ranks", spec.envelope_correlation)
-                                      : std::string());
   return ok_status();
 }
 
-// The tensor as one bucket (no --ddp-bucket), or PyTorch DDP's bucketing of its layers.
-Result<std::vector<algo::TensorBucket>> tensor_buckets(const VnmseOptions& o, const std::vector<algo::LayerShape>& layout,
-                                                       uint64_t elements, std::string& desc) {
+// --ddp-bucket / --ddp-first-bucket: sizes of at least one byte.
+Status parse_ddp(const VnmseOptions& o, algo::ErrorRequest& r) {
   if (o.ddp_bucket.empty()) {
     if (!o.ddp_first_bucket.empty()) return invalid_argument("--ddp-first-bucket: give --ddp-bucket with it");
-    return std::vector<algo::TensorBucket>{{0, elements, layout, 0}};
+    return ok_status();
   }
   auto size = [](const std::string& text, const char* option) -> Result<uint64_t> {
     auto q = parse_quantity(text, UnitKind::kBytes);
@@ -214,21 +123,11 @@ Result<std::vector<algo::TensorBucket>> tensor_buckets(const VnmseOptions& o, co
                                           option, text));
     return static_cast<uint64_t>(*q);
   };
-  CCSIM_ASSIGN_OR_RETURN(const uint64_t cap, size(o.ddp_bucket, "--ddp-bucket"));
-  uint64_t first = 0;
+  CCSIM_ASSIGN_OR_RETURN(r.ddp_cap, size(o.ddp_bucket, "--ddp-bucket"));
   if (!o.ddp_first_bucket.empty()) {
-    CCSIM_ASSIGN_OR_RETURN(first, size(o.ddp_first_bucket, "--ddp-first-bucket"));
+    CCSIM_ASSIGN_OR_RETURN(r.ddp_first, size(o.ddp_first_bucket, "--ddp-first-bucket"));
   }
-  std::vector<algo::TensorBucket> out = algo::ddp_tensor_buckets(layout, cap, first);
-  uint64_t largest = 0;
-  for (const algo::TensorBucket& b : out) largest = std::max(largest, b.count);
-  desc = fmt::format(", each of {} DDP buckets of at least {}{} (the largest {} entries) on its own", out.size(),
-                     format_quantity(static_cast<double>(cap), UnitKind::kBytes),
-                     first > 0 ? fmt::format(", the first {}", format_quantity(static_cast<double>(first),
-                                                                                   UnitKind::kBytes))
-                               : std::string(),
-                     largest);
-  return out;
+  return ok_status();
 }
 
 // The schemes of the --algo options, each made once to check its parameters.
@@ -258,30 +157,6 @@ Result<std::vector<algo::StudyScheme>> parse_schemes(const VnmseOptions& o) {
   return schemes;
 }
 
-// Whether every scheme can run on every bucket of the collective, whatever the data.
-Status check_schemes(const std::vector<algo::StudyScheme>& schemes, const algo::ErrorStudy& st, const VnmseOptions& o,
-                     const std::vector<std::string>& layer_names) {
-  for (const algo::StudyScheme& scheme : schemes)
-    for (const algo::TensorBucket& bucket : st.buckets) {
-      auto comp = algo::CompressorRegistry::global().create(scheme.name, scheme.params);
-      CCSIM_RETURN_IF_ERROR(comp.status());
-      (*comp)->set_layout(bucket.layout);
-      Status bad = algo::CompressedCollective::check_scheme(**comp, st.collective->operation, st.ranks, bucket.count)
-                       .with_context(fmt::format("--algo {}", scheme.label));
-      if (bad.ok()) {
-        bad = algo::CompressedCollective::check_collective(**comp, *st.collective, st.ranks, bucket.count, st.base);
-        if (!bad.ok()) bad = invalid_argument(fmt::format("--collective {}: {}", o.algorithm, bad.message()));
-      }
-      if (bad.ok() || st.buckets.size() == 1) CCSIM_RETURN_IF_ERROR(bad);
-      // Which bucket a scheme or collective could not handle (a small one may be below its alignment).
-      const uint32_t last = bucket.first_layer + static_cast<uint32_t>(bucket.layout.size()) - 1;
-      return bad.with_context(fmt::format("--ddp-bucket: the bucket of entries [{}, {}) ({}{})", bucket.offset,
-                                          bucket.offset + bucket.count, layer_names.at(bucket.first_layer),
-                                          last > bucket.first_layer ? " .. " + layer_names.at(last) : std::string()));
-    }
-  return ok_status();
-}
-
 Status check_options(const VnmseOptions& o) {
   if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
   if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
@@ -299,42 +174,29 @@ Status check_options(const VnmseOptions& o) {
 
 Result<VnmseReport> run_vnmse(const VnmseOptions& o) {
   CCSIM_RETURN_IF_ERROR(check_options(o));
-  CCSIM_ASSIGN_OR_RETURN(const std::vector<algo::StudyScheme> schemes, parse_schemes(o));
-  VnmseReport report;
-  Input in;
-  uint32_t ranks = o.ranks;
-  if (!o.synthetic.empty()) {
-    CCSIM_RETURN_IF_ERROR(load_synthetic(o, ranks, report, in));
-    in.steps = {0};
-  } else {
-    CCSIM_RETURN_IF_ERROR(load_dump(o, ranks, report, in));
-  }
-  const auto readers = static_cast<uint32_t>(in.inputs.front().size());
-  CCSIM_ASSIGN_OR_RETURN(const topo::CollectiveInfo* collective, topo::find_collective(o.operation, o.algorithm));
-  report.ranks = ranks;
-  for (size_t si = 0; si < in.steps.size(); ++si)
-    report.skew.push_back(algo::super_group_skew(in.steps[si], in.inputs[si], ranks));
-  std::string buckets_desc;
-  algo::ErrorStudy st;
-  st.collective = collective;
-  st.ranks = ranks;
-  st.seeds = o.seeds;
-  st.seed = o.seed;
-  st.warmup = o.warmup;
-  st.layout = in.layout;
-  st.steps = in.steps;
-  st.base.segments = o.segments;
-  st.base.gpus_per_node = o.gpus_per_node;
-  CCSIM_ASSIGN_OR_RETURN(st.buckets, tensor_buckets(o, in.layout, report.elements, buckets_desc));
-  report.buckets = st.buckets.size();
-  report.collective_desc = fmt::format(
-      "{}/{} on {} ranks{}{}{}", o.operation, o.algorithm, ranks,
-      ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "", buckets_desc,
-      o.warmup > 0 ? fmt::format(", round {} measured after {} warm-up rounds on each step", o.warmup, o.warmup) : "");
-  CCSIM_RETURN_IF_ERROR(check_schemes(schemes, st, o, report.layer_names));
-  st.inputs = std::move(in.inputs);
-  CCSIM_ASSIGN_OR_RETURN(report.rows, algo::study_errors(schemes, st));
-  return report;
+  algo::ErrorRequest r;
+  CCSIM_ASSIGN_OR_RETURN(r.schemes, parse_schemes(o));
+  if (!o.synthetic.empty()) CCSIM_RETURN_IF_ERROR(parse_synthetic(o, r));
+  CCSIM_RETURN_IF_ERROR(parse_ddp(o, r));
+  r.dump = o.gradients;
+  r.steps = o.steps;
+  r.max_elements = o.max_elements;
+  r.bucket = o.bucket;
+  r.operation = o.operation;
+  r.algorithm = o.algorithm;
+  r.ranks = o.ranks;
+  r.seeds = o.seeds;
+  r.seed = o.seed;
+  r.warmup = o.warmup;
+  r.base.segments = o.segments;
+  r.base.gpus_per_node = o.gpus_per_node;
+  auto report = algo::measure_errors(r);
+  if (report.ok() || report.status().pointer().empty()) return report;
+  // The request field an error is about, as its option ("/ddp_bucket" -> "--ddp-bucket").
+  std::string option = "--" + report.status().pointer().substr(1);
+  std::replace(option.begin(), option.end(), '_', '-');
+  if (option == "--collective") option += " " + o.algorithm;
+  return Status(report.status().code(), fmt::format("{}: {}", option, report.status().detail()));
 }
 
 namespace {

@@ -54,22 +54,10 @@ struct VnmseOptions {
   std::string ddp_first_bucket;               ///< DDP's smaller first bucket (empty: as the others)
 };
 
-/// Error of one scheme at one step (algorithms/error_study.hpp).
+/// Error of one scheme at one step, and what a measurement found (algorithms/error_study.hpp).
 using VnmseRow = algo::ErrorRow;
-/// Energy concentration over 256-entry super-groups (algorithms/error_study.hpp).
 using SuperGroupSkew = algo::SuperGroupSkew;
-
-struct VnmseReport {
-  std::string gradients_desc;
-  std::string collective_desc;
-  std::string sampling_note;   ///< empty when the whole dump was used
-  uint32_t ranks = 0;
-  uint64_t elements = 0;       ///< entries per rank actually used
-  uint64_t buckets = 1;        ///< DDP buckets reduced one by one (1: the whole tensor at once)
-  std::vector<std::string> layer_names;
-  std::vector<SuperGroupSkew> skew;  ///< per step of the input
-  std::vector<VnmseRow> rows;
-};
+using VnmseReport = algo::ErrorReport;
 
 /// Runs the measurement. Bad options, unknown schemes or parameters, unreadable dumps are input
 /// errors (kInvalidArgument / kNotFound, exit code 2).
