@@ -26,22 +26,15 @@ PhaseKind phase_of(KernelKind kind) {
   }
 }
 
+// A phase of `kind` whose schedule `make` builds, bound to `codec`.
+topo::SchedulePhase phase(PhaseKind kind, std::function<std::unique_ptr<topo::ScheduleGenerator>()> make,
+                          const Compressor* codec) {
+  return {kind, std::move(make),
+          [codec](topo::Schedule& s, topo::OpId first, topo::OpId end) { bind_ops(s, *codec, first, end); },
+          std::string(codec->name()), codec->params()};
+}
+
 }  // namespace
-
-std::string_view phase_kind_name(PhaseKind kind) {
-  switch (kind) {
-    case PhaseKind::kPlanLocal: return "plan_local";
-    case PhaseKind::kMetadata: return "metadata";
-    case PhaseKind::kPrepare: return "prepare";
-    case PhaseKind::kCollective: return "collective";
-    case PhaseKind::kFinish: return "finish";
-  }
-  return "?";
-}
-
-void LoweredPhase::bind(topo::Schedule& schedule, topo::OpId first, topo::OpId end) const {
-  bind_ops(schedule, *codec, first, end);
-}
 
 Status CompressedCollective::check_scheme(const Compressor& comp, topo::CollectiveOp op, uint32_t ranks,
                                           uint64_t elements) {
@@ -112,31 +105,30 @@ Status CompressedCollective::fix() {
 
 std::vector<KernelKind> CompressedCollective::round_ops() const { return algo::round_ops(*comp_, elements_, ranks_); }
 
-std::vector<LoweredPhase> CompressedCollective::phases() const {
-  std::vector<LoweredPhase> out;
+std::vector<topo::SchedulePhase> CompressedCollective::phases() const {
+  std::vector<topo::SchedulePhase> out;
   const std::vector<KernelKind> round = round_ops();
   const uint32_t ranks = ranks_;
   const uint64_t elements = elements_;
   auto round_phase = [&](KernelKind kind) {
     if (std::find(round.begin(), round.end(), kind) == round.end()) return;
-    out.push_back({phase_of(kind), [kind, ranks, elements] { return topo::make_round_ops(kind, ranks, elements); },
-                   comp_});
+    out.push_back(phase(phase_of(kind), [kind, ranks, elements] { return topo::make_round_ops(kind, ranks, elements); },
+                        comp_));
   };
   if (plan_bytes_ > 0) {
     round_phase(KernelKind::kPlanLocal);
     const uint64_t words = std::max<uint64_t>((plan_bytes_ + 3) / 4, ranks);
-    out.push_back({PhaseKind::kMetadata,
-                   [ranks, words] { return topo::make_ring(topo::CollectiveOp::kAllReduce, ranks, words, {}, false); },
-                   &metadata_codec()});
+    out.push_back(phase(PhaseKind::kMetadata, [ranks, words] {
+      return topo::make_ring(topo::CollectiveOp::kAllReduce, ranks, words, {}, false);
+    }, &metadata_codec()));
   }
   round_phase(KernelKind::kPrepare);
   const topo::CollectiveInfo* collective = collective_;
   const uint64_t reduced = reduced_;
   const topo::CollectiveOptions options = options_;
-  out.push_back({PhaseKind::kCollective, [collective, ranks, reduced, options] {
-                   return collective->make(ranks, reduced, options);
-                 },
-                 comp_});
+  out.push_back(phase(PhaseKind::kCollective, [collective, ranks, reduced, options] {
+    return collective->make(ranks, reduced, options);
+  }, comp_));
   round_phase(KernelKind::kFinish);
   return out;
 }

@@ -38,22 +38,7 @@
 
 namespace ccsim::algo {
 
-/// One phase of a compressed collective round.
-enum class PhaseKind : uint8_t { kPlanLocal, kMetadata, kPrepare, kCollective, kFinish };
-/// "plan_local", "metadata", "prepare", "collective", "finish".
-std::string_view phase_kind_name(PhaseKind kind);
-
-/// A phase of the round as the timing interpreter runs it.
-struct LoweredPhase {
-  PhaseKind kind = PhaseKind::kCollective;
-  /// A fresh generator of the phase's schedule (call once per concurrent group).
-  std::function<std::unique_ptr<topo::ScheduleGenerator>()> make;
-  /// Whose wire sizes and memory traffic bind the phase's ops (the metadata phase: fp32). Outlives
-  /// the phase.
-  const Compressor* codec = nullptr;
-  /// Binds the ops [first, end) of a window of the phase's schedule to `codec` (bind_ops).
-  void bind(topo::Schedule& schedule, topo::OpId first, topo::OpId end) const;
-};
+using topo::PhaseKind;
 
 /// What run() did: the numerics statistics and the schedule it ran (for operation_errors()).
 struct NumericsRound {
@@ -105,8 +90,9 @@ class CompressedCollective {
   uint64_t tensor_wire_bytes() const { return tensor_wire_bytes_; }
   /// The round ops the scheme runs now (plan_local, prepare, finish: those with memory traffic).
   std::vector<topo::KernelKind> round_ops() const;
-  /// The round's timing phases, in order (file comment). REQUIRES: fix().
-  std::vector<LoweredPhase> phases() const;
+  /// The round's timing phases, in order (file comment), bound to the compressor (the metadata
+  /// all-reduce to fp32). REQUIRES: fix(); the compressor outlives the phases.
+  std::vector<topo::SchedulePhase> phases() const;
   /// Numerics: the collective's schedule bound to the compressor and run on `buffers` (one per rank,
   /// each elements() entries, transformed in place into what the rank ends with), between prepare()
   /// and finish() (run_numerics). REQUIRES: fix().

@@ -7,6 +7,18 @@
 
 namespace ccsim::sim {
 
+std::vector<GroupPhase> group_phases(std::span<const topo::SchedulePhase> phases, const KernelCosts& costs) {
+  std::vector<GroupPhase> out;
+  for (const topo::SchedulePhase& p : phases) {
+    PhaseRole role = PhaseRole::kCollective;
+    if (p.kind == topo::PhaseKind::kPlanLocal || p.kind == topo::PhaseKind::kMetadata) role = PhaseRole::kPlanning;
+    if (p.kind == topo::PhaseKind::kPrepare) role = PhaseRole::kPrepare;
+    if (p.kind == topo::PhaseKind::kFinish) role = PhaseRole::kFinish;
+    out.push_back({role, topo::is_round_op_phase(p.kind), p.make, p.bind, costs.scheme(p.scheme, p.params)});
+  }
+  return out;
+}
+
 ConcurrentGroups::ConcurrentGroups(Engine& engine, FlowNetwork& network, const topo::Topology& topology,
                                    std::vector<std::vector<topo::Rank>> groups)
     : engine_(engine), network_(network), topology_(topology), groups_(std::move(groups)) {}

@@ -41,6 +41,9 @@ struct GroupPhase {
   KernelCostModel costs;
 };
 
+/// A round's phases for concurrent groups, each charged by its scheme's kernel costs.
+std::vector<GroupPhase> group_phases(std::span<const topo::SchedulePhase> phases, const KernelCosts& costs);
+
 /// Groups running phases at once on one engine and network.
 class ConcurrentGroups {
  public:

@@ -17,6 +17,17 @@ std::string_view kernel_kind_name(KernelKind k) {
   return "?";
 }
 
+std::string_view phase_kind_name(PhaseKind kind) {
+  switch (kind) {
+    case PhaseKind::kPlanLocal: return "plan_local";
+    case PhaseKind::kMetadata: return "metadata";
+    case PhaseKind::kPrepare: return "prepare";
+    case PhaseKind::kCollective: return "collective";
+    case PhaseKind::kFinish: return "finish";
+  }
+  return "?";
+}
+
 std::string_view collective_op_name(CollectiveOp op) {
   switch (op) {
     case CollectiveOp::kAllReduce: return "allreduce";

@@ -26,6 +26,7 @@
 /// prefix while keeping ids stable.
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -230,6 +231,31 @@ Schedule materialize(ScheduleGenerator& generator);
 /// rank on its whole tensor of `elements` entries (chunk 0 = [0, elements)). The timing interpreter
 /// runs it before (kPlanLocal, kPrepare) or after (kFinish) a compressor's collective.
 std::unique_ptr<ScheduleGenerator> make_round_ops(KernelKind kind, uint32_t ranks, uint64_t elements);
+
+/// The phases of a compressed collective round, in their order (algorithms/compressor.hpp; the
+/// round is lowered in algorithms/compressed_collective.hpp): the ranks' plan_local ops, the
+/// metadata all-reduce, their prepare ops, the collective, their finish ops.
+enum class PhaseKind : uint8_t { kPlanLocal, kMetadata, kPrepare, kCollective, kFinish };
+/// "plan_local", "metadata", "prepare", "collective", "finish".
+std::string_view phase_kind_name(PhaseKind kind);
+/// Whether a phase is one op per rank on its whole tensor (plan_local, prepare, finish).
+inline bool is_round_op_phase(PhaseKind kind) {
+  return kind == PhaseKind::kPlanLocal || kind == PhaseKind::kPrepare || kind == PhaseKind::kFinish;
+}
+
+/// A phase of a round as data: its schedule, how its ops get their bytes, and whose kernels they
+/// are. Both interpreters take it: the timing interpreter charges its kernels from the cost model
+/// of (scheme, params).
+struct SchedulePhase {
+  PhaseKind kind = PhaseKind::kCollective;
+  /// A fresh generator of the phase's schedule (call once per concurrent group).
+  std::function<std::unique_ptr<ScheduleGenerator>()> make;
+  /// Sets `bytes` on the ops [first, end) of a window of the schedule (wire bytes of transfers,
+  /// memory traffic of kernels): the binding compressor's exact sizes.
+  std::function<void(Schedule&, OpId first, OpId end)> bind;
+  std::string scheme;  ///< the binding compressor's name (the metadata all-reduce's: fp32)
+  std::string params;  ///< its resolved parameters, compact JSON
+};
 
 /// One edge of a chunk's aggregation tree: rank `to` adds the partial sum of `summed`
 /// contributions that rank `from` sent (a decode-accumulate kernel fed by a transfer).

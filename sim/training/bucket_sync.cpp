@@ -1,5 +1,7 @@
 #include "sim/training/bucket_sync.hpp"
 
+#include <algorithm>
+
 #include "sim/base/check.hpp"
 
 namespace ccsim::sim {
@@ -9,6 +11,28 @@ std::vector<GradientBucket> make_buckets(const std::vector<TrainingLayer>& layer
   std::vector<uint64_t> params;
   for (const TrainingLayer& l : layers) params.push_back(l.params);
   return traces::make_ddp_buckets(params, bucket_bytes, first_bucket_bytes, bytes_per_param);
+}
+
+void append_sync_phases(std::span<const topo::SchedulePhase> phases, const std::string& collective, bool name_all,
+                        const KernelCosts& costs, std::vector<SyncPhase>& out, std::vector<topo::KernelKind>& charged) {
+  for (const topo::SchedulePhase& p : phases) {
+    if (topo::is_round_op_phase(p.kind)) {
+      const topo::KernelKind kind = p.kind == topo::PhaseKind::kPlanLocal ? topo::KernelKind::kPlanLocal
+                                    : p.kind == topo::PhaseKind::kPrepare  ? topo::KernelKind::kPrepare
+                                                                           : topo::KernelKind::kFinish;
+      if (std::find(charged.begin(), charged.end(), kind) == charged.end()) {
+        charged.push_back(kind);
+        std::sort(charged.begin(), charged.end());
+      }
+    }
+    SyncPhase phase;
+    phase.name = name_all || p.kind == topo::PhaseKind::kCollective ? collective
+                                                                     : std::string(topo::phase_kind_name(p.kind));
+    phase.generator = p.make();
+    phase.binder = p.bind;
+    phase.costs = costs.scheme(p.scheme, p.params);
+    out.push_back(std::move(phase));
+  }
 }
 
 double BucketRecord::time_in(const std::string& name) const {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,14 @@ struct SyncPhase {
   ScheduleBinder binder;
   std::optional<KernelCostModel> costs;  ///< this phase's kernel costs (its scheme's); default: the sync's
 };
+
+/// Appends a compressed round's phases (algorithms/compressed_collective.hpp) as sync phases, each
+/// charged by its scheme's kernel costs and named by its kind ("plan_local", "metadata",
+/// "prepare", `collective`, "finish"), or all `collective` when `name_all` (so that
+/// BucketRecord::time_in(collective) covers them: a sharded bucket's weights). Adds the round-op
+/// kinds it appends to `charged` (kept sorted, no duplicates).
+void append_sync_phases(std::span<const topo::SchedulePhase> phases, const std::string& collective, bool name_all,
+                        const KernelCosts& costs, std::vector<SyncPhase>& out, std::vector<topo::KernelKind>& charged);
 
 /// The phases synchronizing bucket `bucket` (of `params` elements) in `round`.
 using BucketPhaseFactory = std::function<std::vector<SyncPhase>(uint32_t round, uint32_t bucket, uint64_t params)>;

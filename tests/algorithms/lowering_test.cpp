@@ -33,7 +33,7 @@ const topo::CollectiveInfo& collective(const char* op, const char* algorithm) {
 
 std::vector<PhaseKind> kinds(const CompressedCollective& c) {
   std::vector<PhaseKind> out;
-  for (const LoweredPhase& p : c.phases()) out.push_back(p.kind);
+  for (const topo::SchedulePhase& p : c.phases()) out.push_back(p.kind);
   return out;
 }
 
@@ -108,9 +108,9 @@ TEST(Lowering, PhasesFollowTheRoundOrder) {
   if (std::find(round.begin(), round.end(), topo::KernelKind::kFinish) != round.end())
     want.push_back(PhaseKind::kFinish);
   EXPECT_EQ(kinds(planned), want);
-  for (const LoweredPhase& p : planned.phases()) {
+  for (const topo::SchedulePhase& p : planned.phases()) {
     if (p.kind != PhaseKind::kMetadata) continue;
-    EXPECT_EQ(p.codec->name(), "fp32");
+    EXPECT_EQ(p.scheme, "fp32");
     topo::Schedule s = topo::materialize(*p.make());
     EXPECT_EQ(s.elements(), n / 256 * 8 / 4);
   }
@@ -119,7 +119,7 @@ TEST(Lowering, PhasesFollowTheRoundOrder) {
   std::vector<std::span<float>> views(bufs.begin(), bufs.end());
   const auto run = planned.run(views, {1, 0});
   ASSERT_TRUE(run.ok()) << run.status().message();
-  for (const LoweredPhase& p : planned.phases())
+  for (const topo::SchedulePhase& p : planned.phases())
     if (p.kind == PhaseKind::kCollective) {
       topo::Schedule timed = topo::materialize(*p.make());
       p.bind(timed, timed.id_base(), timed.id_end());

@@ -136,7 +136,7 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, const st
   sim::ConcurrentGroups groups(engine, network, *plan.topology, plan.groups);
   const std::vector<topo::KernelKind> round = lowering.round_ops();
   r.kernel_cost = plan.costs.scheme(cc.scheme, comp->params()).describe(round);
-  const sim::RoundTiming t = sim::time_round(groups, group_phases(lowering, plan.costs));
+  const sim::RoundTiming t = sim::time_round(groups, sim::group_phases(lowering.phases(), plan.costs));
   r.time_s = t.time_s;
   r.time_min_s = t.time_min_s;
   r.plan_time_s = t.plan_time_s;

@@ -86,12 +86,13 @@ Result<std::unique_ptr<BucketedSync>> make_bucketed(const LoadedScenario& loaded
       job->log({round, 0, -1, job->engine().now().seconds(), scheme, d.quantity, d.value,
                 fmt::format("bucket={} {}", bucket, d.detail)});
     std::vector<sim::SyncPhase> phases;
-    append_sync_phases(**lowered, raw->weights ? "gradients" : "collective", false, plan.costs, phases, raw->charged);
+    sim::append_sync_phases((*lowered)->phases(), raw->weights ? "gradients" : "collective", false, plan.costs, phases,
+                            raw->charged);
     if (raw->weights) {
       const auto weights = raw->weights->round(round, bucket, decisions);
       CCSIM_CHECK(weights.ok(), "weights of bucket {}: {}", bucket, weights.status().message());
-      append_sync_phases(**weights, "weights", true, plan.costs, phases,
-                         raw->same_weights ? raw->charged : raw->weight_charged);
+      sim::append_sync_phases((*weights)->phases(), "weights", true, plan.costs, phases,
+                              raw->same_weights ? raw->charged : raw->weight_charged);
     }
     return phases;
   };
@@ -233,7 +234,7 @@ Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_
     for (const algo::StageDecision& d : decisions)
       job_ptr->log({d.round, d.stage, -1, net.engine.now().seconds(), "edgc", d.quantity, d.value, d.detail});
     std::vector<sim::SyncPhase> phases;
-    append_sync_phases(**lowered, "collective", false, plan.costs, phases, charged);
+    sim::append_sync_phases((*lowered)->phases(), "collective", false, plan.costs, phases, charged);
     return phases;
   };
   sim::ParallelJobOptions po = parallel_job_options(s, *plan.trace);

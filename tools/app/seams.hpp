@@ -1,36 +1,18 @@
 #pragma once
 /// \file
-/// Where algorithms/ meets sim/ (neither includes the other): a lowered compressed-collective phase
-/// becomes a timed phase (its binder and its scheme's kernel costs), AQGB's controller becomes the
-/// broadcast's rate control, and a pipeline run's observations become EDGC's. Wiring only: the
-/// decisions are made in algorithms/, the timing in sim/.
+/// Where algorithms/ meets sim/ (neither includes the other) beyond the schedule phases they share
+/// (topo::SchedulePhase): AQGB's controller becomes the broadcast's rate control, and a pipeline
+/// run's observations become EDGC's. Wiring only: the decisions are made in algorithms/, the timing
+/// in sim/.
 
 #include <string>
-#include <vector>
 
-#include "algorithms/compressed_collective.hpp"
 #include "algorithms/lowrank/edgc_stages.hpp"
 #include "algorithms/tfp/aqgb_controller.hpp"
-#include "sim/concurrent_groups.hpp"
-#include "sim/kernel_cost.hpp"
 #include "sim/training/broadcast_sync.hpp"
-#include "sim/training/bucket_sync.hpp"
 #include "sim/training/parallel_job.hpp"
 
 namespace ccsim::app {
-
-/// The kernel costs of the compressor that binds `phase` (its name and resolved params).
-sim::KernelCostModel phase_costs(const algo::LoweredPhase& phase, const sim::KernelCosts& costs);
-
-/// A round's phases for concurrent groups (ccsim run's collective runs).
-std::vector<sim::GroupPhase> group_phases(const algo::CompressedCollective& lowering, const sim::KernelCosts& costs);
-
-/// A round's phases for a training sync, each named by its kind ("plan_local", "metadata",
-/// "prepare", `collective`, "finish"), or all `collective` when `name_all` (a bucket's weights).
-/// Appends to `out`; adds the round-op kinds appended to `charged` (kept sorted, no duplicates).
-void append_sync_phases(const algo::CompressedCollective& lowering, const std::string& collective, bool name_all,
-                        const sim::KernelCosts& costs, std::vector<sim::SyncPhase>& out,
-                        std::vector<topo::KernelKind>& charged);
 
 /// AQGB's controller as the broadcast's rate control.
 class AqgbBroadcastControl final : public sim::BroadcastControl {
