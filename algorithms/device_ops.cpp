@@ -263,4 +263,37 @@ Status device_cases(const CompressorInfo& info, uint64_t n, std::span<const floa
   return ok_status();
 }
 
+Result<std::vector<kern::KernelCostCurve>> measure_device_kernels(const CompressorInfo& info,
+                                                                  std::span<const uint64_t> sizes,
+                                                                  std::span<const float> x0, std::span<const float> x1,
+                                                                  uint64_t seed, uint32_t repeats,
+                                                                  kern::CudaBench& dev) {
+  std::vector<kern::KernelCostCurve> curves;
+  auto curve_of = [&](const DeviceCase& c) -> kern::KernelCostCurve& {
+    const std::string op(topo::kernel_kind_name(c.kind));
+    for (auto& k : curves)
+      if (k.op == op && k.params == c.params) return k;
+    return curves.emplace_back(kern::KernelCostCurve{info.name, op, c.params, 0, {}});
+  };
+  std::vector<uint64_t> points = {256};  // the launch-overhead point
+  for (uint64_t n : sizes) points.push_back(n);
+  for (size_t si = 0; si < points.size(); ++si) {
+    std::vector<DeviceCase> cases;
+    CCSIM_RETURN_IF_ERROR(device_cases(info, points[si], x0, x1, seed, dev, cases));
+    CCSIM_RETURN_IF_ERROR(dev.synchronize());
+    for (const DeviceCase& c : cases) {
+      double t = 0;
+      CCSIM_RETURN_IF_ERROR(dev.median_seconds(repeats, c.launch, t));
+      kern::KernelCostCurve& k = curve_of(c);
+      if (si == 0)
+        k.launch_s = t;
+      else
+        k.points.push_back({points[si], c.bytes, t});
+    }
+    dev.release_all();
+  }
+  std::erase_if(curves, [](const kern::KernelCostCurve& c) { return c.points.empty(); });
+  return curves;
+}
+
 }  // namespace ccsim::algo

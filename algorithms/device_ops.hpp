@@ -42,6 +42,7 @@
 
 #include "algorithms/compressor.hpp"
 #include "algorithms/numerics.hpp"
+#include "kernels/cost_profile.hpp"
 #include "kernels/cuda/bench_cuda.hpp"
 #include "kernels/philox.hpp"
 #include "sim/base/status.hpp"
@@ -147,5 +148,16 @@ struct DeviceOps {
 /// alignment. Defined only where the build has CUDA.
 Status device_cases(const CompressorInfo& info, uint64_t n, std::span<const float> x0, std::span<const float> x1,
                     uint64_t seed, kern::CudaBench& dev, std::vector<DeviceCase>& out);
+
+/// The measured device ops of the registered scheme `info`: its cases at a 256-entry chunk (the
+/// launch overheads) and at every size of `sizes`, each the median of `repeats` launches timed with
+/// CUDA events after one untimed launch; one curve per kernel kind and params, in the order the
+/// cases first produce them, each point's bytes the case's declared memory traffic. Defined only
+/// where the build has CUDA.
+Result<std::vector<kern::KernelCostCurve>> measure_device_kernels(const CompressorInfo& info,
+                                                                  std::span<const uint64_t> sizes,
+                                                                  std::span<const float> x0, std::span<const float> x1,
+                                                                  uint64_t seed, uint32_t repeats,
+                                                                  kern::CudaBench& dev);
 
 }  // namespace ccsim::algo

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "algorithms/device_ops.hpp"
 #include "algorithms/numerics.hpp"
+#include "algorithms/registry.hpp"
 
 namespace ccsim::algo {
 namespace {
@@ -112,6 +115,55 @@ Result<HostCases> host_cases(Compressor& comp, uint64_t n, std::span<const float
   if (collective_ops) add_collective_cases(comp, spec, seed, *buf, out.cases);
   add_round_cases(comp, n, x_a, seed, launch_point, *buf, out.cases);
   return out;
+}
+
+double median_seconds(uint32_t repeats, const std::function<void()>& reset, const std::function<void()>& op) {
+  auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  reset();
+  op();
+  std::vector<double> t;
+  for (uint32_t r = 0; r < repeats; ++r) {
+    reset();
+    const double t0 = now();
+    op();
+    t.push_back(now() - t0);
+  }
+  std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+Result<std::vector<kern::KernelCostCurve>> measure_host_kernels(const std::string& scheme, std::string_view params,
+                                                                bool round_only, std::span<const uint64_t> sizes,
+                                                                std::span<const float> x0, std::span<const float> x1,
+                                                                uint64_t seed, uint32_t repeats, std::string& skipped) {
+  auto made = CompressorRegistry::global().create(scheme, nlohmann::json::parse(params));
+  if (!made.ok()) return made.status();
+  // One curve per kernel kind (KernelKind order: the collective ops, then the round ops).
+  std::vector<kern::KernelCostCurve> curves(topo::kNumKernelKinds);
+  for (size_t k = 0; k < curves.size(); ++k)
+    curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<KernelKind>(k))), std::string(params), 0, {}};
+  const uint64_t align = std::max<uint64_t>((*made)->alignment(), 1);
+  auto aligned = [align](uint64_t n) { return std::max(align, n / align * align); };
+  std::vector<uint64_t> points = {aligned(256)};  // the launch-overhead point
+  for (uint64_t n : sizes) points.push_back(aligned(n));
+  for (size_t si = 0; si < points.size(); ++si) {
+    if (si > 1 && points[si] <= points[si - 1]) continue;
+    CCSIM_ASSIGN_OR_RETURN(const HostCases cases, host_cases(**made, points[si], x0, x1, seed, !round_only, si == 0));
+    if (!cases.skipped.empty()) {
+      skipped = cases.skipped;
+      return std::vector<kern::KernelCostCurve>{};
+    }
+    for (const HostCase& c : cases.cases) {
+      kern::KernelCostCurve& curve = curves[static_cast<size_t>(c.kind)];
+      const double t = median_seconds(repeats, c.reset, c.run);
+      if (si == 0)
+        curve.launch_s = t;
+      else
+        curve.points.push_back({c.elements, c.bytes, t});
+    }
+  }
+  std::erase_if(curves, [](const kern::KernelCostCurve& c) { return c.points.empty(); });
+  return curves;
 }
 
 }  // namespace ccsim::algo

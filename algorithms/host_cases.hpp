@@ -17,9 +17,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/compressor.hpp"
+#include "kernels/cost_profile.hpp"
 #include "sim/base/status.hpp"
 #include "topology/schedule.hpp"
 
@@ -40,6 +42,21 @@ struct HostCases {
   std::string skipped;  ///< why the scheme cannot be measured at this size ("": it can)
   std::shared_ptr<void> buffers;
 };
+
+/// Median wall time in seconds of `repeats` calls of `op`, after one untimed call; `reset` runs
+/// untimed before each.
+double median_seconds(uint32_t repeats, const std::function<void()>& reset, const std::function<void()>& op);
+
+/// The measured kernels of `scheme` made with `params` ("{}": its defaults) on the CPU, one curve
+/// per kernel kind it runs (kern::KernelCostCurve, the launch overhead at a 256-entry chunk, then a
+/// point per size of `sizes`, each rounded down to the scheme's alignment, at least one block): its
+/// collective ops unless `round_only` (a round_variants switch, whose collective ops are the
+/// defaults'), and its round ops. Empty, with `skipped` saying why, when the scheme cannot run at
+/// some size.
+Result<std::vector<kern::KernelCostCurve>> measure_host_kernels(const std::string& scheme, std::string_view params,
+                                                                bool round_only, std::span<const uint64_t> sizes,
+                                                                std::span<const float> x0, std::span<const float> x1,
+                                                                uint64_t seed, uint32_t repeats, std::string& skipped);
 
 /// The cases of `comp` (its layout is set here: one matrix layer, bench_layer()) on a chunk of `n`
 /// entries of `x0`, `x1` (at least n each), with random streams keyed by `seed`: its collective ops

@@ -24,25 +24,6 @@
 namespace ccsim::app {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Median wall time of `repeats` calls of `op`, after one untimed call; `reset` runs untimed first.
-double median_seconds(uint32_t repeats, const std::function<void()>& reset, const std::function<void()>& op) {
-  reset();
-  op();
-  std::vector<double> t;
-  for (uint32_t r = 0; r < repeats; ++r) {
-    reset();
-    const double t0 = now_s();
-    op();
-    t.push_back(now_s() - t0);
-  }
-  std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
-  return t[t.size() / 2];
-}
-
 std::string cpu_name() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
@@ -66,53 +47,12 @@ std::string today() {
 // Copy bandwidth of the CPU worker threads: bytes read + written per second, copying `elements`
 // floats in the pieces parallel_for gives the kernels.
 double cpu_copy_bandwidth(std::span<const float> from, std::span<float> to, uint32_t repeats) {
-  const double s = median_seconds(repeats, [] {}, [&] {
+  const double s = algo::median_seconds(repeats, [] {}, [&] {
     kern::parallel_for(from.size(), 1 << 16, [&](uint64_t b, uint64_t e) {
       std::memcpy(to.data() + b, from.data() + b, (e - b) * sizeof(float));
     });
   });
   return 2.0 * static_cast<double>(from.size_bytes()) / s;
-}
-
-// The chunk size closest below `elements` that is a multiple of the scheme's alignment (at least one block).
-uint64_t aligned_count(uint64_t elements, uint64_t align) { return std::max(align, elements / align * align); }
-
-// One scheme made with `params` ("{}": its defaults): its CPU kernels (algorithms/host_cases.hpp)
-// at every size, timed; only the round ops with `round_only` (a CompressorInfo::round_variants
-// switch, whose collective ops are the defaults' kernels).
-Result<std::vector<kern::KernelCostCurve>> bench_scheme_cpu(const std::string& scheme, std::string_view params,
-                                                            bool round_only, const KernelBenchOptions& o,
-                                                            std::span<const float> x0, std::span<const float> x1,
-                                                            std::string& skipped) {
-  auto made = algo::CompressorRegistry::global().create(scheme, nlohmann::json::parse(params));
-  if (!made.ok()) return made.status();
-  // One curve per kernel kind (KernelKind order: the collective ops, then the round ops).
-  std::vector<kern::KernelCostCurve> curves(topo::kNumKernelKinds);
-  for (size_t k = 0; k < curves.size(); ++k)
-    curves[k] = {scheme, std::string(topo::kernel_kind_name(static_cast<topo::KernelKind>(k))), std::string(params),
-                 0, {}};
-  const uint64_t align = std::max<uint64_t>((*made)->alignment(), 1);
-  std::vector<uint64_t> sizes = {aligned_count(256, align)};  // the launch-overhead point
-  for (uint64_t n : bench_sizes(o)) sizes.push_back(aligned_count(n, align));
-  for (size_t si = 0; si < sizes.size(); ++si) {
-    if (si > 1 && sizes[si] <= sizes[si - 1]) continue;
-    CCSIM_ASSIGN_OR_RETURN(const algo::HostCases cases,
-                           algo::host_cases(**made, sizes[si], x0, x1, o.seed, !round_only, si == 0));
-    if (!cases.skipped.empty()) {
-      skipped = cases.skipped;
-      return std::vector<kern::KernelCostCurve>{};
-    }
-    for (const algo::HostCase& c : cases.cases) {
-      kern::KernelCostCurve& curve = curves[static_cast<size_t>(c.kind)];
-      const double t = median_seconds(o.repeats, c.reset, c.run);
-      if (si == 0)
-        curve.launch_s = t;
-      else
-        curve.points.push_back({c.elements, c.bytes, t});
-    }
-  }
-  std::erase_if(curves, [](const kern::KernelCostCurve& c) { return c.points.empty(); });
-  return curves;
 }
 
 #ifdef CCSIM_HAVE_CUDA
@@ -143,33 +83,9 @@ Status bench_cuda(const KernelBenchOptions& o, const std::vector<std::string>& s
   dev->release_all();
   for (const algo::CompressorInfo* info : run) {
     if (progress) progress(fmt::format("{} (CUDA)", info->name));
-    // A curve per kernel kind and parameters, in the order the cases first produce them.
-    std::vector<kern::KernelCostCurve> curves;
-    auto curve_of = [&](const algo::DeviceCase& c) -> kern::KernelCostCurve& {
-      const std::string op(topo::kernel_kind_name(c.kind));
-      for (auto& k : curves)
-        if (k.op == op && k.params == c.params) return k;
-      return curves.emplace_back(kern::KernelCostCurve{info->name, op, c.params, 0, {}});
-    };
-    std::vector<uint64_t> points = {256};  // the launch-overhead point
-    for (uint64_t n : sizes) points.push_back(n);
-    for (size_t si = 0; si < points.size(); ++si) {
-      std::vector<algo::DeviceCase> cases;
-      CCSIM_RETURN_IF_ERROR(algo::device_cases(*info, points[si], x0, x1, o.seed, *dev, cases));
-      CCSIM_RETURN_IF_ERROR(dev->synchronize());
-      for (const algo::DeviceCase& c : cases) {
-        double t = 0;
-        CCSIM_RETURN_IF_ERROR(dev->median_seconds(o.repeats, c.launch, t));
-        kern::KernelCostCurve& k = curve_of(c);
-        if (si == 0)
-          k.launch_s = t;
-        else
-          k.points.push_back({points[si], c.bytes, t});
-      }
-      dev->release_all();
-    }
-    for (auto& c : curves)
-      if (!c.points.empty()) p.kernels.push_back(std::move(c));
+    CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> curves,
+                           algo::measure_device_kernels(*info, sizes, x0, x1, o.seed, o.repeats, *dev));
+    for (auto& c : curves) p.kernels.push_back(std::move(c));
   }
   return dev->synchronize();
 }
@@ -233,19 +149,20 @@ Result<kern::DeviceCostProfile> bench_kernels(const KernelBenchOptions& o,
 
   // The copy bandwidth is the fastest of copies measured before every scheme (a busy machine
   // only ever slows a copy down).
+  const std::vector<uint64_t> sizes = bench_sizes(o);
   std::vector<float> copy(max_n);
   for (const std::string& scheme : schemes) {
     p.copy_bandwidth_Bps = std::max(p.copy_bandwidth_Bps, cpu_copy_bandwidth(x0, copy, o.repeats));
     if (progress) progress(scheme);
     std::string skipped;
     CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> curves,
-                           bench_scheme_cpu(scheme, "{}", false, o, x0, x1, skipped));
+                           algo::measure_host_kernels(scheme, "{}", false, sizes, x0, x1, o.seed, o.repeats, skipped));
     if (!skipped.empty() && progress) progress(fmt::format("  skipped: {}", skipped));
     for (auto& c : curves) p.kernels.push_back(std::move(c));
     for (const std::string& params : algo::CompressorRegistry::global().find(scheme)->round_variants) {
       if (progress) progress(fmt::format("{} {} (round ops)", scheme, params));
       CCSIM_ASSIGN_OR_RETURN(std::vector<kern::KernelCostCurve> round,
-                             bench_scheme_cpu(scheme, params, true, o, x0, x1, skipped));
+                             algo::measure_host_kernels(scheme, params, true, sizes, x0, x1, o.seed, o.repeats, skipped));
       for (auto& c : round) p.kernels.push_back(std::move(c));
     }
   }
