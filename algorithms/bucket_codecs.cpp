@@ -90,4 +90,34 @@ uint64_t BucketCodecs::model_wire_bytes() const {
   return bytes;
 }
 
+std::vector<BucketShape> bucket_shapes(const Compressor* comp, std::span<const traces::GradientBucket> buckets,
+                                       std::span<const uint64_t> layer_params, uint64_t rows) {
+  const bool matrices = dynamic_cast<const LowRankCompressor*>(comp) != nullptr;
+  std::vector<BucketShape> out;
+  for (const traces::GradientBucket& b : buckets) {
+    if (!matrices) {
+      out.push_back({b.params, {{0, b.params, b.params, 1}}});
+      continue;
+    }
+    std::vector<uint64_t> params;
+    for (uint32_t l : b.layers) params.push_back(layer_params[l]);
+    out.push_back({b.params, layer_matrices(params, 1, rows, b.params)});
+  }
+  return out;
+}
+
+std::vector<BucketShape> stage_shapes(std::span<const uint64_t> layer_params, std::span<const uint32_t> starts,
+                                      uint32_t tp, uint64_t rows) {
+  std::vector<BucketShape> out;
+  for (size_t st = 0; st < starts.size(); ++st) {
+    const size_t end = st + 1 < starts.size() ? starts[st + 1] : layer_params.size();
+    const std::span<const uint64_t> params = layer_params.subspan(starts[st], end - starts[st]);
+    uint64_t total = 0;
+    for (uint64_t p : params) total += p;
+    const uint64_t share = (total + tp - 1) / tp;
+    out.push_back({share, layer_matrices(params, tp, rows, share)});
+  }
+  return out;
+}
+
 }  // namespace ccsim::algo

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "algorithms/compressor.hpp"
 #include "sim/base/status.hpp"
 #include "topology/collectives/collectives.hpp"
+#include "traces/ddp_buckets.hpp"
 #include "traces/synthetic_gradients.hpp"
 
 namespace ccsim::algo {
@@ -59,6 +61,17 @@ struct BucketShape {
   uint64_t elements = 0;
   std::vector<LayerShape> layout;
 };
+
+/// Every bucket's shape as `comp` sees it: a low-rank compressor factors each of the bucket's layers
+/// (parameters `layer_params[l]`) as a matrix of `rows` rows (layer_matrices; 0: about square);
+/// any other, or none (a weight all-gather), sees one flat tensor.
+std::vector<BucketShape> bucket_shapes(const Compressor* comp, std::span<const traces::GradientBucket> buckets,
+                                       std::span<const uint64_t> layer_params, uint64_t rows);
+/// Each pipeline stage's gradient as one of its `tp` tensor-parallel ranks holds it: the stage's
+/// parameters (layers [starts[s], starts[s + 1])) / tp, rounded up, its layers as matrices of
+/// `rows` rows.
+std::vector<BucketShape> stage_shapes(std::span<const uint64_t> layer_params, std::span<const uint32_t> starts,
+                                      uint32_t tp, uint64_t rows);
 
 /// The codecs of one scheme over a run's buckets.
 class BucketCodecs {

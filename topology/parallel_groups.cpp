@@ -111,4 +111,26 @@ bool intra_node(const std::vector<Rank>& group, uint32_t gpus_per_node) {
   return true;
 }
 
+Result<ParallelGroups> ParallelGroups::make_filling(ParallelLayout layout, uint32_t world_size) {
+  const uint64_t tp_pp = uint64_t{layout.tp} * layout.pp;
+  if (layout.dp == 0 && tp_pp > 0) {
+    if (world_size % tp_pp != 0)
+      return invalid_argument(fmt::format("tp * pp: expected a divisor of the world size ({}) with dp automatic, got "
+                                          "{} * {} = {}", world_size, layout.tp, layout.pp, tp_pp));
+    layout.dp = static_cast<uint32_t>(world_size / tp_pp);
+  }
+  return make(layout, world_size);
+}
+
+uint32_t group_gpus_per_node(const std::vector<Rank>& group, const Topology& t) {
+  uint32_t lead = 0;
+  while (lead < group.size() && t.node_of(group[lead]) == t.node_of(group[0])) ++lead;
+  if (lead == 0 || group.size() % lead != 0) return 1;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (t.node_of(group[i]) != t.node_of(group[i - i % lead])) return 1;
+  for (size_t b = lead; b < group.size(); b += lead)
+    if (t.node_of(group[b]) == t.node_of(group[b - lead])) return 1;
+  return lead;
+}
+
 }  // namespace ccsim::topo

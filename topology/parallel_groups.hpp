@@ -46,6 +46,9 @@ class ParallelGroups {
   /// a degree of 0; tp * dp * pp != world_size; an order that is not a '-'-separated permutation
   /// of tp, dp, pp.
   static Result<ParallelGroups> make(const ParallelLayout& layout, uint32_t world_size);
+  /// The same, where dp 0 means as many data-parallel replicas as fill the world:
+  /// world_size / (tp * pp). Errors: as make(), or tp * pp not dividing the world size.
+  static Result<ParallelGroups> make_filling(ParallelLayout layout, uint32_t world_size);
 
   const ParallelLayout& layout() const { return layout_; }
   uint32_t world_size() const { return world_size_; }
@@ -84,5 +87,9 @@ class ParallelGroups {
 /// True when every rank of `group` lives on the same node (rank r on node r / gpus_per_node);
 /// true for an empty group. REQUIRES: gpus_per_node >= 1 (checked).
 bool intra_node(const std::vector<Rank>& group, uint32_t gpus_per_node);
+
+/// Members of `group` per node as hierarchical algorithms see it: consecutive members in blocks of
+/// G on one node each, every block on its own node; 1 when the group is not laid out that way.
+uint32_t group_gpus_per_node(const std::vector<Rank>& group, const Topology& topology);
 
 }  // namespace ccsim::topo

@@ -159,15 +159,20 @@ ComputeTrace ComputeTrace::scaled(double factor) const {
   return t;
 }
 
-Result<ComputeTrace> ComputeTrace::merged(const std::vector<size_t>& starts, const std::vector<std::string>& names) const {
-  if (starts.empty() || starts.size() != names.size())
+Result<ComputeTrace> ComputeTrace::merged(const std::vector<size_t>& starts, std::vector<std::string> names) const {
+  if (starts.empty() || (!names.empty() && starts.size() != names.size()))
     return invalid_argument(fmt::format("merged: expected as many block names as block starts, got {} and {}",
                                         names.size(), starts.size()));
-  if (starts.front() != 0) return invalid_argument("merged: the first block must start at layer 0");
-  for (size_t b = 1; b < starts.size(); ++b)
-    if (starts[b] <= starts[b - 1] || starts[b] >= layers_.size())
-      return invalid_argument(fmt::format("merged: block starts must increase within the {} layers, found {} after {}",
-                                          layers_.size(), starts[b], starts[b - 1]));
+  for (size_t b = 0; b < starts.size(); ++b)
+    if ((b == 0 && starts[b] != 0) || (b > 0 && starts[b] <= starts[b - 1]) || starts[b] >= layers_.size())
+      return invalid_argument_at(fmt::format("/{}", b),
+                                 fmt::format("expected {} (block starts begin at 0, increase and stay below the "
+                                             "trace's {} layers), got {}", b == 0 ? "0" : "a larger index",
+                                             layers_.size(), starts[b]));
+  for (size_t b = 0; names.size() < starts.size(); ++b) {
+    const size_t first = starts[b], last = (b + 1 < starts.size() ? starts[b + 1] : layers_.size()) - 1;
+    names.push_back(first == last ? layers_[first].name : layers_[first].name + "-" + layers_[last].name);
+  }
   ComputeTrace t = *this;
   t.layers_.clear();
   for (size_t b = 0; b < starts.size(); ++b) {

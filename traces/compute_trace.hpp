@@ -72,9 +72,11 @@ class ComputeTrace {
   /// The same trace with every forward and backward time multiplied by `factor` (> 0).
   ComputeTrace scaled(double factor) const;
   /// Consecutive layers merged into blocks: block b covers layers [starts[b], starts[b+1]) (the last
-  /// block runs to the end) and is named names[b]; params, times and activation bytes add up
-  /// (a block's activation is its last layer's). `starts` must begin at 0 and increase.
-  Result<ComputeTrace> merged(const std::vector<size_t>& starts, const std::vector<std::string>& names) const;
+  /// block runs to the end) and is named names[b] (no names: "first-last", or the layer's own name
+  /// for a block of one); params, times and activation bytes add up (a block's activation is its
+  /// last layer's). Errors, at the pointer "/b" of the offending start: starts not beginning at 0,
+  /// not increasing, or past the last layer.
+  Result<ComputeTrace> merged(const std::vector<size_t>& starts, std::vector<std::string> names = {}) const;
 
   friend bool operator==(const ComputeTrace&, const ComputeTrace&) = default;
 

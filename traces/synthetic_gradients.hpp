@@ -16,6 +16,8 @@
 #include <span>
 #include <vector>
 
+#include "sim/base/json_fields.hpp"
+
 namespace ccsim::traces {
 
 /// The parameters' accepted ranges (scenario files and `ccsim vnmse --structure` check them).
@@ -34,6 +36,21 @@ struct SyntheticGradientSpec {
   uint32_t envelope_span = 256;   ///< elements sharing one envelope value
   double envelope_correlation = 1.0;  ///< ρ_e: correlation of two workers' log-envelopes
 };
+
+/// The generator's fields, as scenario files (gradients.*) and `ccsim vnmse --structure` name them
+/// (sim/base/json_fields.hpp); `elements` is not one of them.
+template <class V>
+void visit(V& v, SyntheticGradientSpec& c) {
+  v.integer("layers", c.layers, 1, kMaxSyntheticLayers, "synthetic: number of layers");
+  v.number("scale_decades", c.scale_decades, 0.0, kMaxScaleDecades, "synthetic: layer scales span this many decades");
+  v.number("correlation", c.correlation, 0.0, 1.0, "synthetic: correlation between two workers' values");
+  v.number("envelope_sigma", c.envelope_sigma, 0.0, kMaxEnvelopeSigma,
+           "synthetic: sigma of the lognormal local-magnitude envelope");
+  v.integer("envelope_span", c.envelope_span, 1, kMaxEnvelopeSpan, "synthetic: elements sharing one envelope value");
+  v.number("envelope_correlation", c.envelope_correlation, 0.0, 1.0,
+           "synthetic: correlation between two workers' log-envelopes (1: one envelope shared by every worker; "
+           "less: each worker's batch makes its own places large)");
+}
 
 /// Layer boundaries: `layers + 1` offsets from 0 to `elements` (deterministic in `seed`).
 std::vector<uint64_t> synthetic_layer_offsets(const SyntheticGradientSpec& spec, uint64_t seed);

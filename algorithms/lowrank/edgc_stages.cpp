@@ -59,8 +59,8 @@ Result<StageCodecs::Made> StageCodecs::make_stage(const std::string& scheme, con
                                                   uint32_t stage) const {
   Made m;
   CCSIM_ASSIGN_OR_RETURN(m.comp, CompressorRegistry::global().create(scheme, params));
-  m.comp->set_layout(config_.layouts[stage]);
-  m.lowering = std::make_unique<CompressedCollective>(*m.comp, *config_.collective, config_.dp, config_.shares[stage],
+  m.comp->set_layout(config_.stages[stage].layout);
+  m.lowering = std::make_unique<CompressedCollective>(*m.comp, *config_.collective, config_.dp, config_.stages[stage].elements,
                                                       config_.base);
   return m;
 }
@@ -79,17 +79,17 @@ Result<StageCodecs> StageCodecs::make(Config config, SyntheticGradients syntheti
     out.alg1_ = dynamic_cast<EdgcCompressor*>(probe.get());
     CCSIM_CHECK(out.alg1_ != nullptr, "edgc is an EdgcCompressor");
     out.alg1_owner_ = std::move(probe);
-    out.alg1_->set_layout(c.layouts[0]);
-    out.alg1_grads_ = synthetic.draw(c.shares[0], c.dp, 0x3D0000u);
+    out.alg1_->set_layout(c.stages[0].layout);
+    out.alg1_grads_ = synthetic.draw(c.stages[0].elements, c.dp, 0x3D0000u);
     return out;
   }
-  for (uint32_t st = 0; st < c.shares.size(); ++st) {
-    if (out.low_rank_ || c.shares[st] == 0 || c.dp <= 1 || probe->plan_format(c.shares[st], c.dp).empty()) continue;
+  for (uint32_t st = 0; st < c.stages.size(); ++st) {
+    if (out.low_rank_ || c.stages[st].elements == 0 || c.dp <= 1 || probe->plan_format(c.stages[st].elements, c.dp).empty()) continue;
     Made m;
     CCSIM_ASSIGN_OR_RETURN(m.comp, CompressorRegistry::global().create(c.scheme, c.params));
-    m.comp->set_layout(std::vector<LayerShape>{{0, c.shares[st], c.shares[st], 1}});
-    m.lowering = std::make_unique<CompressedCollective>(*m.comp, *c.collective, c.dp, c.shares[st], c.base);
-    const std::vector<std::vector<float>> grads = synthetic.draw(c.shares[st], c.dp, st);
+    m.comp->set_layout(std::vector<LayerShape>{{0, c.stages[st].elements, c.stages[st].elements, 1}});
+    m.lowering = std::make_unique<CompressedCollective>(*m.comp, *c.collective, c.dp, c.stages[st].elements, c.base);
+    const std::vector<std::vector<float>> grads = synthetic.draw(c.stages[st].elements, c.dp, st);
     const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
     CCSIM_RETURN_IF_ERROR(m.lowering->plan(ins, NumericsOptions{synthetic.seed(), 0, false}).status());
     out.planned_.emplace(st, std::move(m));
@@ -123,7 +123,7 @@ std::pair<std::string, nlohmann::json> StageCodecs::choose(uint32_t round, uint3
                                                           std::vector<StageDecision>& decisions) {
   const Config& c = config_;
   if (!c.edgc_controller && !entropy_) return {c.scheme, c.params};
-  const uint32_t stages = static_cast<uint32_t>(c.shares.size());
+  const uint32_t stages = static_cast<uint32_t>(c.stages.size());
   std::string why;
   uint32_t r = 0;
   std::pair<std::string, nlohmann::json> out{c.scheme, c.params};

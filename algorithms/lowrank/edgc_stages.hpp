@@ -95,8 +95,7 @@ class StageCodecs {
     const topo::CollectiveInfo* collective = nullptr;  ///< the stages' all-reduce
     uint32_t dp = 1;
     topo::CollectiveOptions base;                      ///< segments
-    std::vector<uint64_t> shares;                      ///< per stage: one TP rank's gradient entries
-    std::vector<std::vector<LayerShape>> layouts;      ///< per stage: that share's layers
+    std::vector<BucketShape> stages;                   ///< per stage: one TP rank's gradient (stage_shapes)
   };
 
   /// Makes the per-stage plans (and Algorithm 1's gradients for scheme edgc). REQUIRES: a valid

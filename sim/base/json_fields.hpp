@@ -73,6 +73,17 @@ class FieldReader {
   }
   void integer(const std::string& key, int64_t& out, int64_t min, int64_t max, const char*);
   void integer_list(const std::string& key, std::vector<int64_t>& out, int64_t min, int64_t max, const char*);
+  /// The same into 32-bit unsigned fields (REQUIRES: [min, max] within their range).
+  void integer(const std::string& key, uint32_t& out, int64_t min, int64_t max, const char* d) {
+    int64_t v = out;
+    integer(key, v, min, max, d);
+    out = static_cast<uint32_t>(v);
+  }
+  void integer_list(const std::string& key, std::vector<uint32_t>& out, int64_t min, int64_t max, const char* d) {
+    std::vector<int64_t> v(out.begin(), out.end());
+    integer_list(key, v, min, max, d);
+    out.assign(v.begin(), v.end());
+  }
   void number(const std::string& key, double& out, double min, double max, const char*);
   void quantity(const std::string& key, double& out, UnitKind unit, Sign sign, const char*);
   /// A whole number of bytes (a size quantity).
@@ -162,7 +173,8 @@ class FieldWriter {
     out[k] = std::string(enum_name<E>(names, v));
   }
   void integer(const std::string& k, int64_t v, int64_t, int64_t, const char*) { out[k] = v; }
-  void integer_list(const std::string& k, const std::vector<int64_t>& v, int64_t, int64_t, const char*) { out[k] = v; }
+  template <class I>
+  void integer_list(const std::string& k, const std::vector<I>& v, int64_t, int64_t, const char*) { out[k] = v; }
   void number(const std::string& k, double v, double, double, const char*) { out[k] = v; }
   void quantity(const std::string& k, double v, UnitKind, Sign, const char*) { out[k] = v; }
   void bytes(const std::string& k, uint64_t v, const char*) { out[k] = v; }
@@ -211,6 +223,9 @@ class FieldSchema {
   }
   void integer(const std::string& k, int64_t def, int64_t min, int64_t max, const char* d);
   void integer_list(const std::string& k, const std::vector<int64_t>& def, int64_t min, int64_t max, const char* d);
+  void integer_list(const std::string& k, const std::vector<uint32_t>& def, int64_t min, int64_t max, const char* d) {
+    integer_list(k, std::vector<int64_t>(def.begin(), def.end()), min, max, d);
+  }
   void number(const std::string& k, double def, double min, double max, const char* d);
   void quantity(const std::string& k, double def, UnitKind u, Sign sign, const char* d);
   void bytes(const std::string& k, uint64_t def, const char* d);

@@ -103,7 +103,25 @@ double EmpiricalCdf::mean() const {
   return m;
 }
 
+std::vector<Diagnostic> StragglerModel::problems(const StragglerSpec& spec, uint32_t workers) {
+  std::vector<Diagnostic> out;
+  if (spec.model == StragglerKind::kEmpirical && spec.cdf_file.empty() && spec.cdf.values.empty())
+    out.push_back({"/file", "the empirical model needs a CDF file, got none"});
+  for (size_t i = 0; i < spec.slow_workers.size(); ++i)
+    if (spec.slow_workers[i] >= workers)
+      out.push_back({fmt::format("/workers/{}", i),
+                     fmt::format("expected a worker below {}, got {}", workers, spec.slow_workers[i])});
+  if (spec.model == StragglerKind::kUniform && spec.low > spec.high)
+    out.push_back({"/high", fmt::format("expected at least low ({}), got {}", spec.low, spec.high)});
+  return out;
+}
+
 Result<StragglerModel> StragglerModel::make(StragglerSpec spec, uint64_t seed) {
+  if (spec.model == StragglerKind::kEmpirical && spec.cdf.values.empty() && !spec.cdf_file.empty()) {
+    auto cdf = EmpiricalCdf::load(spec.cdf_file);
+    if (!cdf.ok()) return invalid_argument_at("/file", cdf.status().message());
+    spec.cdf = std::move(*cdf);
+  }
   switch (spec.model) {
     case StragglerKind::kUniform:
       if (!(spec.low > 0) || !(spec.high >= spec.low))

@@ -24,7 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/diagnostics.hpp"
 #include "sim/base/enum_names.hpp"
+#include "sim/base/json_fields.hpp"
 #include "sim/base/status.hpp"
 
 namespace ccsim::sim {
@@ -57,15 +59,32 @@ struct StragglerSpec {
   StragglerKind model = StragglerKind::kNone;
   double low = 0.9, high = 1.1;
   double sigma = 0.1;
+  std::string cdf_file;                ///< empirical: the CDF file make() reads (unless `cdf` is set)
   EmpiricalCdf cdf;                    ///< empirical
   std::vector<uint32_t> slow_workers;  ///< persistent
   double slow_factor = 1.5;            ///< persistent
 };
 
+/// The straggler model's fields in a scenario file (sim/base/json_fields.hpp).
+template <class V>
+void visit(V& v, StragglerSpec& c) {
+  v.choice("model", c.model, kStragglerKinds, "per-round, per-worker compute factor");
+  v.number("low", c.low, 0.01, 100.0, "uniform: lower bound");
+  v.number("high", c.high, 0.01, 100.0, "uniform: upper bound");
+  v.number("sigma", c.sigma, 0.0, 5.0, "lognormal: sigma (mean 1)");
+  v.path("file", c.cdf_file, "empirical: CDF file (format ccsim-straggler-cdf), normalized to mean 1");
+  v.integer_list("workers", c.slow_workers, 0, 1 << 20, "persistent: the slow workers");
+  v.number("factor", c.slow_factor, 0.01, 100.0, "persistent: how many times slower they are");
+}
+
 /// Draws per-round, per-worker compute factors.
 class StragglerModel {
  public:
-  /// Validates the spec (low <= high, positive factors, ...).
+  /// Every problem of `spec` for `workers` workers, each at a JSON Pointer relative to the spec
+  /// ("/workers/1"); the CDF file is read by make().
+  static std::vector<Diagnostic> problems(const StragglerSpec& spec, uint32_t workers);
+  /// Validates the spec (low <= high, positive factors, ...) and reads its CDF file (errors at
+  /// "/file").
   static Result<StragglerModel> make(StragglerSpec spec, uint64_t seed);
   /// The factor for `worker` in `round` (> 0).
   double factor(uint32_t round, uint32_t worker) const;

@@ -22,6 +22,7 @@
 #include "sim/schedule_runner.hpp"
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/enum_names.hpp"
+#include "sim/base/json_fields.hpp"
 #include "sim/base/status.hpp"
 #include "topology/topology.hpp"
 
@@ -37,14 +38,32 @@ inline constexpr EnumName<TenantKind> kTenantKinds[] = {
 struct TenantSpec {
   TenantKind kind = TenantKind::kRingAllReduce;
   uint32_t count = 1;               ///< ring_allreduce: number of jobs
-  uint64_t bytes = 0;               ///< ring_allreduce: tensor bytes per all-reduce
-  std::vector<topo::Rank> ranks;    ///< ring_allreduce: members, in ring order
+  uint64_t bytes = 1ull << 30;      ///< ring_allreduce: tensor bytes per all-reduce
+  std::vector<topo::Rank> ranks;    ///< ring_allreduce: members, in ring order (empty: every rank)
   topo::Rank src = 0, dst = 1;      ///< constant, onoff
   double rate_Bps = 0;              ///< constant, onoff
   double on_s = 0, off_s = 0;       ///< onoff
   double period_s = 1e-3;           ///< constant: flow restart period
   double start_s = 0;               ///< first activity
 };
+
+/// A tenant's fields in a scenario file (sim/base/json_fields.hpp).
+template <class V>
+void visit(V& v, TenantSpec& c) {
+  v.choice("kind", c.kind, kTenantKinds,
+           "ring_allreduce: jobs doing ring all-reduces back to back; constant: a rate-capped flow; onoff: the same, "
+           "sending rate x on then pausing off");
+  v.integer("count", c.count, 1, 1 << 16, "ring_allreduce: number of jobs");
+  v.bytes("size", c.bytes, "ring_allreduce: bytes per all-reduce (fp32)");
+  v.integer_list("ranks", c.ranks, 0, 1 << 20, "ring_allreduce: ranks in ring order (empty: the training job's)");
+  v.integer("src", c.src, 0, 1 << 20, "constant/onoff: source rank");
+  v.integer("dst", c.dst, 0, 1 << 20, "constant/onoff: destination rank");
+  v.quantity("rate", c.rate_Bps, UnitKind::kBandwidth, Sign::kNonNegative, "constant/onoff: rate cap");
+  v.quantity("on", c.on_s, UnitKind::kTime, Sign::kNonNegative, "onoff: sending period");
+  v.quantity("off", c.off_s, UnitKind::kTime, Sign::kNonNegative, "onoff: silent period");
+  v.quantity("period", c.period_s, UnitKind::kTime, Sign::kPositive, "constant: flow restart period");
+  v.quantity("start", c.start_s, UnitKind::kTime, Sign::kNonNegative, "first activity");
+}
 
 /// What the tenants moved.
 struct TenantStats {

@@ -12,7 +12,7 @@
 #include "sim/engine.hpp"
 #include "sim/network/flow_network.hpp"
 #include "sim/schedule_runner.hpp"
-#include "tools/app/bench.hpp"
+#include "sim/sim_bench.hpp"
 #include "topology/builders/builders.hpp"
 
 namespace ccsim {
@@ -75,12 +75,12 @@ void BM_AllReduce(benchmark::State& state, const char* topology, const char* alg
   spec.nodes = static_cast<uint32_t>(state.range(0));
   spec.nic_Bps = 12.5e9;
   const topo::Topology t = *topo::build_topology(spec);
-  app::BenchCase c;
+  sim::BenchCase c;
   c.algorithm = algorithm;
   c.bytes = 1'000'000'000;
   uint64_t flows = 0;
   for (auto _ : state) {
-    const auto r = app::run_bench_case(c, t);
+    const auto r = sim::run_bench_case(c, t);
     if (!r.ok()) {
       state.SkipWithError(r.status().message().c_str());
       return;

@@ -261,18 +261,25 @@ TEST(Vnmse, BadOptionsAreInputErrors) {
   EXPECT_NE(error_of(o).find("--synthetic: expected ROWSxCOLS"), std::string::npos);
   o.synthetic = "4096";
   o.structure = "envelope_sigma=1,layer=2";
-  EXPECT_NE(error_of(o).find("--structure: expected KEY=VALUE with KEY one of layers, scale_decades, correlation, "
-                             "envelope_sigma, envelope_span, envelope_correlation; got 'layer=2'"),
+  EXPECT_NE(error_of(o).find("--structure: /layer: unknown key 'layer' (did you mean 'layers'?); valid keys here: "
+                             "correlation, envelope_correlation, envelope_sigma, envelope_span, layers, scale_decades"),
             std::string::npos);
+  o.structure = "layers";
+  EXPECT_NE(error_of(o).find("--structure: expected KEY=VALUE, got 'layers'"), std::string::npos);
   o.structure = "correlation=1.5";
-  EXPECT_NE(error_of(o).find("--structure correlation: expected a number in [0, 1], got '1.5'"), std::string::npos);
+  EXPECT_NE(error_of(o).find("--structure: /correlation: expected a number in [0, 1], got the number 1.5"),
+            std::string::npos);
   o.structure = "layers=2.5";
-  EXPECT_NE(error_of(o).find("--structure layers: expected an integer in [1, 1048576], got '2.5'"), std::string::npos);
-  o.structure = "envelope_correlation=2";
-  EXPECT_NE(error_of(o).find("--structure envelope_correlation: expected a number in [0, 1], got '2'"),
+  EXPECT_NE(error_of(o).find("--structure: /layers: expected an integer in [1, 1048576], got the number 2.5"),
+            std::string::npos);
+  o.structure = "envelope_correlation=2,correlation=-1";  // every problem at once
+  EXPECT_NE(error_of(o).find("--structure: /correlation: expected a number in [0, 1], got the number -1"),
+            std::string::npos);
+  EXPECT_NE(error_of(o).find("--structure: /envelope_correlation: expected a number in [0, 1], got the number 2"),
             std::string::npos);
   o.structure = "envelope_span=";
-  EXPECT_NE(error_of(o).find("--structure envelope_span: expected an integer"), std::string::npos);
+  EXPECT_NE(error_of(o).find("--structure: /envelope_span: expected an integer in [1, 1073741824], got the string"),
+            std::string::npos);
   o.synthetic = "";
   o.gradients = kDump;
   o.structure = "layers=1";

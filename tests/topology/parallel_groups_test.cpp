@@ -206,5 +206,31 @@ TEST(ParallelGroups, ReportsEveryErrorAtOnce) {
   EXPECT_NE(r.status().message().find("; order:"), std::string::npos) << r.status().message();
 }
 
+// dp 0 fills the world with replicas; a tp * pp that does not divide it is an error naming both.
+TEST(ParallelGroups, MakeFillingDerivesDp) {
+  auto g = ParallelGroups::make_filling({.tp = 2, .pp = 3, .dp = 0}, 24);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->layout().dp, 4u);
+  EXPECT_EQ(g->groups(Dim::kData).size(), 6u);
+  auto explicit_dp = ParallelGroups::make_filling({.tp = 2, .pp = 3, .dp = 2}, 24);
+  ASSERT_FALSE(explicit_dp.ok());  // an explicit dp is kept, and checked
+  EXPECT_NE(explicit_dp.status().message().find("tp * dp * pp"), std::string::npos);
+  auto bad = ParallelGroups::make_filling({.tp = 5, .pp = 1, .dp = 0}, 24);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("world size (24)"), std::string::npos) << bad.status().message();
+}
+
+// Hierarchical algorithms see G members per node only when the group is G consecutive members on
+// each of its nodes, every block on a node of its own.
+TEST(ParallelGroups, GroupGpusPerNode) {
+  const Topology t("star", 16, 4);  // ranks 4n .. 4n+3 on node n
+  EXPECT_EQ(group_gpus_per_node({0, 1, 2, 3, 4, 5, 6, 7}, t), 4u);
+  EXPECT_EQ(group_gpus_per_node({0, 1, 4, 5, 8, 9}, t), 2u);
+  EXPECT_EQ(group_gpus_per_node({0, 4, 8, 12}, t), 1u);
+  EXPECT_EQ(group_gpus_per_node({0, 1, 2, 4, 5}, t), 1u);     // blocks of unequal size
+  EXPECT_EQ(group_gpus_per_node({0, 1, 4, 2, 3, 5}, t), 1u);  // node 0 twice
+  EXPECT_EQ(group_gpus_per_node({0, 1, 2, 3}, t), 4u);
+}
+
 }  // namespace
 }  // namespace ccsim::topo

@@ -90,6 +90,18 @@ TEST(ComputeTrace, ScalesAndMergesBlocks) {
   EXPECT_FALSE(t->merged({0, 2, 2}, {"x", "y", "z"}).ok());
   EXPECT_FALSE(t->merged({0, 3}, {"x", "y"}).ok());
   EXPECT_FALSE(t->merged({0}, {"x", "y"}).ok());
+  EXPECT_EQ(t->merged({0, 2, 2}).status().pointer(), "/2");  // the offending start
+  EXPECT_EQ(t->merged({1}).status().pointer(), "/0");
+}
+
+TEST(ComputeTrace, MergedBlocksAreNamedAfterTheirLayers) {
+  auto t = ComputeTrace::from_json(minimal(), "t.json");
+  ASSERT_TRUE(t.ok());
+  auto m = t->merged({0, 1});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->layers().size(), 2u);
+  EXPECT_EQ(m->layers()[0].name, t->layers()[0].name);  // a block of one keeps its layer's name
+  EXPECT_EQ(m->layers()[1].name, t->layers()[1].name + "-" + t->layers()[2].name);
 }
 
 TEST(ComputeTrace, ErrorsNameFilePathExpectedAndFound) {

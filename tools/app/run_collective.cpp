@@ -47,10 +47,11 @@ std::string gradients_desc(const Scenario& s, const GradientPlan& plan) {
   if (g.source == GradientSource::kNpy)
     return fmt::format("{} .npy file(s), worker w reads file w mod {}", g.files.size(), g.files.size());
   if (!plan.numerics) return "synthetic (not generated: numerics skipped)";
+  const traces::SyntheticGradientSpec& y = g.synthetic;
   const std::string shared =
-      g.envelope_correlation < 1.0 ? fmt::format(" correlated {} between ranks", g.envelope_correlation) : std::string();
-  return fmt::format("synthetic ({} layers, scales over {} decades, correlation {}, envelope sigma {}{})", g.layers,
-                     g.scale_decades, g.correlation, g.envelope_sigma, shared);
+      y.envelope_correlation < 1.0 ? fmt::format(" correlated {} between ranks", y.envelope_correlation) : std::string();
+  return fmt::format("synthetic ({} layers, scales over {} decades, correlation {}, envelope sigma {}{})", y.layers,
+                     y.scale_decades, y.correlation, y.envelope_sigma, shared);
 }
 
 // The report's description of the run (everything but the schemes' results).

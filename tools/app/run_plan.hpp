@@ -66,6 +66,7 @@ struct RunPlan {
   // Training runs.
   std::shared_ptr<const traces::ComputeTrace> trace;  ///< merged into workload.blocks
   std::vector<sim::TrainingLayer> layers;
+  std::vector<uint64_t> layer_params;                 ///< per layer
   std::optional<sim::StragglerModel> stragglers;
   std::vector<sim::TenantSpec> tenants;
   std::vector<traces::GradientBucket> buckets;        ///< bucketed data-parallel runs
@@ -73,8 +74,7 @@ struct RunPlan {
   // 3D-parallel runs.
   std::optional<topo::ParallelGroups> parallel;
   std::vector<uint32_t> stage_starts;
-  std::vector<uint64_t> shares;                        ///< per stage: one TP rank's gradient entries
-  std::vector<std::vector<algo::LayerShape>> stage_layouts;
+  std::vector<algo::BucketShape> stages;               ///< per stage: one TP rank's gradient
 };
 
 }  // namespace ccsim::app

@@ -203,8 +203,7 @@ algo::StageCodecs::Config stage_config(const Scenario& s, const RunPlan& plan, c
   c.collective = plan.collective;
   c.dp = plan.parallel->layout().dp;
   c.base.segments = static_cast<uint32_t>(s.collective.segments);
-  c.shares = plan.shares;
-  c.layouts = plan.stage_layouts;
+  c.stages = plan.stages;
   return c;
 }
 

@@ -115,25 +115,14 @@ struct CollectiveConfig {
 struct GradientsConfig {
   GradientSource source = GradientSource::kSynthetic;
   uint64_t size_bytes = 0;           ///< synthetic: fp32 bytes per rank
-  int64_t layers = 16;
-  double scale_decades = 3.0;
-  double correlation = 0.5;
-  double envelope_sigma = 1.0;
-  int64_t envelope_span = 256;
-  double envelope_correlation = 1.0;
+  traces::SyntheticGradientSpec synthetic;  ///< synthetic: the generator (its elements unset)
   std::vector<std::string> files;    ///< npy: one file per worker (worker w reads files[w % size])
   uint64_t numerics_memory_bytes = 8ull << 30;  ///< numerics run only if one group's buffers fit in this
 
   /// The synthetic generator's parameters for `elements` entries per worker.
   traces::SyntheticGradientSpec synthetic_spec(uint64_t elements) const {
-    traces::SyntheticGradientSpec spec;
+    traces::SyntheticGradientSpec spec = synthetic;
     spec.elements = elements;
-    spec.layers = static_cast<uint32_t>(layers);
-    spec.scale_decades = scale_decades;
-    spec.correlation = correlation;
-    spec.envelope_sigma = envelope_sigma;
-    spec.envelope_span = static_cast<uint32_t>(envelope_span);
-    spec.envelope_correlation = envelope_correlation;
     return spec;
   }
 };
@@ -187,33 +176,9 @@ struct SyncConfig {
   int64_t replan_every = 0;            ///< allreduce/sharded: rounds between plans (0: once per bucket size)
 };
 
-/// Per-round, per-worker compute scaling.
-struct StragglersConfig {
-  sim::StragglerKind model = sim::StragglerKind::kNone;
-  double low = 0.9;
-  double high = 1.1;
-  double sigma = 0.1;
-  std::string file;                 ///< empirical: CDF file
-  std::vector<int64_t> workers;     ///< persistent: slow workers
-  double factor = 1.5;              ///< persistent: their slowdown
-};
-
-/// A background tenant.
-struct TenantConfig {
-  sim::TenantKind kind = sim::TenantKind::kRingAllReduce;
-  int64_t count = 1;
-  uint64_t size_bytes = 1ull << 30;
-  std::vector<int64_t> ranks;       ///< ring members (empty: the training job's ranks)
-  int64_t src = 0, dst = 1;
-  double rate_Bps = 0;
-  double on_s = 0, off_s = 0;
-  double period_s = 1e-3;
-  double start_s = 0;
-};
-
 /// Shared-network settings.
 struct NetworkConfig {
-  std::vector<TenantConfig> tenants;
+  std::vector<sim::TenantSpec> tenants;
 };
 
 /// Where outputs go.
@@ -234,7 +199,7 @@ struct Scenario {
   std::vector<CompressionConfig> compression;
   WorkloadConfig workload;
   SyncConfig sync;
-  StragglersConfig stragglers;
+  sim::StragglerSpec stragglers;
   NetworkConfig network;
   OutputsConfig outputs;
 };
@@ -329,17 +294,7 @@ template <class V>
 void visit(V& v, GradientsConfig& c) {
   v.choice("source", c.source, kGradientSources, "synthetic generator or per-worker .npy files");
   v.bytes("size", c.size_bytes, "synthetic: fp32 gradient bytes per rank (a multiple of 4)");
-  v.integer("layers", c.layers, 1, traces::kMaxSyntheticLayers, "synthetic: number of layers");
-  v.number("scale_decades", c.scale_decades, 0.0, traces::kMaxScaleDecades,
-           "synthetic: layer scales span this many decades");
-  v.number("correlation", c.correlation, 0.0, 1.0, "synthetic: correlation between two workers' values");
-  v.number("envelope_sigma", c.envelope_sigma, 0.0, traces::kMaxEnvelopeSigma,
-           "synthetic: sigma of the lognormal local-magnitude envelope");
-  v.integer("envelope_span", c.envelope_span, 1, traces::kMaxEnvelopeSpan,
-            "synthetic: elements sharing one envelope value");
-  v.number("envelope_correlation", c.envelope_correlation, 0.0, 1.0,
-           "synthetic: correlation between two workers' log-envelopes (1: one envelope shared by every worker; "
-           "less: each worker's batch makes its own places large)");
+  visit(v, c.synthetic);  // its fields sit in this object
   v.path_list("files", c.files, "npy: per-worker gradient files (float32/float16), relative to the scenario file");
   v.bytes("numerics_memory", c.numerics_memory_bytes,
           "the numerics interpreter runs (one collective group, real data) only when its buffers fit in this much "
@@ -415,35 +370,6 @@ void visit(V& v, ControllerConfig& c) {
            "edgc: first_stage: the first pipeline stage (which starts its DP sync last) runs the scheme's rank and "
            "later stages get T_com(r) + offset x T_microBack more (Alg. 2); mean: the same offsets, shifted so the "
            "stages' mean rank is the scheme's rank (equal volume to one shared rank)");
-}
-
-template <class V>
-void visit(V& v, StragglersConfig& c) {
-  v.choice("model", c.model, sim::kStragglerKinds,
-           "per-round, per-worker compute factor");
-  v.number("low", c.low, 0.01, 100.0, "uniform: lower bound");
-  v.number("high", c.high, 0.01, 100.0, "uniform: upper bound");
-  v.number("sigma", c.sigma, 0.0, 5.0, "lognormal: sigma (mean 1)");
-  v.path("file", c.file, "empirical: CDF file (format ccsim-straggler-cdf), normalized to mean 1");
-  v.integer_list("workers", c.workers, 0, 1 << 20, "persistent: the slow workers");
-  v.number("factor", c.factor, 0.01, 100.0, "persistent: how many times slower they are");
-}
-
-template <class V>
-void visit(V& v, TenantConfig& c) {
-  v.choice("kind", c.kind, sim::kTenantKinds,
-           "ring_allreduce: jobs doing ring all-reduces back to back; constant: a rate-capped flow; onoff: the same, "
-           "sending rate x on then pausing off");
-  v.integer("count", c.count, 1, 1 << 16, "ring_allreduce: number of jobs");
-  v.bytes("size", c.size_bytes, "ring_allreduce: bytes per all-reduce (fp32)");
-  v.integer_list("ranks", c.ranks, 0, 1 << 20, "ring_allreduce: ranks in ring order (empty: the training job's)");
-  v.integer("src", c.src, 0, 1 << 20, "constant/onoff: source rank");
-  v.integer("dst", c.dst, 0, 1 << 20, "constant/onoff: destination rank");
-  v.quantity("rate", c.rate_Bps, UnitKind::kBandwidth, Sign::kNonNegative, "constant/onoff: rate cap");
-  v.quantity("on", c.on_s, UnitKind::kTime, Sign::kNonNegative, "onoff: sending period");
-  v.quantity("off", c.off_s, UnitKind::kTime, Sign::kNonNegative, "onoff: silent period");
-  v.quantity("period", c.period_s, UnitKind::kTime, Sign::kPositive, "constant: flow restart period");
-  v.quantity("start", c.start_s, UnitKind::kTime, Sign::kNonNegative, "first activity");
 }
 
 template <class V>

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/lowrank/low_rank.hpp"
@@ -39,94 +40,9 @@ Result<traces::ComputeTrace> load_trace(const WorkloadConfig& wl) {
   auto trace = traces::ComputeTrace::load(wl.trace);
   if (!trace.ok()) return invalid_argument_at("/workload/trace", trace.status().message());
   if (wl.blocks.empty()) return trace;
-  std::vector<size_t> starts;
-  std::vector<std::string> names;
-  const auto& layers = trace->layers();
-  for (size_t b = 0; b < wl.blocks.size(); ++b) {
-    const auto st = static_cast<size_t>(wl.blocks[b]);
-    const size_t end = b + 1 < wl.blocks.size() ? static_cast<size_t>(wl.blocks[b + 1]) : layers.size();
-    if ((b == 0 && st != 0) || (b > 0 && st <= starts.back()) || st >= layers.size())
-      return invalid_argument_at(fmt::format("/workload/blocks/{}", b),
-                                 fmt::format("expected {} (block starts begin at 0, increase and stay below the "
-                                             "trace's {} layers), got {}", b == 0 ? "0" : "a larger index",
-                                             layers.size(), st));
-    starts.push_back(st);
-    names.push_back(end - st == 1 ? layers[st].name : layers[st].name + "-" + layers[end - 1].name);
-  }
-  auto merged = trace->merged(starts, names);
-  if (!merged.ok()) return invalid_argument_at("/workload/blocks", merged.status().message());
+  auto merged = trace->merged(std::vector<size_t>(wl.blocks.begin(), wl.blocks.end()));
+  if (!merged.ok()) return merged.status().at("/workload/blocks");
   return merged;
-}
-
-// The scenario's straggler model for `workers` workers.
-Result<sim::StragglerModel> make_stragglers(const Scenario& s, uint32_t workers) {
-  const StragglersConfig& c = s.stragglers;
-  sim::StragglerSpec spec;
-  spec.model = c.model;
-  spec.low = c.low;
-  spec.high = c.high;
-  spec.sigma = c.sigma;
-  spec.slow_factor = c.factor;
-  if (c.model == sim::StragglerKind::kEmpirical) {
-    if (c.file.empty()) return invalid_argument_at("/stragglers/file", "the empirical model needs a CDF file, got none");
-    auto cdf = sim::EmpiricalCdf::load(c.file);
-    if (!cdf.ok()) return invalid_argument_at("/stragglers/file", cdf.status().message());
-    spec.cdf = std::move(*cdf);
-  }
-  for (size_t i = 0; i < c.workers.size(); ++i) {
-    if (c.workers[i] >= workers)
-      return invalid_argument_at(fmt::format("/stragglers/workers/{}", i),
-                                 fmt::format("expected a worker below {}, got {}", workers, c.workers[i]));
-    spec.slow_workers.push_back(static_cast<uint32_t>(c.workers[i]));
-  }
-  if (c.model == sim::StragglerKind::kUniform && c.low > c.high)
-    return invalid_argument_at("/stragglers/high", fmt::format("expected at least low ({}), got {}", c.low, c.high));
-  auto model = sim::StragglerModel::make(std::move(spec), static_cast<uint64_t>(s.seed));
-  if (!model.ok()) return invalid_argument_at("/stragglers", model.status().message());
-  return model;
-}
-
-// The scenario's tenants; a ring tenant without ranks runs over `workers`.
-std::vector<sim::TenantSpec> tenant_specs(const Scenario& s, const std::vector<topo::Rank>& workers) {
-  std::vector<sim::TenantSpec> out;
-  for (const TenantConfig& c : s.network.tenants) {
-    sim::TenantSpec t;
-    t.kind = c.kind;
-    t.count = static_cast<uint32_t>(c.count);
-    t.bytes = c.size_bytes;
-    for (int64_t r : c.ranks) t.ranks.push_back(static_cast<topo::Rank>(r));
-    if (t.ranks.empty() && t.kind == sim::TenantKind::kRingAllReduce) t.ranks = workers;
-    t.src = static_cast<topo::Rank>(c.src);
-    t.dst = static_cast<topo::Rank>(c.dst);
-    t.rate_Bps = c.rate_Bps;
-    t.on_s = c.on_s;
-    t.off_s = c.off_s;
-    t.period_s = c.period_s;
-    t.start_s = c.start_s;
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-// Every bucket's shape as `scheme` sees it: low-rank schemes factor each bucket's layers as matrices
-// (workload.matrix_rows rows); the others (and every weight all-gather) see one flat tensor.
-std::vector<algo::BucketShape> bucket_shapes(const Scenario& s, const RunPlan& plan, const std::string& scheme,
-                                             const json& params, bool weights) {
-  auto probe = algo::CompressorRegistry::global().create(scheme, params);
-  const bool matrices =
-      !weights && probe.ok() && dynamic_cast<const algo::LowRankCompressor*>(probe->get()) != nullptr;
-  std::vector<algo::BucketShape> out;
-  for (const traces::GradientBucket& b : plan.buckets) {
-    if (!matrices) {
-      out.push_back({b.params, {{0, b.params, b.params, 1}}});
-      continue;
-    }
-    std::vector<uint64_t> params_of;
-    for (uint32_t l : b.layers) params_of.push_back(plan.layers[l].params);
-    out.push_back(
-        {b.params, algo::layer_matrices(params_of, 1, static_cast<uint64_t>(s.workload.matrix_rows), b.params)});
-  }
-  return out;
 }
 
 // ---- gradients, profile, cluster ---------------------------------------------------------------
@@ -188,49 +104,32 @@ void check_cluster(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
 
 // ---- the collective section ----------------------------------------------------------------------
 
-// The ranks of every concurrent collective instance: one group of all ranks, or every group of the
-// collective's parallelism dimension (group 0 first).
-Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s) {
-  const auto world = static_cast<uint32_t>(s.cluster.nodes * s.cluster.gpus_per_node);
+// The scenario's tp x pp x dp layout of `world` ranks (dp 0: as many replicas as fill it).
+Result<topo::ParallelGroups> parallel_groups(const Scenario& s, uint32_t world) {
   const ParallelismConfig& p = s.parallelism;
-  const int64_t tp_pp = p.tp * p.pp;
-  const int64_t dp = p.dp == 0 ? (world % tp_pp == 0 ? world / tp_pp : 0) : p.dp;
-  if (dp == 0 || tp_pp * dp != world)
-    return invalid_argument_at(
-        "/parallelism", fmt::format("expected tp * pp * dp = {} ranks (nodes * gpus_per_node), got tp={} pp={} dp={}",
-                                    world, p.tp, p.pp, p.dp == 0 ? std::string("auto") : std::to_string(p.dp)));
-  if (s.collective.group == CollectiveGroup::kWorld) {
-    std::vector<uint32_t> all(world);
-    for (uint32_t r = 0; r < world; ++r) all[r] = r;
-    return std::vector<std::vector<uint32_t>>{std::move(all)};
-  }
-  topo::ParallelLayout layout{static_cast<uint32_t>(p.tp), static_cast<uint32_t>(p.pp), static_cast<uint32_t>(dp),
-                              p.order};
-  auto groups = topo::ParallelGroups::make(layout, world);
+  auto groups = topo::ParallelGroups::make_filling(
+      {static_cast<uint32_t>(p.tp), static_cast<uint32_t>(p.pp), static_cast<uint32_t>(p.dp), p.order}, world);
   if (!groups.ok()) return invalid_argument_at("/parallelism", groups.status().message());
-  const topo::Dim dim = s.collective.group == CollectiveGroup::kTp   ? topo::Dim::kTensor
-                        : s.collective.group == CollectiveGroup::kPp ? topo::Dim::kPipeline
-                                                                     : topo::Dim::kData;
-  std::vector<std::vector<uint32_t>> out;
-  for (const auto& g : groups->groups(dim)) out.emplace_back(g.begin(), g.end());
-  if (out.front().size() < 2 && s.collective.operation != topo::CollectiveOp::kBroadcast)
-    return invalid_argument_at("/collective/group",
-                               fmt::format("the {} groups have a single rank; nothing to communicate",
-                                           enum_name<CollectiveGroup>(kCollectiveGroups, s.collective.group)));
-  return out;
+  return groups;
 }
 
-// Group members per node as hierarchical algorithms see it: consecutive members in blocks of G on
-// one node each; 1 when the group is not laid out that way.
-uint32_t group_gpus_per_node(const std::vector<uint32_t>& group, const topo::Topology& t) {
-  uint32_t lead = 0;
-  while (lead < group.size() && t.node_of(group[lead]) == t.node_of(group[0])) ++lead;
-  if (group.size() % lead != 0) return 1;
-  for (size_t i = 0; i < group.size(); ++i)
-    if (t.node_of(group[i]) != t.node_of(group[i - i % lead])) return 1;
-  for (size_t b = lead; b < group.size(); b += lead)
-    if (t.node_of(group[b]) == t.node_of(group[b - lead])) return 1;
-  return lead;
+// The ranks of every concurrent collective instance: one group of all ranks, or every group of the
+// collective's parallelism dimension (group 0 first).
+Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s, uint32_t world) {
+  CCSIM_ASSIGN_OR_RETURN(const topo::ParallelGroups groups, parallel_groups(s, world));
+  const CollectiveGroup g = s.collective.group;
+  if (g == CollectiveGroup::kWorld) {
+    std::vector<uint32_t> all(world);
+    std::iota(all.begin(), all.end(), 0u);
+    return std::vector<std::vector<uint32_t>>{std::move(all)};
+  }
+  auto out = groups.groups(g == CollectiveGroup::kTp   ? topo::Dim::kTensor
+                           : g == CollectiveGroup::kPp ? topo::Dim::kPipeline
+                                                       : topo::Dim::kData);
+  if (out.front().size() < 2 && s.collective.operation != topo::CollectiveOp::kBroadcast)
+    return invalid_argument_at("/collective/group", fmt::format("the {} groups have a single rank; nothing to "
+                                                                "communicate", enum_name<CollectiveGroup>(kCollectiveGroups, g)));
+  return out;
 }
 
 // The collective section: its (operation, algorithm) pair, its groups and root. A training run's
@@ -243,17 +142,19 @@ void check_collective_section(const Scenario& s, Diagnostics& diag, RunPlan& pla
   if (!found.ok()) return diag.add("/collective/algorithm", found.status().message());
   plan.collective = *found;
   if (!clean(diag, {"/cluster", "/parallelism", "/collective"})) return;
-  auto groups = collective_groups(s);
+  auto groups = collective_groups(s, plan.topology->num_ranks());
   if (!groups.ok()) return diag.add("", groups.status());
   plan.groups = std::move(*groups);
   const auto group_size = static_cast<uint32_t>(plan.groups.front().size());
   plan.base.segments = static_cast<uint32_t>(s.collective.segments);
   plan.base.root = static_cast<uint32_t>(s.collective.root);
-  plan.base.gpus_per_node = group_gpus_per_node(plan.groups.front(), *plan.topology);
+  plan.base.gpus_per_node = topo::group_gpus_per_node(plan.groups.front(), *plan.topology);
   if (s.collective.root >= group_size)
     diag.add("/collective/root", fmt::format("expected a rank below the group size {}, got {}", group_size,
                                              s.collective.root));
-  if (plan.kind == RunKind::kCollective) return;  // checked on the real tensor (check_collective_run)
+  // A collective run checks the algorithm on the real tensor (check_collective_run), a 3D-parallel
+  // run on each stage's DP group (check_parallel_scheme).
+  if (plan.kind != RunKind::kTraining) return;
   topo::CollectiveOptions options = plan.base;
   options.gpus_per_node = static_cast<uint32_t>(s.cluster.gpus_per_node);
   const uint64_t elements = uint64_t{group_size} * 1024;
@@ -329,21 +230,22 @@ void check_workload(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
   if (trace->params() == 0) return diag.add("/workload/trace", "the trace has no parameters to synchronize");
   for (const auto& l : trace->layers())
     plan.layers.push_back({l.name, l.params, l.forward_s, l.backward_s, l.activation_bytes});
+  for (const auto& l : trace->layers()) plan.layer_params.push_back(l.params);
   plan.trace = std::make_shared<const traces::ComputeTrace>(std::move(*trace));
 }
 
 void check_stragglers_and_tenants(const Scenario& s, uint32_t workers, Diagnostics& diag, RunPlan& plan) {
+  for (const Diagnostic& d : sim::StragglerModel::problems(s.stragglers, workers))
+    diag.add("/stragglers" + d.path, d.message);
   if (clean(diag, {"/stragglers"})) {
-    auto stragglers = make_stragglers(s, workers);
-    if (!stragglers.ok()) diag.add("", stragglers.status());
+    auto stragglers = sim::StragglerModel::make(s.stragglers, static_cast<uint64_t>(s.seed));
+    if (!stragglers.ok()) diag.add("", stragglers.status().at("/stragglers"));
     else plan.stragglers = std::move(*stragglers);
   }
   if (!clean(diag, {"/network"})) return;
-  std::vector<topo::Rank> all(plan.topology->num_ranks());
-  for (uint32_t r = 0; r < all.size(); ++r) all[r] = r;
-  plan.tenants = tenant_specs(s, all);
-  for (const Diagnostic& d : sim::TenantTraffic::problems(*plan.topology, plan.tenants))
+  for (const Diagnostic& d : sim::TenantTraffic::problems(*plan.topology, s.network.tenants))
     diag.add("/network/tenants" + d.path, d.message);
+  plan.tenants = s.network.tenants;
 }
 
 // ---- data-parallel training ------------------------------------------------------------------
@@ -367,7 +269,11 @@ void check_bucket_codecs(const Scenario& s, size_t i, bool weights, Diagnostics&
   const json& params = weights ? cc.weights.params : cc.params;
   const topo::CollectiveInfo& info = weights ? *plan.schemes[i].weights : *plan.schemes[i].collective;
   const uint32_t m = plan.topology->num_ranks();
-  const std::vector<algo::BucketShape> shapes = bucket_shapes(s, plan, scheme, params, weights);
+  auto probe = algo::CompressorRegistry::global().create(scheme, params);
+  if (!probe.ok()) return diag.add(at, probe.status());
+  const std::vector<algo::BucketShape> shapes =
+      algo::bucket_shapes(weights ? nullptr : probe->get(), plan.buckets, plan.layer_params,
+                          static_cast<uint64_t>(s.workload.matrix_rows));
   topo::CollectiveOptions base;
   base.segments = static_cast<uint32_t>(s.collective.segments);
   base.gpus_per_node = plan.topology->gpus_per_node();
@@ -467,14 +373,9 @@ void check_training_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
 // ---- 3D-parallel training ---------------------------------------------------------------------
 
 void check_parallel_layout(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
-  const WorkloadConfig& wl = s.workload;
-  const uint32_t world = plan.topology->num_ranks();
-  topo::ParallelLayout layout{static_cast<uint32_t>(s.parallelism.tp), static_cast<uint32_t>(s.parallelism.pp), 0,
-                              s.parallelism.order};
-  layout.dp = s.parallelism.dp > 0 ? static_cast<uint32_t>(s.parallelism.dp)
-                                   : world / std::max<uint32_t>(1, layout.tp * layout.pp);
-  auto groups = topo::ParallelGroups::make(layout, world);
-  if (!groups.ok()) return diag.add("/parallelism", groups.status().message());
+  auto groups = parallel_groups(s, plan.topology->num_ranks());
+  if (!groups.ok()) return diag.add("", groups.status());
+  const topo::ParallelLayout layout = groups->layout();
   auto starts = sim::split_stages(plan.layers, layout.pp);
   if (!starts.ok()) return diag.add("/parallelism/pp", starts.status().message());
   if (Status st = sim::ParallelTrainingJob::check(*plan.topology, *groups, plan.layers, *starts,
@@ -483,18 +384,8 @@ void check_parallel_layout(const Scenario& s, Diagnostics& diag, RunPlan& plan) 
     return diag.add("/parallelism", st.message());
   plan.parallel = std::move(*groups);
   plan.stage_starts = std::move(*starts);
-  for (uint32_t st = 0; st < layout.pp; ++st) {
-    const uint32_t end = st + 1 < layout.pp ? plan.stage_starts[st + 1] : static_cast<uint32_t>(plan.layers.size());
-    std::vector<uint64_t> params;
-    uint64_t p = 0;
-    for (uint32_t l = plan.stage_starts[st]; l < end; ++l) {
-      params.push_back(plan.layers[l].params);
-      p += plan.layers[l].params;
-    }
-    plan.shares.push_back((p + layout.tp - 1) / layout.tp);
-    plan.stage_layouts.push_back(
-        algo::layer_matrices(params, layout.tp, static_cast<uint64_t>(wl.matrix_rows), plan.shares.back()));
-  }
+  plan.stages = algo::stage_shapes(plan.layer_params, plan.stage_starts, layout.tp,
+                                   static_cast<uint64_t>(s.workload.matrix_rows));
 }
 
 void check_parallel_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPlan& plan) {
@@ -518,21 +409,21 @@ void check_parallel_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPl
                                                           "engine, takes), got {}", *rank->max, cc.controller.r_max));
   plan.schemes[i].collective = plan.collective;
   if (cc.scheme == "edgc")
-    check_synthetic_memory(s, at, "edgc's Algorithm 1 samples the first stage's entropy:", plan.shares[0], dp, 1.0,
+    check_synthetic_memory(s, at, "edgc's Algorithm 1 samples the first stage's entropy:", plan.stages[0].elements, dp, 1.0,
                            diag);
   if (dp <= 1) return;
   topo::CollectiveOptions base;
   base.segments = static_cast<uint32_t>(s.collective.segments);
-  for (uint32_t st = 0; st < plan.shares.size(); ++st) {
-    if (plan.shares[st] == 0) continue;
-    probe->set_layout(plan.stage_layouts[st]);
-    if (!low_rank && !probe->plan_format(plan.shares[st], dp).empty())
+  for (uint32_t st = 0; st < plan.stages.size(); ++st) {
+    if (plan.stages[st].elements == 0) continue;
+    probe->set_layout(plan.stages[st].layout);
+    if (!low_rank && !probe->plan_format(plan.stages[st].elements, dp).empty())
       check_synthetic_memory(s, at, fmt::format("'{}' agrees on metadata from the gradients each round; planning",
-                                                cc.scheme), plan.shares[st], dp, 1.0, diag);
-    if (Status e = algo::CompressedCollective::check_scheme(*probe, topo::CollectiveOp::kAllReduce, dp, plan.shares[st]);
+                                                cc.scheme), plan.stages[st].elements, dp, 1.0, diag);
+    if (Status e = algo::CompressedCollective::check_scheme(*probe, topo::CollectiveOp::kAllReduce, dp, plan.stages[st].elements);
         !e.ok())
       return diag.add(at, e);
-    if (Status e = algo::CompressedCollective::check_collective(*probe, *plan.collective, dp, plan.shares[st], base);
+    if (Status e = algo::CompressedCollective::check_collective(*probe, *plan.collective, dp, plan.stages[st].elements, base);
         !e.ok())
       return diag.add("/collective/algorithm", fmt::format("stage {}: {}", st, e.message()));
   }

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <limits>
+#include <filesystem>
 
 #include "algorithms/registry.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_fields.hpp"
 #include "sim/base/units.hpp"
 
 namespace ccsim::app {
@@ -41,44 +41,15 @@ std::vector<std::string> comma_items(const std::string& text) {
 // --structure "KEY=VALUE,...": the synthetic generator's parameters, each in the range a scenario's
 // synthetic gradients accept (traces/synthetic_gradients.hpp); unnamed keys keep their defaults.
 Result<traces::SyntheticGradientSpec> parse_structure(const std::string& text) {
+  json fields = json::object();
+  for (const std::string& kv : comma_items(text)) CCSIM_RETURN_IF_ERROR(parse_param(kv, fields, "--structure"));
   traces::SyntheticGradientSpec spec;
-  struct Key {
-    const char* name;
-    double lo, hi;
-    bool integer;
-    std::function<void(double)> set;
-  };
-  const Key keys[] = {
-      {"layers", 1, traces::kMaxSyntheticLayers, true, [&](double v) { spec.layers = static_cast<uint32_t>(v); }},
-      {"scale_decades", 0, traces::kMaxScaleDecades, false, [&](double v) { spec.scale_decades = v; }},
-      {"correlation", 0, 1, false, [&](double v) { spec.correlation = v; }},
-      {"envelope_sigma", 0, traces::kMaxEnvelopeSigma, false, [&](double v) { spec.envelope_sigma = v; }},
-      {"envelope_span", 1, traces::kMaxEnvelopeSpan, true,
-       [&](double v) { spec.envelope_span = static_cast<uint32_t>(v); }},
-      {"envelope_correlation", 0, 1, false, [&](double v) { spec.envelope_correlation = v; }}};
-  for (const std::string& kv : comma_items(text)) {
-    const size_t eq = kv.find('=');
-    const std::string name = kv.substr(0, eq);
-    const Key* key = nullptr;
-    for (const Key& k : keys)
-      if (name == k.name) key = &k;
-    if (eq == std::string::npos || key == nullptr)
-      return invalid_argument(fmt::format("--structure: expected KEY=VALUE with KEY one of layers, scale_decades, "
-                                          "correlation, envelope_sigma, envelope_span, envelope_correlation; got '{}'",
-                                          kv));
-    const std::string value = kv.substr(eq + 1);
-    double v = std::numeric_limits<double>::quiet_NaN();
-    try {
-      size_t used = 0;
-      v = std::stod(value, &used);
-      if (used != value.size()) v = std::numeric_limits<double>::quiet_NaN();
-    } catch (const std::exception&) {
-    }
-    if (!(v >= key->lo && v <= key->hi) || (key->integer && v != std::floor(v)))
-      return invalid_argument(fmt::format("--structure {}: expected {} in [{}, {}], got '{}'", name,
-                                          key->integer ? "an integer" : "a number", key->lo, key->hi, value));
-    key->set(v);
-  }
+  Diagnostics diag;
+  const std::filesystem::path here;
+  FieldReader reader(fields, "", diag, here);
+  visit(reader, spec);
+  reader.finish();
+  if (!diag.empty()) return diag.to_status("--structure");
   return spec;
 }
 

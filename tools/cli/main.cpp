@@ -12,14 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/kernel_profile.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "topology/topology.hpp"
 #include "sim/base/units.hpp"
+#include "sim/sim_bench.hpp"
 #include "traces/device_profile.hpp"
-#include "tools/app/bench.hpp"
 #include "tools/app/bench_kernels.hpp"
 #include "tools/app/outputs.hpp"
 #include "tools/app/run_collective.hpp"
@@ -220,27 +221,24 @@ int cmd_bench(const std::vector<std::string>& args) {
     if (!r->ok()) return report(r->status());
   if (*bytes < 4 || static_cast<uint64_t>(*bytes) % 4 != 0) throw po::error("--size: expected a positive multiple of 4 bytes");
 
-  struct Case {
-    std::string topology;
-    uint32_t ranks;
-    std::string algorithm;
-  };
-  std::vector<Case> cases;
+  sim::BenchCase shape;
+  shape.bytes = static_cast<uint64_t>(*bytes);
+  shape.nic_Bps = *bw;
+  shape.latency_s = *lat;
   const std::string suite = vm["suite"].as<std::string>();
-  if (suite == "standard" || suite == "quick") {
-    if (suite == "standard")
-      for (uint32_t n : {1024u, 2048u}) cases.push_back({"star", n, "ring"});
-    const std::vector<uint32_t> sizes =
-        suite == "standard" ? std::vector<uint32_t>{64, 256, 1024, 4096} : std::vector<uint32_t>{64, 256};
-    for (const char* algorithm : {"ring", "butterfly"})
-      for (uint32_t n : sizes) cases.push_back({"fat_tree", n, algorithm});
-  } else if (suite == "custom") {
-    for (uint32_t n : parse_ranks(vm["ranks"].as<std::string>()))
-      cases.push_back({vm["topology"].as<std::string>(), n, vm["algorithm"].as<std::string>()});
+  std::vector<sim::BenchCase> cases;
+  if (suite == "custom") {
+    for (uint32_t n : parse_ranks(vm["ranks"].as<std::string>())) {
+      cases.push_back(shape);
+      cases.back().topology = vm["topology"].as<std::string>();
+      cases.back().ranks = n;
+      cases.back().algorithm = vm["algorithm"].as<std::string>();
+    }
   } else {
-    throw po::error("--suite: expected standard, quick or custom, got '" + suite + "'");
+    auto standard = sim::bench_suite(suite, shape);
+    if (!standard.ok()) throw po::error(standard.status().message());
+    cases = std::move(*standard);
   }
-
   std::cout << fmt::format("ccsim {} bench: all-reduce of {} per rank (fp32, uncompressed), NIC {}, link latency {}; "
                            "single-threaded\n\n",
                            app::ccsim_version(), format_quantity(*bytes, UnitKind::kBytes),
@@ -248,19 +246,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12} {:>9} {:>11} {:>8} {:>9} {:>8}\n", "topology",
                            "ranks", "algorithm", "flows", "events", "solves", "simulated", "wall", "flows/s",
                            "active", "window", "RSS MiB");
-  for (const Case& c : cases) {
-    topo::ClusterSpec spec;
-    spec.topology = c.topology;
-    spec.nodes = c.ranks;
-    spec.nic_Bps = *bw;
-    spec.link_latency_s = *lat;
-    auto topology = topo::build_topology(spec);
-    if (!topology.ok()) return report(topology.status());
-    app::BenchCase bc;
-    bc.name = c.algorithm;
-    bc.algorithm = c.algorithm;
-    bc.bytes = static_cast<uint64_t>(*bytes);
-    auto r = app::run_bench_case(bc, *topology);
+  for (const sim::BenchCase& c : cases) {
+    auto r = sim::run_bench_case(c);
     if (!r.ok()) return report(r.status());
     std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12} {:>8.3f}s {:>11.3e} {:>8} {:>9} {:>8.1f}\n",
                              c.topology, r->ranks, c.algorithm, r->flows, r->events, r->solves,
@@ -308,7 +295,7 @@ int cmd_bench_kernels(const std::vector<std::string>& args) {
                                   "[--max-size 1GB] [--repeats 5] [--algo NAME ...]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
-  app::KernelBenchOptions o;
+  algo::KernelBenchOptions o;
   o.device = vm["device"].as<std::string>();
   for (const char* key : {"min-size", "max-size"}) {
     auto bytes = parse_quantity(vm[key].as<std::string>(), UnitKind::kBytes);
@@ -318,7 +305,7 @@ int cmd_bench_kernels(const std::vector<std::string>& args) {
   o.repeats = vm["repeats"].as<uint32_t>();
   o.seed = vm["seed"].as<uint64_t>();
   if (vm.count("algo")) o.schemes = vm["algo"].as<std::vector<std::string>>();
-  auto profile = app::bench_kernels(o, [](const std::string& what) { std::cerr << "bench-kernels: " << what << "\n"; });
+  auto profile = algo::bench_kernels(o, [](const std::string& what) { std::cerr << "bench-kernels: " << what << "\n"; });
   if (!profile.ok()) return report(profile.status());
   const std::string out = vm["out"].as<std::string>();
   if (Status st = app::write_files_atomically({{out, traces::device_profile_to_json(*profile).dump(2) + "\n"}});
