@@ -293,9 +293,8 @@ void check_bucket_codecs(const Scenario& s, size_t i, bool weights, Diagnostics&
     if (Status st = algo::CompressedCollective::check_scheme(**comp, info.operation, m, b.elements); !st.ok())
       return diag.add(at + (st.pointer().empty() ? "/scheme" : ""), st);
     if (Status st = algo::CompressedCollective::check_collective(**comp, info, m, b.elements, base); !st.ok())
-      return diag.add("/sync/bucket", fmt::format("{} cannot run {} on a bucket of {} entries on {} ranks with '{}': {}",
-                                                  info.algorithm, topo::collective_op_name(info.operation), b.elements,
-                                                  m, scheme, st.message()));
+      return diag.add(weights ? at + "/algorithm" : cc.algorithm.empty() ? "/collective/algorithm" : at + "/algorithm",
+                      fmt::format("a bucket of {} entries: {}", b.elements, st.message()));
   }
   if (!weights) plan.schemes[i].buckets = shapes;
 }
