@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Device ops: a scheme's CUDA kernels, registered with the scheme (CompressorInfo::device_ops) and
-/// timed by `ccsim bench-kernels --device cuda` (tools/app/bench_kernels.hpp), which iterates the
+/// timed by `ccsim bench-kernels --device cuda` (tools/app/kernel_table.hpp), which iterates the
 /// registry for them. Each op has one host-side entry point, as CUB's Device layer does: a
 /// DeviceCase's `launch` enqueues exactly that op on a stream, its inputs already on the device.
 ///

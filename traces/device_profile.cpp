@@ -8,7 +8,7 @@
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/units.hpp"
 #include "topology/schedule.hpp"
-#include "traces/json_fields.hpp"
+#include "traces/json_header.hpp"
 
 namespace ccsim::traces {
 namespace {

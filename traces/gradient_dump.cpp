@@ -1,8 +1,8 @@
 #include "traces/gradient_dump.hpp"
 
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 #include "sim/base/diagnostics.hpp"
-#include "traces/json_fields.hpp"
+#include "traces/json_header.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 #include "traces/npy.hpp"
 
-#include "kernels/quant/fp16.hpp"
+#include "kernels/quant/fp16_quant.hpp"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
 #include "traces/safetensors.hpp"
 
-#include "kernels/quant/bf16.hpp"
-#include "kernels/quant/fp16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
+#include "kernels/quant/fp16_quant.hpp"
 #include "sim/base/diagnostics.hpp"
-#include "traces/json_fields.hpp"
+#include "traces/json_header.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 #include "algorithms/bf16/bf16.hpp"
 
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 
 namespace ccsim::algo {
 

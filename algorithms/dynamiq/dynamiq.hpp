@@ -11,7 +11,7 @@
 ///     super-groups so that equal widths are contiguous (stable by index; the partial last
 ///     super-group, if any, stays last); finish() restores the order and adds ranks·μ_j back.
 ///  3. Every hop decodes to fp32, adds and re-encodes each super-group at its width (the CPU
-///     reference composes decode_accumulate and encode; kernels/quant/dynamiq.hpp has the element
+///     reference composes decode_accumulate and encode; kernels/quant/dynamiq_quant.hpp has the element
 ///     functions and the wire layout of one super-group).
 ///
 /// Bit allocation (§3.2): consecutive widths a < b of W get thresholds with equal per-bit benefit,
@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
-#include "kernels/quant/dynamiq.hpp"
+#include "kernels/quant/dynamiq_quant.hpp"
 
 namespace ccsim::algo {
 

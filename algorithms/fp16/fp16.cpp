@@ -1,6 +1,6 @@
 #include "algorithms/fp16/fp16.hpp"
 
-#include "kernels/quant/fp16.hpp"
+#include "kernels/quant/fp16_quant.hpp"
 
 namespace ccsim::algo {
 

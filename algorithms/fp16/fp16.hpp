@@ -2,7 +2,7 @@
 /// \file
 /// fp16: the IEEE half-precision baseline. Payload: one FP16 code per element, rounded to nearest
 /// even and saturating (a finite value beyond ±65504 is sent as ±65504, never as inf; ±inf and NaN
-/// stay non-finite), as kernels/quant/fp16.hpp. Every hop decodes to fp32, adds in fp32 and
+/// stay non-finite), as kernels/quant/fp16_quant.hpp. Every hop decodes to fp32, adds in fp32 and
 /// re-encodes.
 ///
 /// Wire: 2 * count bytes (count little-endian uint16 codes), no metadata.

@@ -5,7 +5,7 @@
 /// Every hop decodes to fp32, adds, and re-encodes.
 
 #include "algorithms/registry.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 
 namespace ccsim::algo {
 

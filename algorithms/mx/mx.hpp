@@ -3,7 +3,7 @@
 /// mxfp8 / mxfp6 / mxfp4: OCP Microscaling formats adapted to all-reduce as in DynamiQ (§5,
 /// App. C): E4M3 (MXFP8), E3M2 (MXFP6) or E2M1 (MXFP4) elements in blocks of `block` (32, the OCP
 /// block) sharing one scale, BF16 (DynamiQ's runs) or the spec's E8M0. Every hop decodes to fp32,
-/// adds in fp32 and re-encodes. Element, scale and layout rules: kernels/quant/mx.hpp.
+/// adds in fp32 and re-encodes. Element, scale and layout rules: kernels/quant/mx_quant.hpp.
 ///
 /// Wire: [ceil(count / block) scales, 2 bytes each (BF16 bits, little-endian) or 1 byte (E8M0) |
 ///        count element codes of 8 / 6 / 4 bits, packed LSB-first as kernels/pack/bitpack.hpp]
@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
-#include "kernels/quant/mx.hpp"
+#include "kernels/quant/mx_quant.hpp"
 
 namespace ccsim::algo {
 

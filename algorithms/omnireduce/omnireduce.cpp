@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "kernels/parallel.hpp"
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {

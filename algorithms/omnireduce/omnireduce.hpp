@@ -53,7 +53,7 @@
 /// The wire (the union, every rank sending the same |U| entries) is the same for both. plan_local
 /// keeps each rank's own bitmap for prepare() of the same round (own only).
 ///
-/// BF16 encoding: round to nearest even (kernels/quant/bf16.hpp), saturating: a finite value that
+/// BF16 encoding: round to nearest even (kernels/quant/bf16_quant.hpp), saturating: a finite value that
 /// would round to +-inf (|x| >= 2^128 - 2^119) is sent as +-0x7F7F (the largest finite BF16,
 /// 3.39e38), so finite inputs never decode to inf. NaN and inf pass through.
 ///

@@ -4,7 +4,7 @@
 /// Per bucket, |x_i| / ‖x‖₂ is rounded stochastically to s + 1 uniform levels and sent with a
 /// separate sign bit; the bucket's L2 norm travels as fp32 (rounded up). Unbiased. Every hop
 /// decodes to fp32, adds in fp32 and re-encodes. Element rules and edge cases:
-/// kernels/quant/qsgd.hpp.
+/// kernels/quant/qsgd_quant.hpp.
 ///
 /// Codes: `bits` bits per element = 1 sign bit + (bits - 1) level bits, level in [0, s] with
 /// s = 2^(bits-1) - 1: bits = 4 gives s = 7 levels (QSGD "4-bit"), bits = 8 gives s = 127.
@@ -16,7 +16,7 @@
 ///             bits (4 or 8, default 4).
 
 #include "algorithms/registry.hpp"
-#include "kernels/quant/qsgd.hpp"
+#include "kernels/quant/qsgd_quant.hpp"
 
 namespace ccsim::algo {
 

@@ -4,7 +4,7 @@
 /// first k bits of its bit pattern in a base format (fp32, or fp16 / FP8 E4M3 / FP8 E5M2 after
 /// conversion, the paper's choice for small k), optionally with random rounding between the
 /// truncated value and the value one unit up at bit k (unbiased). Every hop decodes to fp32, adds
-/// in fp32 and re-encodes. Element rules, worked example and edge cases: kernels/quant/tfp.hpp.
+/// in fp32 and re-encodes. Element rules, worked example and edge cases: kernels/quant/tfp_quant.hpp.
 ///
 /// Wire: ceil(count * k / 8) bytes, the k-bit codes packed as a little-endian bit stream (code i
 /// in bits [i*k, i*k + k)), no metadata.
@@ -18,7 +18,7 @@
 ///                    paper's default for large k)
 
 #include "algorithms/registry.hpp"
-#include "kernels/quant/tfp.hpp"
+#include "kernels/quant/tfp_quant.hpp"
 
 namespace ccsim::algo {
 

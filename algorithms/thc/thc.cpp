@@ -9,7 +9,7 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/quant/minifloat.hpp"
-#include "kernels/quant/thc.hpp"
+#include "kernels/quant/thc_quant.hpp"
 #include "kernels/quant/uniform_stream.hpp"
 #include "kernels/transform/hadamard.hpp"
 #include "kernels/stats/entropy.hpp"

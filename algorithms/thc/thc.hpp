@@ -18,7 +18,7 @@
 ///     (powers of two commute exactly with the transform); rotated blockwise by H_B · D with the
 ///     signs D shared by every rank (kernels/transform/hadamard.hpp keyed {seed, round,
 ///     kThcSharedRank, 0}, the same on every rank and independent of the rank's own streams);
-///     each value v becomes the lattice code of kernels/quant/thc.hpp with half-width M' = M 2^-k
+///     each value v becomes the lattice code of kernels/quant/thc_quant.hpp with half-width M' = M 2^-k
 ///     in [1, 2): c = stochastic_round((v + M') (2^q - 1) / (2M')) in [0, 2^q - 1], drawing
 ///     uniform_at(key, i) from the rank's prepare key. The reduced vector holds these codes as exact
 ///     fp32 integers, so the collective's fp32 additions are exact integer additions.
@@ -30,7 +30,7 @@
 /// gives NaN everywhere, since one shared lattice cannot carry it.
 ///
 /// Wire: ceil(count * b / 8) bytes: count unsigned b-bit fields, little-endian bit stream
-///       (kernels/quant/thc.hpp). No per-message metadata. The collective reduces the padded
+///       (kernels/quant/thc_quant.hpp). No per-message metadata. The collective reduces the padded
 ///       tensor, so the padding (up to B - 1 fields per tensor) is sent too.
 ///
 /// Parameters: q (default 4, in [1, 15]); bits auto | 8 | 12 | 16 (default auto: 8 for at most 8
@@ -50,7 +50,7 @@
 #include <span>
 
 #include "algorithms/registry.hpp"
-#include "kernels/quant/thc.hpp"
+#include "kernels/quant/thc_quant.hpp"
 
 namespace ccsim::algo {
 

@@ -38,8 +38,8 @@
 #include "kernels/cuda/quant_cuda.hpp"
 #include "kernels/philox.hpp"
 #include "kernels/quant/group_quant.hpp"
-#include "kernels/quant/mx.hpp"
-#include "kernels/quant/tfp.hpp"
+#include "kernels/quant/mx_quant.hpp"
+#include "kernels/quant/tfp_quant.hpp"
 #include "sim/base/status.hpp"
 
 namespace ccsim::kern {
@@ -47,7 +47,7 @@ namespace ccsim::kern {
 /// Largest block (MX block, quantization group, QSGD bucket) the CUDA kernels accept.
 inline constexpr uint32_t kBlockCudaMaxBlock = 65536;
 
-// --- MX (kernels/quant/mx.hpp) -------------------------------------------------------------------
+// --- MX (kernels/quant/mx_quant.hpp) -------------------------------------------------------------------
 
 /// kInvalidArgument unless 1 <= f.block <= kBlockCudaMaxBlock, f.block * element bits is a
 /// multiple of 8, the element format has at most 8 bits (E4M3, E5M2, E3M2, E2M3, E2M1) and the
@@ -113,7 +113,7 @@ Status group_quant_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t c
                                                  const GroupQuantFormat& out_format, const RngKey& key,
                                                  uint64_t index_base, uint8_t* d_out, CudaStream stream = nullptr);
 
-// --- TFP (kernels/quant/tfp.hpp) -----------------------------------------------------------------
+// --- TFP (kernels/quant/tfp_quant.hpp) -----------------------------------------------------------------
 
 /// kInvalidArgument unless f.valid().
 Status tfp_cuda_can_implement(uint64_t count, const TfpFormat& f);
@@ -132,7 +132,7 @@ Status tfp_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t count, co
                                          bool random_rounding, const RngKey& key, uint64_t index_base, uint8_t* d_out,
                                          CudaStream stream = nullptr);
 
-// --- QSGD (kernels/quant/qsgd.hpp) ---------------------------------------------------------------
+// --- QSGD (kernels/quant/qsgd_quant.hpp) ---------------------------------------------------------------
 
 /// kInvalidArgument unless 2 <= bits <= 8, 1 <= bucket <= kBlockCudaMaxBlock and bucket * bits is
 /// a multiple of 8.
@@ -153,7 +153,7 @@ Status qsgd_decode_accumulate_encode_cuda(const uint8_t* d_in, uint64_t count, u
                                           float* d_acc, const RngKey& key, uint64_t index_base, uint8_t* d_out,
                                           CudaStream stream = nullptr);
 
-// --- FP16 (kernels/quant/fp16.hpp) ---------------------------------------------------------------
+// --- FP16 (kernels/quant/fp16_quant.hpp) ---------------------------------------------------------------
 
 /// fp16_encode(): d_out[i] = float_to_fp16_rne(d_x[i]).
 Status fp16_encode_cuda(const float* d_x, uint64_t count, uint16_t* d_out, CudaStream stream = nullptr);

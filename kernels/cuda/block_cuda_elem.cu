@@ -1,4 +1,4 @@
-// CUDA kernels for TFP (kernels/quant/tfp.hpp), QSGD (qsgd.hpp) and FP16 (fp16.hpp). Bit identity
+// CUDA kernels for TFP (kernels/quant/tfp_quant.hpp), QSGD (qsgd.hpp) and FP16 (fp16.hpp). Bit identity
 // with the CPU references rests on:
 //  - the CCSIM_HD element functions (tfp_encode_element / tfp_decode_element, qsgd_norm /
 //    qsgd_quantize, minifloat_encode_rne / minifloat_decode), compiled with --fmad=false;
@@ -17,8 +17,8 @@
 
 #include "kernels/cuda/block_cuda.hpp"
 #include "kernels/cuda/block_cuda_common.cuh"
-#include "kernels/quant/fp16.hpp"
-#include "kernels/quant/qsgd.hpp"
+#include "kernels/quant/fp16_quant.hpp"
+#include "kernels/quant/qsgd_quant.hpp"
 
 namespace ccsim::kern {
 namespace {

@@ -1,4 +1,4 @@
-// CUDA kernels for the MX codec (kernels/quant/mx.hpp). Bit identity with mx.cpp rests on:
+// CUDA kernels for the MX codec (kernels/quant/mx_quant.hpp). Bit identity with mx.cpp rests on:
 //  - the element and scale functions being the CCSIM_HD ones (minifloat_encode/decode,
 //    mx_scale_code, mx_scale_value, mx_amax_step), compiled with --fmad=false and IEEE division;
 //  - the block maximum being exact and order-independent: mx_amax_step and the group combine both

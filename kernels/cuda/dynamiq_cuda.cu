@@ -1,5 +1,5 @@
 // CUDA kernels for DynamiQ. Bit identity with the CPU compressor rests on four things: the shared
-// CCSIM_HD per-group and per-entry steps (kernels/quant/dynamiq.hpp), IEEE division and no FMA
+// CCSIM_HD per-group and per-entry steps (kernels/quant/dynamiq_quant.hpp), IEEE division and no FMA
 // contraction (nvcc's default -prec-div=true, plus --fmad=false on this target); maxima that equal
 // the CPU's running std::fmax in index order, signalling NaNs included (see "maxima" below); and the
 // statistics' double sums taken in the CPU's order (one thread per super-group, entry by entry).
@@ -21,7 +21,7 @@
 #include <numeric>
 #include <string>
 
-#include "kernels/quant/dynamiq.hpp"
+#include "kernels/quant/dynamiq_quant.hpp"
 
 namespace ccsim::kern {
 namespace {

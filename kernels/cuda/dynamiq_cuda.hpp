@@ -7,7 +7,7 @@
 ///
 /// Every op is bit-identical to the CPU compressor: the kernels call the per-group and per-entry
 /// CCSIM_HD steps that the CPU's dynamiq_encode_sg / dynamiq_decode_sg are made of
-/// (kernels/quant/dynamiq.hpp), write the same wire layout, draw the same Philox numbers at the same
+/// (kernels/quant/dynamiq_quant.hpp), write the same wire layout, draw the same Philox numbers at the same
 /// indices, and the target is compiled with --fmad=false. The statistics sum each super-group in
 /// double, entry by entry in index order, as plan_local does. The one exception is the payload of a
 /// NaN produced by arithmetic in the statistics (a NaN or inf input): the GPU's double sums return

@@ -1,5 +1,5 @@
 // CUDA kernels for the BF16 and block-int8 codecs. BF16 runs the elementwise 16-bit kernels of
-// block_cuda_common.cuh with the CCSIM_HD element functions of kernels/quant/bf16.hpp. Block int8
+// block_cuda_common.cuh with the CCSIM_HD element functions of kernels/quant/bf16_quant.hpp. Block int8
 // is group quantization with integer codes of 8 bits, one fp32 block maximum per group and no
 // Hadamard smoother: the same codes (int8_quantize and group_quantize compute (x / m) * 127 and
 // round the same way), the same scales and the same layout [maxima | codes], so its entry points
@@ -15,7 +15,7 @@
 
 #include "kernels/cuda/block_cuda.hpp"
 #include "kernels/cuda/block_cuda_common.cuh"
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 #include "kernels/quant/group_quant.hpp"
 
 static_assert(std::is_same_v<ccsim::kern::CudaStream, cudaStream_t>, "CudaStream must be cudaStream_t");

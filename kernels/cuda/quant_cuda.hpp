@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "kernels/philox.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 #include "sim/base/status.hpp"
 
 /// The CUDA runtime's stream handle type (cudaStream_t is `CUstream_st*`), declared here so this
@@ -68,7 +68,7 @@ Status bf16_decode_accumulate_encode_cuda(const uint16_t* d_in, uint64_t count, 
 /// 1 <= block <= kBlockInt8CudaMaxBlock. Called by every block_int8_*_cuda entry point.
 Status block_int8_cuda_can_implement(uint64_t count, uint32_t block);
 
-/// Block-int8 encode into the layout of block_int8_encode (kernels/quant/block_int8.hpp):
+/// Block-int8 encode into the layout of block_int8_encode (kernels/quant/block_int8_quant.hpp):
 /// [ceil(count/block) fp32 block maxima | count int8 codes]. Element i draws its stochastic-rounding
 /// number at index `index_base + i` of stream `key` (unused with Rounding::kNearest).
 /// REQUIRES: d_x holds `count` floats; d_out holds block_int8_bytes(count, block) bytes (any

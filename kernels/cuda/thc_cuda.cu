@@ -6,7 +6,7 @@
 //    through the same operations in the same order as on the CPU;
 //  - the NaN rules of x86-64 for every fp32 operation whose NaN can reach an output
 //    (block_cuda_common.cuh), signs applied as a flip of the sign bit (the CPU's x = -x), and the
-//    CCSIM_HD element functions of kernels/quant/thc.hpp;
+//    CCSIM_HD element functions of kernels/quant/thc_quant.hpp;
 //  - maxima as exact 64-bit keys: |x|'s bits for a number, and above every number a key that
 //    prefers the smaller index for a NaN, so the combined key names max_abs()'s result whatever the
 //    order: the largest magnitude or the first NaN.
@@ -35,7 +35,7 @@
 
 #include "kernels/cuda/block_cuda_common.cuh"
 #include "kernels/quant/minifloat.hpp"
-#include "kernels/quant/thc.hpp"
+#include "kernels/quant/thc_quant.hpp"
 #include "kernels/transform/hadamard.hpp"
 
 namespace ccsim::kern {

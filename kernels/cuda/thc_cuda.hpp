@@ -8,7 +8,7 @@
 ///  - ThcCompressor::plan_local (the rank's metadata entry), prepare (pad, scale 2^-k, rotate, code
 ///    on the lattice) and finish (lattice value of the integer sums, inverse rotation, scale 2^k,
 ///    drop the padding), each in as few passes over memory as the rotation allows;
-///  - the wire: thc_pack, thc_unpack, thc_unpack_accumulate (kernels/quant/thc.hpp) and the fused
+///  - the wire: thc_pack, thc_unpack, thc_unpack_accumulate (kernels/quant/thc_quant.hpp) and the fused
 ///    hop acc += fields(in); out = pack(acc).
 ///
 /// Bit identity. Every op equals its CPU reference bit for bit: the butterflies run the stages of
@@ -44,7 +44,7 @@
 
 #include "kernels/cuda/quant_cuda.hpp"
 #include "kernels/philox.hpp"
-#include "kernels/quant/thc.hpp"
+#include "kernels/quant/thc_quant.hpp"
 #include "sim/base/status.hpp"
 
 namespace ccsim::kern {
@@ -133,7 +133,7 @@ Status thc_prepare_cuda(const float* d_x, uint64_t count, uint64_t block, const 
 Status thc_finish_cuda(float* d_reduced, uint64_t count, uint64_t block, const ThcLattice& lattice, uint32_t ranks,
                        const RngKey& sign_key, float* d_out, CudaStream stream = nullptr);
 
-// --- THC wire (kernels/quant/thc.hpp) ------------------------------------------------------------
+// --- THC wire (kernels/quant/thc_quant.hpp) ------------------------------------------------------------
 
 /// kInvalidArgument unless bits is 8, 12 or 16. Called by every thc_*pack* entry point.
 Status thc_wire_cuda_can_implement(uint64_t count, uint32_t bits);

@@ -48,7 +48,7 @@
 
 #include "kernels/pack/bitpack.hpp"
 #include "kernels/philox.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 #include "kernels/quant/minifloat.hpp"
 
 namespace ccsim::kern {

@@ -52,8 +52,8 @@
 
 #include "kernels/float_bits.hpp"
 #include "kernels/philox.hpp"
-#include "kernels/quant/bf16.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/bf16_quant.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 
 namespace ccsim::kern {
 

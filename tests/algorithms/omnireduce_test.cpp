@@ -19,7 +19,7 @@
 #include "algorithms/omnireduce/omnireduce.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 #include "tests/algorithms/scheme_helpers.hpp"
 #include "topology/collectives/collectives.hpp"
 

@@ -1,7 +1,7 @@
 // TFP (AQGB §4.4): the paper's worked example, exact truncation bit patterns, the fp16/FP8 bases,
 // saturation and parameter validation.
 
-#include "kernels/quant/tfp.hpp"
+#include "kernels/quant/tfp_quant.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "algorithms/registry.hpp"
 #include "kernels/float_bits.hpp"
-#include "kernels/quant/fp16.hpp"
+#include "kernels/quant/fp16_quant.hpp"
 
 namespace ccsim::algo {
 namespace {

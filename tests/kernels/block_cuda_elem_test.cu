@@ -1,5 +1,5 @@
 // The CUDA TFP, QSGD and FP16 codecs (kernels/cuda/block_cuda.hpp) against their CPU references
-// (kernels/quant/tfp.cpp, qsgd.cpp, fp16.cpp): encoded bytes exactly, decoded floats and
+// (kernels/quant/tfp_quant.cpp, qsgd.cpp, fp16.cpp): encoded bytes exactly, decoded floats and
 // accumulators bit for bit, for encode, decode, decode-accumulate and the fused hop, over sizes,
 // formats, rounding modes, seeds and input families. GPU tests skip when no device is present.
 
@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "kernels/cuda/block_cuda.hpp"
-#include "kernels/quant/fp16.hpp"
-#include "kernels/quant/qsgd.hpp"
-#include "kernels/quant/tfp.hpp"
+#include "kernels/quant/fp16_quant.hpp"
+#include "kernels/quant/qsgd_quant.hpp"
+#include "kernels/quant/tfp_quant.hpp"
 #include "tests/kernels/block_cuda_test_util.cuh"
 
 namespace ccsim::kern::cuda_test {

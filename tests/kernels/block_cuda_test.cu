@@ -1,6 +1,6 @@
 // The CUDA MX and group-quantization codecs (kernels/cuda/block_cuda.hpp: MXFP8/6/4, EQuARX
 // int8/FP8 blocks, SDP4Bit int4/int8 groups with the Hadamard smoother, block int8's fused hop)
-// against their CPU references (kernels/quant/mx.cpp, group_quant.cpp, block_int8.cpp): encoded
+// against their CPU references (kernels/quant/mx_quant.cpp, group_quant.cpp, block_int8.cpp): encoded
 // bytes must match exactly (memcmp, NaN codes included), decoded floats and accumulators bit for
 // bit, for encode, decode, decode-accumulate and the fused hop. Seeded inputs over sizes (most not
 // multiples of the block), formats, rounding modes and input families (a real gradient included);
@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "kernels/cuda/block_cuda.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 #include "kernels/quant/group_quant.hpp"
-#include "kernels/quant/mx.hpp"
+#include "kernels/quant/mx_quant.hpp"
 #include "kernels/stats/entropy.hpp"
 #include "tests/kernels/block_cuda_test_util.cuh"
 

@@ -21,7 +21,7 @@
 #include "kernels/cuda/quant_cuda.hpp"
 #include "kernels/float_bits.hpp"
 #include "kernels/philox.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 #include "sim/base/status.hpp"
 #include "tests/kernels/gradient_sample.hpp"
 

@@ -33,7 +33,7 @@
 #include "algorithms/dynamiq/dynamiq.hpp"
 #include "algorithms/numerics.hpp"
 #include "kernels/cuda/dynamiq_cuda.hpp"
-#include "kernels/quant/dynamiq.hpp"
+#include "kernels/quant/dynamiq_quant.hpp"
 #include "traces/gradient_dump.hpp"
 #include "tests/kernels/cuda_test_support.cuh"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/philox.hpp"
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 
 namespace ccsim::kern {
 namespace {

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "kernels/cuda/quant_cuda.hpp"
-#include "kernels/quant/bf16.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/bf16_quant.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 #include "tests/kernels/cuda_test_support.cuh"
 
 namespace ccsim::kern {

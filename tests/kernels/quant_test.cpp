@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/parallel.hpp"
-#include "kernels/quant/bf16.hpp"
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/bf16_quant.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 
 namespace ccsim::kern {
 namespace {

@@ -1,6 +1,6 @@
 // The CUDA THC kernels (kernels/cuda/thc_cuda.hpp) against the CPU references: the Hadamard
 // transforms (kernels/transform/hadamard.hpp) and max |x| (parallel_max_abs) bit for bit, the wire
-// ops against kernels/quant/thc.hpp byte for byte, and whole THC rounds against the CPU compressor
+// ops against kernels/quant/thc_quant.hpp byte for byte, and whole THC rounds against the CPU compressor
 // (algorithms/thc/thc.hpp): every rank's plan_local entry, prepare's codes, a reduce along a chain
 // of ranks (pack, fused hops, decode-accumulate: every message and accumulator), and finish. Cases
 // cover block sizes 1 .. 2^24 (one, two and three passes), sizes that end in partial tiles, index
@@ -38,7 +38,7 @@
 #include "algorithms/numerics.hpp"
 #include "algorithms/thc/thc.hpp"
 #include "kernels/cuda/thc_cuda.hpp"
-#include "kernels/quant/thc.hpp"
+#include "kernels/quant/thc_quant.hpp"
 #include "kernels/stats/entropy.hpp"
 #include "kernels/transform/hadamard.hpp"
 #include "traces/gradient_dump.hpp"

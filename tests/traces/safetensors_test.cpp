@@ -4,7 +4,7 @@
 #include "traces/safetensors.hpp"
 
 #include "kernels/float_bits.hpp"
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -21,7 +21,7 @@
 #include "sim/base/units.hpp"
 #include "sim/sim_bench.hpp"
 #include "traces/device_profile.hpp"
-#include "tools/app/bench_kernels.hpp"
+#include "tools/app/kernel_table.hpp"
 #include "tools/app/outputs.hpp"
 #include "tools/app/run_collective.hpp"
 #include "tools/app/run_training.hpp"

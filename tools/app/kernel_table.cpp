@@ -1,4 +1,4 @@
-#include "tools/app/bench_kernels.hpp"
+#include "tools/app/kernel_table.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "kernels/quant/qsgd.hpp"
+#include "kernels/quant/qsgd_quant.hpp"
 
 #include <algorithm>
 #include <cstring>

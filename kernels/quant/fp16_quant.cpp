@@ -1,4 +1,4 @@
-#include "kernels/quant/fp16.hpp"
+#include "kernels/quant/fp16_quant.hpp"
 
 #include "kernels/parallel.hpp"
 

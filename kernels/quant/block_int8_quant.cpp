@@ -1,4 +1,4 @@
-#include "kernels/quant/block_int8.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
 
 #include <algorithm>
 #include <cstring>

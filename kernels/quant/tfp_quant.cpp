@@ -1,4 +1,4 @@
-#include "kernels/quant/tfp.hpp"
+#include "kernels/quant/tfp_quant.hpp"
 
 #include <algorithm>
 

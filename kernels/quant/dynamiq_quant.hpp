@@ -30,7 +30,7 @@
 #include "kernels/float_bits.hpp"
 #include "kernels/pack/bitpack.hpp"
 #include "kernels/philox.hpp"
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 #include "kernels/quant/grid.hpp"
 #include "kernels/quant/uniform_stream.hpp"
 

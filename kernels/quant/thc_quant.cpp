@@ -1,4 +1,4 @@
-#include "kernels/quant/thc.hpp"
+#include "kernels/quant/thc_quant.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "kernels/quant/mx.hpp"
+#include "kernels/quant/mx_quant.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "kernels/quant/bf16.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 
 #include "kernels/parallel.hpp"
 
