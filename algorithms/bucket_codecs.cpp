@@ -61,7 +61,8 @@ Result<BucketCodecs> BucketCodecs::make(Config config, std::vector<BucketShape> 
       const bool matrices = dynamic_cast<const LowRankCompressor*>(codec.comp.get()) != nullptr;
       share = !(out.replanned() || matrices);
     }
-    codec.lowering = std::make_unique<CompressedCollective>(*codec.comp, *c.collective, c.ranks, shape.elements, c.base);
+    codec.lowering =
+        std::make_unique<CompressedCollective>(*codec.comp, *c.collective, c.ranks, shape.elements, c.base);
     if (codec.lowering->plan_bytes() > 0) {
       CCSIM_RETURN_IF_ERROR(out.plan(codec, static_cast<uint32_t>(b), 0, out.replanned()));
     } else {

@@ -64,15 +64,16 @@ Result<ComputeTrace> ComputeTrace::from_json(const json& root, std::string_view 
   if (root.contains("micro_batch")) {
     auto v = json_as_u64(root["micro_batch"]);
     if (!v || *v == 0)
-      diag.add("/micro_batch", fmt::format("expected a positive integer, found {}", describe_json(root["micro_batch"])));
+      diag.add("/micro_batch",
+               fmt::format("expected a positive integer, found {}", describe_json(root["micro_batch"])));
     else
       t.micro_batch_ = *v;
   }
   if (root.contains("gradient_bytes_per_param")) {
     auto v = json_as_u64(root["gradient_bytes_per_param"]);
     if (!v || (*v != 2 && *v != 4))
-      diag.add("/gradient_bytes_per_param",
-               fmt::format("expected 2 (fp16/bf16) or 4 (fp32), found {}", describe_json(root["gradient_bytes_per_param"])));
+      diag.add("/gradient_bytes_per_param", fmt::format("expected 2 (fp16/bf16) or 4 (fp32), found {}",
+                                                        describe_json(root["gradient_bytes_per_param"])));
     else
       t.gradient_bytes_per_param_ = static_cast<uint32_t>(*v);
   }
@@ -98,7 +99,8 @@ Result<ComputeTrace> ComputeTrace::from_json(const json& root, std::string_view 
         if (auto p = json_as_u64(l["params"]))
           lc.params = *p;
         else
-          diag.add(path + "/params", fmt::format("expected a non-negative integer, found {}", describe_json(l["params"])));
+          diag.add(path + "/params",
+                   fmt::format("expected a non-negative integer, found {}", describe_json(l["params"])));
         if (auto f = read_quantity(l, path, "forward", UnitKind::kTime, false, diag)) lc.forward_s = *f;
         if (auto b = read_quantity(l, path, "backward", UnitKind::kTime, false, diag)) lc.backward_s = *b;
         if (l.contains("activation_bytes")) {
@@ -110,7 +112,8 @@ Result<ComputeTrace> ComputeTrace::from_json(const json& root, std::string_view 
             diag.add(path + "/name", fmt::format("duplicate layer name '{}'", lc.name));
         t.layers_.push_back(std::move(lc));
       }
-      if (diag.empty() && t.params() == 0) diag.add("/layers", "expected at least one layer with parameters, found none");
+      if (diag.empty() && t.params() == 0)
+        diag.add("/layers", "expected at least one layer with parameters, found none");
     }
   }
   if (!diag.empty()) return diag.to_status(file);
@@ -124,10 +127,11 @@ json ComputeTrace::to_json() const {
     if (l.activation_bytes != 0) j["activation_bytes"] = l.activation_bytes;
     layers.push_back(std::move(j));
   }
-  json root = {{"format", kFormatName},
-               {"version", kVersion},
-               {"model", model_},
-               {"provenance", {{"kind", provenance_.kind}, {"device", provenance_.device}, {"source", provenance_.source}}}};
+  json root = {
+      {"format", kFormatName},
+      {"version", kVersion},
+      {"model", model_},
+      {"provenance", {{"kind", provenance_.kind}, {"device", provenance_.device}, {"source", provenance_.source}}}};
   if (micro_batch_ != 0) root["micro_batch"] = micro_batch_;
   root["gradient_bytes_per_param"] = gradient_bytes_per_param_;
   if (optimizer_s_ != 0) root["optimizer"] = optimizer_s_;

@@ -53,7 +53,8 @@ Result<EmpiricalCdf> EmpiricalCdf::load(const std::filesystem::path& path) {
   if (!doc.is_object()) return err("/", "an object", doc);
   for (const auto& [k, v] : doc.items())
     if (k != "format" && k != "version" && k != "unit" && k != "description" && k != "points")
-      return invalid_argument(fmt::format("{}: /{}: unknown key (expected format, version, unit, description, points)", f, k));
+      return invalid_argument(
+          fmt::format("{}: /{}: unknown key (expected format, version, unit, description, points)", f, k));
   if (!doc.contains("format") || doc["format"] != "ccsim-straggler-cdf")
     return err("/format", "\"ccsim-straggler-cdf\"", doc.value("format", json()));
   if (!doc.contains("version") || doc["version"] != 1) return err("/version", "1", doc.value("version", json()));
@@ -137,7 +138,8 @@ Result<StragglerModel> StragglerModel::make(StragglerSpec spec, uint64_t seed) {
       break;
     case StragglerKind::kPersistent:
       if (!(spec.slow_factor > 0))
-        return invalid_argument(fmt::format("stragglers: persistent factor must be positive, got {}", spec.slow_factor));
+        return invalid_argument(
+            fmt::format("stragglers: persistent factor must be positive, got {}", spec.slow_factor));
       break;
     case StragglerKind::kNone: break;
   }
@@ -175,7 +177,8 @@ double StragglerModel::mean() const {
 std::string StragglerModel::describe() const {
   switch (spec_.model) {
     case StragglerKind::kUniform: return fmt::format("uniform U[{}, {}] per round and worker", spec_.low, spec_.high);
-    case StragglerKind::kLognormal: return fmt::format("lognormal (sigma {}, mean 1) per round and worker", spec_.sigma);
+    case StragglerKind::kLognormal:
+      return fmt::format("lognormal (sigma {}, mean 1) per round and worker", spec_.sigma);
     case StragglerKind::kEmpirical:
       return fmt::format("empirical CDF ({} points, {}..{}, mean {:.4g}), normalized to mean 1",
                          spec_.cdf.values.size(), spec_.cdf.values.front(), spec_.cdf.values.back(), cdf_mean_);

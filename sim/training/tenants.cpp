@@ -35,7 +35,8 @@ std::vector<Diagnostic> TenantTraffic::problems(const topo::Topology& topology, 
       const size_t members = t.ranks.empty() ? n : t.ranks.size();
       if (members < 2) bad("ranks", "a ring needs at least 2 ranks");
       for (size_t k = 0; k < t.ranks.size(); ++k)
-        if (t.ranks[k] >= n) bad(fmt::format("ranks/{}", k), fmt::format("expected a rank below {}, got {}", n, t.ranks[k]));
+        if (t.ranks[k] >= n)
+          bad(fmt::format("ranks/{}", k), fmt::format("expected a rank below {}, got {}", n, t.ranks[k]));
       if (t.bytes < 4 * members)
         bad("size", fmt::format("expected at least 4 bytes per ring member ({} B), got {} B", 4 * members, t.bytes));
       if (t.count < 1) bad("count", "expected at least 1, got 0");
@@ -53,8 +54,8 @@ std::vector<Diagnostic> TenantTraffic::problems(const topo::Topology& topology, 
 }
 
 Result<std::unique_ptr<TenantTraffic>> TenantTraffic::make(Engine& engine, FlowNetwork& network,
-                                                           const topo::Topology& topology, std::vector<TenantSpec> specs,
-                                                           uint64_t ecmp_salt) {
+                                                           const topo::Topology& topology,
+                                                           std::vector<TenantSpec> specs, uint64_t ecmp_salt) {
   if (const std::vector<Diagnostic> bad = problems(topology, specs); !bad.empty())
     return invalid_argument_at(bad.front().path, bad.front().message);
   const uint32_t n = topology.num_ranks();
@@ -73,7 +74,8 @@ Result<std::unique_ptr<TenantTraffic>> TenantTraffic::make(Engine& engine, FlowN
       loop->stat = tt->stats_.size();
       tt->stats_.push_back(
           TenantStats{count > 1 ? fmt::format("{}#{}[{}]", kind, i, c) : fmt::format("{}#{}", kind, i), 0, 0});
-      if (t.kind != TenantKind::kRingAllReduce) topology.route(t.src, t.dst, ecmp_salt ^ (0x7E4A47ull + i), loop->route);
+      if (t.kind != TenantKind::kRingAllReduce)
+        topology.route(t.src, t.dst, ecmp_salt ^ (0x7E4A47ull + i), loop->route);
       tt->loops_.push_back(std::move(loop));
     }
   }

@@ -79,8 +79,9 @@ class TenantTraffic {
   /// Pointer relative to the list of specs ("/1/dst"). A ring without ranks spans every rank.
   static std::vector<Diagnostic> problems(const topo::Topology& topology, std::span<const TenantSpec> specs);
   /// REQUIRES: problems() is empty (else an input error listing them).
-  static Result<std::unique_ptr<TenantTraffic>> make(Engine& engine, FlowNetwork& network, const topo::Topology& topology,
-                                                     std::vector<TenantSpec> specs, uint64_t ecmp_salt);
+  static Result<std::unique_ptr<TenantTraffic>> make(Engine& engine, FlowNetwork& network,
+                                                     const topo::Topology& topology, std::vector<TenantSpec> specs,
+                                                     uint64_t ecmp_salt);
   TenantTraffic(const TenantTraffic&) = delete;
   TenantTraffic& operator=(const TenantTraffic&) = delete;
   ~TenantTraffic();

@@ -235,15 +235,13 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
                      "wire/rank", "time", "analytic", "vs formula", "vNMSE", "kernels", "round ops");
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
-    out += fmt::format("  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", r.scheme,
-                       r.bits_per_element,
-                       format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(report.ranks), UnitKind::kBytes),
-                       format_quantity(r.time_s, UnitKind::kTime),
-                       has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
-                       has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
-                       std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
-                       format_quantity(r.kernel_time_s, UnitKind::kTime),
-                       format_quantity(r.round_kernel_time_s, UnitKind::kTime));
+    out += fmt::format(
+        "  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", r.scheme, r.bits_per_element,
+        format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(report.ranks), UnitKind::kBytes),
+        format_quantity(r.time_s, UnitKind::kTime), has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
+        has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
+        std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
+        format_quantity(r.kernel_time_s, UnitKind::kTime), format_quantity(r.round_kernel_time_s, UnitKind::kTime));
   }
   if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
     for (const auto& r : report.results) out += fmt::format("  {:<8} kernels: {}\n", r.scheme, r.kernel_cost);
@@ -271,30 +269,31 @@ json training_summary_json(const TrainingReport& report) {
               {"warmup_rounds", s.workload.warmup_rounds}};
   json results = json::array();
   for (const auto& r : report.results) {
-    results.push_back({{"scheme", r.scheme},
-                       {"params", r.params},
-                       {"sync", r.sync_desc},
-                       {"kernel_cost", r.kernel_cost},
-                       {"bits_per_element", r.bits_per_element},
-                       {"rounds_completed", r.summary.rounds_completed},
-                       {"simulated_s", r.summary.end_s},
-                       {"measured_rounds", r.summary.measured_rounds},
-                       {"round_s", r.summary.round_s},
-                       {"throughput_rounds_per_s", r.summary.round_s > 0 ? json(1.0 / r.summary.round_s) : json(nullptr)},
-                       {"compute_s", r.summary.compute_s},
-                       {"exposed_comm_s", r.summary.exposed_comm_s},
-                       {"compression_overhead_s", r.summary.compression_overhead_s},
-                       {"compression_s", r.summary.compression_s},
-                       {"t_wait_s", r.summary.wait_s},
-                       {"t_wait_normalized", r.summary.compute_s > 0 ? json(r.summary.wait_s / r.summary.compute_s) : json(nullptr)},
-                       {"t_comm_s", r.summary.comm_s},
-                       {"t_overlap_s", r.summary.overlap_s},
-                       {"row_cluster_mean", num(r.summary.row_cluster)},
-                       {"rounds_without_wait", r.summary.rounds_without_wait},
-                       {"uplink_utilization", r.summary.uplink_utilization},
-                       {"wire_bytes_per_round", r.wire_bytes_per_round},
-                       {"grad_comm_s", r.grad_comm_s},
-                       {"weight_comm_s", r.weight_comm_s}});
+    results.push_back(
+        {{"scheme", r.scheme},
+         {"params", r.params},
+         {"sync", r.sync_desc},
+         {"kernel_cost", r.kernel_cost},
+         {"bits_per_element", r.bits_per_element},
+         {"rounds_completed", r.summary.rounds_completed},
+         {"simulated_s", r.summary.end_s},
+         {"measured_rounds", r.summary.measured_rounds},
+         {"round_s", r.summary.round_s},
+         {"throughput_rounds_per_s", r.summary.round_s > 0 ? json(1.0 / r.summary.round_s) : json(nullptr)},
+         {"compute_s", r.summary.compute_s},
+         {"exposed_comm_s", r.summary.exposed_comm_s},
+         {"compression_overhead_s", r.summary.compression_overhead_s},
+         {"compression_s", r.summary.compression_s},
+         {"t_wait_s", r.summary.wait_s},
+         {"t_wait_normalized", r.summary.compute_s > 0 ? json(r.summary.wait_s / r.summary.compute_s) : json(nullptr)},
+         {"t_comm_s", r.summary.comm_s},
+         {"t_overlap_s", r.summary.overlap_s},
+         {"row_cluster_mean", num(r.summary.row_cluster)},
+         {"rounds_without_wait", r.summary.rounds_without_wait},
+         {"uplink_utilization", r.summary.uplink_utilization},
+         {"wire_bytes_per_round", r.wire_bytes_per_round},
+         {"grad_comm_s", r.grad_comm_s},
+         {"weight_comm_s", r.weight_comm_s}});
   }
   out["results"] = std::move(results);
   return out;
@@ -309,10 +308,12 @@ std::string training_results_csv(const TrainingReport& report) {
       "wire_bytes_per_round,grad_comm_s,weight_comm_s\n";
   for (const auto& r : report.results)
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.scheme), r.bits_per_element,
-                       r.summary.rounds_completed, r.summary.end_s, r.summary.round_s, r.summary.round_s > 0 ? fmt_num(1.0 / r.summary.round_s) : "nan",
-                       r.summary.compute_s, r.summary.exposed_comm_s, r.summary.compression_overhead_s, r.summary.wait_s,
-                       r.summary.compute_s > 0 ? fmt_num(r.summary.wait_s / r.summary.compute_s) : "nan", r.summary.overlap_s, fmt_num(r.summary.row_cluster),
-                       r.summary.uplink_utilization, r.wire_bytes_per_round, r.grad_comm_s, r.weight_comm_s);
+                       r.summary.rounds_completed, r.summary.end_s, r.summary.round_s,
+                       r.summary.round_s > 0 ? fmt_num(1.0 / r.summary.round_s) : "nan", r.summary.compute_s,
+                       r.summary.exposed_comm_s, r.summary.compression_overhead_s, r.summary.wait_s,
+                       r.summary.compute_s > 0 ? fmt_num(r.summary.wait_s / r.summary.compute_s) : "nan",
+                       r.summary.overlap_s, fmt_num(r.summary.row_cluster), r.summary.uplink_utilization,
+                       r.wire_bytes_per_round, r.grad_comm_s, r.weight_comm_s);
   return out;
 }
 
@@ -388,16 +389,20 @@ std::string format_training_summary(const TrainingReport& report, const std::str
   out += fmt::format("  kernels     {}\n\n", report.kernel_cost_desc);
   size_t w = 8;
   for (const auto& r : report.results) w = std::max(w, r.scheme.size());
-  out += fmt::format("  {:<{}} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>6}\n", "scheme", w, "bits/elem",
-                     "rounds", "round", "compute", "exposed", "compress", "T_wait", "T_wait/c", "ROW", "util");
+  out +=
+      fmt::format("  {:<{}} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>6}\n", "scheme", w, "bits/elem",
+                  "rounds", "round", "compute", "exposed", "compress", "T_wait", "T_wait/c", "ROW", "util");
   for (const auto& r : report.results) {
-    out += fmt::format("  {:<{}} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.scheme, w,
-                       r.bits_per_element, r.summary.rounds_completed, format_quantity(r.summary.round_s, UnitKind::kTime),
-                       format_quantity(r.summary.compute_s, UnitKind::kTime), format_quantity(r.summary.exposed_comm_s, UnitKind::kTime),
-                       format_quantity(r.summary.compression_overhead_s, UnitKind::kTime),
-                       format_quantity(r.summary.wait_s, UnitKind::kTime), r.summary.compute_s > 0 ? r.summary.wait_s / r.summary.compute_s : 0.0,
-                       std::isfinite(r.summary.row_cluster) ? fmt::format("{:.3f}", r.summary.row_cluster) : std::string("inf"),
-                       100.0 * r.summary.uplink_utilization);
+    out += fmt::format(
+        "  {:<{}} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.scheme, w,
+        r.bits_per_element, r.summary.rounds_completed, format_quantity(r.summary.round_s, UnitKind::kTime),
+        format_quantity(r.summary.compute_s, UnitKind::kTime),
+        format_quantity(r.summary.exposed_comm_s, UnitKind::kTime),
+        format_quantity(r.summary.compression_overhead_s, UnitKind::kTime),
+        format_quantity(r.summary.wait_s, UnitKind::kTime),
+        r.summary.compute_s > 0 ? r.summary.wait_s / r.summary.compute_s : 0.0,
+        std::isfinite(r.summary.row_cluster) ? fmt::format("{:.3f}", r.summary.row_cluster) : std::string("inf"),
+        100.0 * r.summary.uplink_utilization);
   }
   for (const auto& r : report.results) {
     out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
@@ -410,9 +415,10 @@ std::string format_training_summary(const TrainingReport& report, const std::str
                              ? fmt::format(", weight all-gather {}", format_quantity(r.weight_comm_s, UnitKind::kTime))
                              : std::string());
   }
-  out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,rounds.csv,rounds_cluster.csv,"
-                     "controller.csv,buckets.csv,tenants.csv,links.csv{}}}\n",
-                     out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
+  out +=
+      fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,rounds.csv,rounds_cluster.csv,"
+                  "controller.csv,buckets.csv,tenants.csv,links.csv{}}}\n",
+                  out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
   return out;
 }
 
@@ -456,8 +462,8 @@ namespace {
 std::string parallel_results_csv(const ParallelReport& report) {
   std::string out = "scheme,rounds_completed,round_s,compute_s,exposed_comm_s,wire_bytes_per_round\n";
   for (const auto& r : report.results)
-    out += fmt::format("{},{},{},{},{},{}\n", csv_field(r.scheme), r.summary.rounds_completed, r.summary.round_s, r.summary.compute_s,
-                       r.summary.exposed_comm_s, r.summary.wire_bytes_per_round);
+    out += fmt::format("{},{},{},{},{},{}\n", csv_field(r.scheme), r.summary.rounds_completed, r.summary.round_s,
+                       r.summary.compute_s, r.summary.exposed_comm_s, r.summary.wire_bytes_per_round);
   return out;
 }
 
@@ -504,7 +510,8 @@ Status write_parallel_outputs(const ParallelReport& report, const std::string& d
 std::string format_parallel_summary(const ParallelReport& report, const std::string& out_dir) {
   const Scenario& s = report.loaded.scenario;
   std::string out;
-  out += fmt::format("ccsim {} | scenario {} | seed {} | 3D-parallel training rounds\n", ccsim_version(), s.name, s.seed);
+  out +=
+      fmt::format("ccsim {} | scenario {} | seed {} | 3D-parallel training rounds\n", ccsim_version(), s.name, s.seed);
   out += fmt::format("  cluster     {}\n", report.topology_desc);
   out += fmt::format("  layout      {}\n", report.layout_desc);
   out += fmt::format("  workload    {}\n", report.trace_desc);
@@ -516,18 +523,21 @@ std::string format_parallel_summary(const ParallelReport& report, const std::str
                      s.workload.warmup_rounds);
   size_t w = 8;
   for (const auto& r : report.results) w = std::max(w, r.scheme.size());
-  out += fmt::format("  {:<{}} {:>10} {:>10} {:>10}   per stage: sync start (from round start) / sync / exposed / rank\n",
-                     "scheme", w, "round", "compute", "exposed");
+  out +=
+      fmt::format("  {:<{}} {:>10} {:>10} {:>10}   per stage: sync start (from round start) / sync / exposed / rank\n",
+                  "scheme", w, "round", "compute", "exposed");
   for (const auto& r : report.results) {
     std::vector<std::string> st;
     for (size_t i = 0; i < r.summary.stage_sync_s.size(); ++i)
-      st.push_back(fmt::format("{}: {} / {} / {}{}", i, format_quantity(r.summary.stage_start_s[i], UnitKind::kTime),
-                               format_quantity(r.summary.stage_sync_s[i], UnitKind::kTime),
-                               format_quantity(r.summary.stage_exposed_s[i], UnitKind::kTime),
-                               r.summary.stage_rank[i] > 0 ? fmt::format(" / {:.1f}", r.summary.stage_rank[i]) : std::string()));
-    out += fmt::format("  {:<{}} {:>10} {:>10} {:>10}   {}\n", r.scheme, w, format_quantity(r.summary.round_s, UnitKind::kTime),
-                       format_quantity(r.summary.compute_s, UnitKind::kTime), format_quantity(r.summary.exposed_comm_s, UnitKind::kTime),
-                       fmt::join(st, "; "));
+      st.push_back(
+          fmt::format("{}: {} / {} / {}{}", i, format_quantity(r.summary.stage_start_s[i], UnitKind::kTime),
+                      format_quantity(r.summary.stage_sync_s[i], UnitKind::kTime),
+                      format_quantity(r.summary.stage_exposed_s[i], UnitKind::kTime),
+                      r.summary.stage_rank[i] > 0 ? fmt::format(" / {:.1f}", r.summary.stage_rank[i]) : std::string()));
+    out += fmt::format("  {:<{}} {:>10} {:>10} {:>10}   {}\n", r.scheme, w,
+                       format_quantity(r.summary.round_s, UnitKind::kTime),
+                       format_quantity(r.summary.compute_s, UnitKind::kTime),
+                       format_quantity(r.summary.exposed_comm_s, UnitKind::kTime), fmt::join(st, "; "));
   }
   for (const auto& r : report.results) {
     out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);

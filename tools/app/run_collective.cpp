@@ -48,8 +48,9 @@ std::string gradients_desc(const Scenario& s, const GradientPlan& plan) {
     return fmt::format("{} .npy file(s), worker w reads file w mod {}", g.files.size(), g.files.size());
   if (!plan.numerics) return "synthetic (not generated: numerics skipped)";
   const traces::SyntheticGradientSpec& y = g.synthetic;
-  const std::string shared =
-      y.envelope_correlation < 1.0 ? fmt::format(" correlated {} between ranks", y.envelope_correlation) : std::string();
+  const std::string shared = y.envelope_correlation < 1.0
+                                 ? fmt::format(" correlated {} between ranks", y.envelope_correlation)
+                                 : std::string();
   return fmt::format("synthetic ({} layers, scales over {} decades, correlation {}, envelope sigma {}{})", y.layers,
                      y.scale_decades, y.correlation, y.envelope_sigma, shared);
 }
@@ -75,8 +76,9 @@ void describe(const LoadedScenario& loaded, RunReport& report) {
   report.gradients_desc = gradients_desc(s, plan.gradients);
   const uint32_t g = report.group_size;
   report.numerics_note = !plan.gradients.numerics ? numerics_skipped_note(s, g, report.elements)
-                         : report.groups == 1     ? fmt::format("numerics on all {} ranks", g)
-                                                  : fmt::format("numerics on group 0 (ranks {}..)", plan.groups.front().front());
+                         : report.groups == 1
+                             ? fmt::format("numerics on all {} ranks", g)
+                             : fmt::format("numerics on group 0 (ranks {}..)", plan.groups.front().front());
 }
 
 // The ring all-reduce's closed form, where it applies (one switch, one GPU per node, one group).

@@ -33,7 +33,7 @@ struct SchemeResult {
   double round_kernel_time_s = 0;  ///< max over ranks of time spent in round ops (plan_local, prepare, finish)
   std::string kernel_cost;         ///< how this scheme's kernels were charged (KernelCostModel::describe)
   double time_min_s = 0;           ///< fastest of the concurrent groups (time_s is the slowest)
-  double vnmse = 0;                ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)
+  double vnmse = 0; ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)
   double vnmse_max_rank = 0;       ///< worst rank's normalized error
   bool unbiased = false;
   uint64_t events = 0;             ///< engine events of the timing run

@@ -44,9 +44,10 @@ struct BucketedSync {
 
 std::string bucketed_desc(const Scenario& s, const CompressionConfig& cc, const SchemePlan& sp, size_t buckets,
                           const algo::BucketCodecs& codecs) {
-  std::string desc = fmt::format("DDP buckets of {} ({} buckets), {} {}, {}",
-                                 format_quantity(static_cast<double>(s.sync.bucket_bytes), UnitKind::kBytes), buckets,
-                                 sp.collective->algorithm, topo::collective_op_name(sp.collective->operation), cc.scheme);
+  std::string desc =
+      fmt::format("DDP buckets of {} ({} buckets), {} {}, {}",
+                  format_quantity(static_cast<double>(s.sync.bucket_bytes), UnitKind::kBytes), buckets,
+                  sp.collective->algorithm, topo::collective_op_name(sp.collective->operation), cc.scheme);
   if (s.sync.mode == SyncMode::kSharded)
     desc += fmt::format("; weights all-gathered by {} in {}", cc.weights.algorithm, cc.weights.scheme);
   if (codecs.planned())
@@ -68,7 +69,8 @@ Result<std::unique_ptr<BucketedSync>> make_bucketed(const LoadedScenario& loaded
   config.replan_every = static_cast<uint32_t>(s.sync.replan_every);
   CCSIM_ASSIGN_OR_RETURN(algo::BucketCodecs grads, algo::BucketCodecs::make(config, sp.buckets, plan.synthetic));
   b->grads = std::make_unique<algo::BucketCodecs>(std::move(grads));
-  bits_per_element = 8.0 * static_cast<double>(b->grads->model_wire_bytes()) / static_cast<double>(plan.trace->params());
+  bits_per_element =
+      8.0 * static_cast<double>(b->grads->model_wire_bytes()) / static_cast<double>(plan.trace->params());
   if (sp.weights != nullptr) {
     std::vector<algo::BucketShape> flat;
     for (const auto& bucket : plan.buckets) flat.push_back({bucket.params, {{0, bucket.params, bucket.params, 1}}});

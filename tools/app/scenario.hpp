@@ -329,8 +329,9 @@ void visit(V& v, WorkloadConfig& c) {
   v.quantity("duration", c.duration_s, UnitKind::kTime, Sign::kNonNegative,
              "simulated time to run; rounds completed by then are counted (0: until rounds)");
   v.integer("warmup_rounds", c.warmup_rounds, 0, 1 << 30, "first rounds left out of the per-round averages");
-  v.integer_list("blocks", c.blocks, 0, 1 << 20,
-                 "merge the trace's layers into gradient blocks starting at these layer indices (first 0; empty: as is)");
+  v.integer_list(
+      "blocks", c.blocks, 0, 1 << 20,
+      "merge the trace's layers into gradient blocks starting at these layer indices (first 0; empty: as is)");
   v.number("interference", c.interference, 0.0, 100.0,
            "compute runs at 1/(1+interference) speed while the worker's compression kernels run");
   v.integer("micro_batches", c.micro_batches, 1, 1 << 20, "tp/pp > 1: micro-batches per round and pipeline replica");

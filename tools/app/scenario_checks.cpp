@@ -128,7 +128,8 @@ Result<std::vector<std::vector<uint32_t>>> collective_groups(const Scenario& s, 
                                                        : topo::Dim::kData);
   if (out.front().size() < 2 && s.collective.operation != topo::CollectiveOp::kBroadcast)
     return invalid_argument_at("/collective/group", fmt::format("the {} groups have a single rank; nothing to "
-                                                                "communicate", enum_name<CollectiveGroup>(kCollectiveGroups, g)));
+                                                                "communicate",
+                                                                enum_name<CollectiveGroup>(kCollectiveGroups, g)));
   return out;
 }
 
@@ -403,13 +404,14 @@ void check_parallel_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPl
     return diag.add(at + "/controller/r_max", fmt::format("expected at least r_min ({}), got {}", cc.controller.r_min,
                                                           cc.controller.r_max));
   const algo::ParamSpec* rank = algo::CompressorRegistry::global().find("powersgd")->params.find("rank");
-  if ((cc.controller.kind == ControllerKind::kEdgc || cc.scheme == "edgc") && static_cast<double>(cc.controller.r_max) > *rank->max)
+  if ((cc.controller.kind == ControllerKind::kEdgc || cc.scheme == "edgc") &&
+      static_cast<double>(cc.controller.r_max) > *rank->max)
     return diag.add(at + "/controller/r_max", fmt::format("expected at most {} (the largest rank powersgd, EDGC's "
                                                           "engine, takes), got {}", *rank->max, cc.controller.r_max));
   plan.schemes[i].collective = plan.collective;
   if (cc.scheme == "edgc")
-    check_synthetic_memory(s, at, "edgc's Algorithm 1 samples the first stage's entropy:", plan.stages[0].elements, dp, 1.0,
-                           diag);
+    check_synthetic_memory(s, at, "edgc's Algorithm 1 samples the first stage's entropy:", plan.stages[0].elements, dp,
+                           1.0, diag);
   if (dp <= 1) return;
   topo::CollectiveOptions base;
   base.segments = static_cast<uint32_t>(s.collective.segments);
@@ -419,10 +421,12 @@ void check_parallel_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPl
     if (!low_rank && !probe->plan_format(plan.stages[st].elements, dp).empty())
       check_synthetic_memory(s, at, fmt::format("'{}' agrees on metadata from the gradients each round; planning",
                                                 cc.scheme), plan.stages[st].elements, dp, 1.0, diag);
-    if (Status e = algo::CompressedCollective::check_scheme(*probe, topo::CollectiveOp::kAllReduce, dp, plan.stages[st].elements);
+    if (Status e = algo::CompressedCollective::check_scheme(*probe, topo::CollectiveOp::kAllReduce, dp,
+                                                            plan.stages[st].elements);
         !e.ok())
       return diag.add(at, e);
-    if (Status e = algo::CompressedCollective::check_collective(*probe, *plan.collective, dp, plan.stages[st].elements, base);
+    if (Status e =
+            algo::CompressedCollective::check_collective(*probe, *plan.collective, dp, plan.stages[st].elements, base);
         !e.ok())
       return diag.add("/collective/algorithm", fmt::format("stage {}: {}", st, e.message()));
   }

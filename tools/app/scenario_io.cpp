@@ -111,7 +111,8 @@ topo::ClusterSpec cluster_spec(const ClusterConfig& c) {
 Status apply_override(json& doc, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    return invalid_argument(fmt::format("--set {}: expected PATH=VALUE (e.g. cluster.nodes=16 or /cluster/nodes=16)", assignment));
+    return invalid_argument(
+        fmt::format("--set {}: expected PATH=VALUE (e.g. cluster.nodes=16 or /cluster/nodes=16)", assignment));
   std::string path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   std::string pointer;
@@ -180,7 +181,8 @@ json scenario_to_json(const Scenario& s) {
 
 json scenario_schema() {
   Scenario s;
-  json schema = FieldSchema::object_schema(s, "A ccsim scenario: cluster, collective, gradients, compression schemes, outputs.");
+  json schema =
+      FieldSchema::object_schema(s, "A ccsim scenario: cluster, collective, gradients, compression schemes, outputs.");
   schema["$schema"] = "https://json-schema.org/draft/2020-12/schema";
   schema["title"] = "ccsim scenario";
   return schema;

@@ -69,8 +69,8 @@ Status parse_synthetic(const VnmseOptions& o, algo::ErrorRequest& r) {
     rows = 0;
   }
   if (rows == 0 || cols == 0 || rows * cols > (uint64_t{1} << 34))
-    return invalid_argument(fmt::format("--synthetic: expected ROWSxCOLS or N (positive, at most 2^34 entries), got '{}'",
-                                        o.synthetic));
+    return invalid_argument(
+        fmt::format("--synthetic: expected ROWSxCOLS or N (positive, at most 2^34 entries), got '{}'", o.synthetic));
   r.rows = rows;
   r.cols = cols;
   r.matrix = x != std::string::npos;
@@ -131,11 +131,13 @@ Result<std::vector<algo::StudyScheme>> parse_schemes(const VnmseOptions& o) {
 Status check_options(const VnmseOptions& o) {
   if (o.algos.empty()) return invalid_argument("--algo: give at least one compression scheme (see `ccsim list`)");
   if (o.seeds == 0) return invalid_argument("--seeds: expected at least 1");
-  if (o.warmup > 10000) return invalid_argument(fmt::format("--warmup: expected at most 10000 rounds, got {}", o.warmup));
+  if (o.warmup > 10000)
+    return invalid_argument(fmt::format("--warmup: expected at most 10000 rounds, got {}", o.warmup));
   if (o.max_elements == 0 || o.bucket == 0) return invalid_argument("--max-elements and --bucket must be positive");
   if (!o.structure.empty() && o.synthetic.empty())
     return invalid_argument("--structure: shapes synthetic entries; give --synthetic with it");
-  if (!o.synthetic.empty() && !o.gradients.empty()) return invalid_argument("--synthetic and --gradients: give one of them");
+  if (!o.synthetic.empty() && !o.gradients.empty())
+    return invalid_argument("--synthetic and --gradients: give one of them");
   if (o.synthetic.empty() && o.gradients.empty())
     return invalid_argument("--gradients: give a gradient dump directory (or --synthetic)");
   return ok_status();

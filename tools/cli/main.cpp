@@ -88,7 +88,8 @@ int cmd_run(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  if (!parse(args, desc, pos, vm, "usage: ccsim run SCENARIO [--out DIR] [--set PATH=VALUE ...] [--seed N]")) return kExitOk;
+  if (!parse(args, desc, pos, vm, "usage: ccsim run SCENARIO [--out DIR] [--set PATH=VALUE ...] [--seed N]"))
+    return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
 
   app::Overrides ov;
@@ -160,7 +161,8 @@ int cmd_list(const std::vector<std::string>& args) {
       } else if (p.min) {
         range = fmt::format("[{}, {}]{}", *p.min, *p.max, p.power_of_two ? ", power of two" : "");
       }
-      std::cout << fmt::format("      {:<12} default {:<12} {}  {}\n", p.name, p.default_value.dump(), range, p.description);
+      std::cout << fmt::format("      {:<12} default {:<12} {}  {}\n", p.name, p.default_value.dump(), range,
+                               p.description);
     }
   }
   std::cout << "\ncollectives (collective.operation / collective.algorithm):\n";
@@ -191,7 +193,8 @@ std::vector<uint32_t> parse_ranks(const std::string& text) {
   for (std::string part; std::getline(ss, part, ',');) {
     size_t used = 0;
     const unsigned long v = std::stoul(part, &used);
-    if (used != part.size() || v < 2 || v > (1u << 20)) throw po::error("--ranks: expected integers in [2, 1048576], got '" + part + "'");
+    if (used != part.size() || v < 2 || v > (1u << 20))
+      throw po::error("--ranks: expected integers in [2, 1048576], got '" + part + "'");
     out.push_back(static_cast<uint32_t>(v));
   }
   return out;
@@ -199,27 +202,31 @@ std::vector<uint32_t> parse_ranks(const std::string& text) {
 
 int cmd_bench(const std::vector<std::string>& args) {
   po::options_description desc("bench options");
-  desc.add_options()("help,h", "show this help")
-      ("suite", po::value<std::string>()->default_value("standard"),
-       "standard: ring all-reduce on one switch at 1024 and 2048 ranks, ring all-reduce on a fat-tree at 64, 256, "
-       "1024, 4096 ranks, butterfly all-reduce on a fat-tree at 64, 256, 1024, 4096 ranks; quick: 64 and 256 "
-       "ranks only; custom: --topology/--ranks/--algorithm")
-      ("topology", po::value<std::string>()->default_value("fat_tree"), "custom: star, fat_tree, leaf_spine, torus, ring")
-      ("ranks", po::value<std::string>()->default_value("64,256"), "custom: comma-separated rank counts")
-      ("algorithm", po::value<std::string>()->default_value("ring"), "custom: all-reduce algorithm")
-      ("size", po::value<std::string>()->default_value("1GB"), "tensor size per rank (fp32, uncompressed)")
-      ("bandwidth", po::value<std::string>()->default_value("100Gbps"), "NIC bandwidth")
-      ("latency", po::value<std::string>()->default_value("1us"), "link latency");
+  desc.add_options()("help,h", "show this help")(
+      "suite", po::value<std::string>()->default_value("standard"),
+      "standard: ring all-reduce on one switch at 1024 and 2048 ranks, ring all-reduce on a fat-tree at 64, 256, "
+      "1024, 4096 ranks, butterfly all-reduce on a fat-tree at 64, 256, 1024, 4096 ranks; quick: 64 and 256 "
+      "ranks only; custom: --topology/--ranks/--algorithm")("topology",
+                                                            po::value<std::string>()->default_value("fat_tree"),
+                                                            "custom: star, fat_tree, leaf_spine, torus, ring")(
+      "ranks", po::value<std::string>()->default_value("64,256"), "custom: comma-separated rank counts")(
+      "algorithm", po::value<std::string>()->default_value("ring"), "custom: all-reduce algorithm")(
+      "size", po::value<std::string>()->default_value("1GB"), "tensor size per rank (fp32, uncompressed)")(
+      "bandwidth", po::value<std::string>()->default_value("100Gbps"),
+      "NIC bandwidth")("latency", po::value<std::string>()->default_value("1us"), "link latency");
   po::positional_options_description pos;
   po::variables_map vm;
-  if (!parse(args, desc, pos, vm, "usage: ccsim bench [--suite standard|quick|custom] [--topology T --ranks N,.. --algorithm A] [--size 1GB]"))
+  if (!parse(
+          args, desc, pos, vm,
+          "usage: ccsim bench [--suite standard|quick|custom] [--topology T --ranks N,.. --algorithm A] [--size 1GB]"))
     return kExitOk;
   auto bytes = parse_quantity(vm["size"].as<std::string>(), UnitKind::kBytes);
   auto bw = parse_quantity(vm["bandwidth"].as<std::string>(), UnitKind::kBandwidth);
   auto lat = parse_quantity(vm["latency"].as<std::string>(), UnitKind::kTime);
   for (const auto* r : {&bytes, &bw, &lat})
     if (!r->ok()) return report(r->status());
-  if (*bytes < 4 || static_cast<uint64_t>(*bytes) % 4 != 0) throw po::error("--size: expected a positive multiple of 4 bytes");
+  if (*bytes < 4 || static_cast<uint64_t>(*bytes) % 4 != 0)
+    throw po::error("--size: expected a positive multiple of 4 bytes");
 
   sim::BenchCase shape;
   shape.bytes = static_cast<uint64_t>(*bytes);
@@ -271,7 +278,8 @@ std::vector<uint64_t> parse_steps(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (part.empty() || used != part.size()) throw po::error("--steps: expected comma-separated step numbers, got '" + part + "'");
+    if (part.empty() || used != part.size())
+      throw po::error("--steps: expected comma-separated step numbers, got '" + part + "'");
     out.push_back(v);
   }
   return out;
@@ -279,16 +287,16 @@ std::vector<uint64_t> parse_steps(const std::string& text) {
 
 int cmd_bench_kernels(const std::vector<std::string>& args) {
   po::options_description desc("bench-kernels options");
-  desc.add_options()("help,h", "show this help")
-      ("out,o", po::value<std::string>()->required(), "device cost profile to write (JSON, format ccsim-device-profile)")
-      ("device", po::value<std::string>()->default_value("cpu"), "cpu (the CPU reference kernels) or cuda")
-      ("min-size", po::value<std::string>()->default_value("64KB"), "smallest chunk (fp32 input bytes)")
-      ("max-size", po::value<std::string>()->default_value("1GB"), "largest chunk; sizes grow by 4x from --min-size")
-      ("repeats", po::value<uint32_t>()->default_value(5), "timed runs per point (the median is kept)")
-      ("algo,a", po::value<std::vector<std::string>>()->composing(),
-       "scheme to measure, default parameters (repeatable; default: every registered scheme)")
-      ("threads", po::value<int>(), "CPU worker threads (default: all cores)")
-      ("seed", po::value<uint64_t>()->default_value(1), "seed of the synthetic gradients measured on");
+  desc.add_options()("help,h", "show this help")("out,o", po::value<std::string>()->required(),
+                                                 "device cost profile to write (JSON, format ccsim-device-profile)")(
+      "device", po::value<std::string>()->default_value("cpu"), "cpu (the CPU reference kernels) or cuda")(
+      "min-size", po::value<std::string>()->default_value("64KB"), "smallest chunk (fp32 input bytes)")(
+      "max-size", po::value<std::string>()->default_value("1GB"), "largest chunk; sizes grow by 4x from --min-size")(
+      "repeats", po::value<uint32_t>()->default_value(5), "timed runs per point (the median is kept)")(
+      "algo,a", po::value<std::vector<std::string>>()->composing(),
+      "scheme to measure, default parameters (repeatable; default: every registered scheme)")(
+      "threads", po::value<int>(), "CPU worker threads (default: all cores)")(
+      "seed", po::value<uint64_t>()->default_value(1), "seed of the synthetic gradients measured on");
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse(args, desc, pos, vm, "usage: ccsim bench-kernels --out FILE [--device cpu|cuda] [--min-size 64KB] "
@@ -305,7 +313,8 @@ int cmd_bench_kernels(const std::vector<std::string>& args) {
   o.repeats = vm["repeats"].as<uint32_t>();
   o.seed = vm["seed"].as<uint64_t>();
   if (vm.count("algo")) o.schemes = vm["algo"].as<std::vector<std::string>>();
-  auto profile = algo::bench_kernels(o, [](const std::string& what) { std::cerr << "bench-kernels: " << what << "\n"; });
+  auto profile =
+      algo::bench_kernels(o, [](const std::string& what) { std::cerr << "bench-kernels: " << what << "\n"; });
   if (!profile.ok()) return report(profile.status());
   const std::string out = vm["out"].as<std::string>();
   if (Status st = app::write_files_atomically({{out, traces::device_profile_to_json(*profile).dump(2) + "\n"}});
@@ -354,7 +363,8 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse(args, desc, pos, vm,
-             "usage: ccsim vnmse (--gradients DIR | --synthetic RxC) --algo NAME[:K=V,..] [--param K=V ...] [--collective ring] "
+             "usage: ccsim vnmse (--gradients DIR | --synthetic RxC) --algo NAME[:K=V,..] [--param K=V ...] "
+             "[--collective ring] "
              "[--ranks N] [--steps 0,50] [--seeds K] [--warmup R] [--ddp-bucket 25MB]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
