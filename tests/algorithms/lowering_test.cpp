@@ -13,17 +13,14 @@
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/lowrank/edgc_stages.hpp"
 #include "algorithms/registry.hpp"
+#include "tests/algorithms/scheme_helpers.hpp"
 #include "algorithms/tfp/aqgb_controller.hpp"
 #include "topology/collectives/collectives.hpp"
 
 namespace ccsim::algo {
 namespace {
 
-std::unique_ptr<Compressor> make(const char* name, nlohmann::json params = nlohmann::json::object()) {
-  auto r = CompressorRegistry::global().create(name, params);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return std::move(r).value();
-}
+using testing::make;  // the registry's compressor, expected to exist
 
 const topo::CollectiveInfo& collective(const char* op, const char* algorithm) {
   auto c = topo::find_collective(op, algorithm);

@@ -9,6 +9,7 @@
 
 #include "algorithms/numerics.hpp"
 #include "algorithms/registry.hpp"
+#include "tests/algorithms/scheme_helpers.hpp"
 #include "kernels/parallel.hpp"
 #include "tests/algorithms/unbiased.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -17,11 +18,7 @@
 namespace ccsim::algo {
 namespace {
 
-std::unique_ptr<Compressor> make(const char* name, nlohmann::json params = nlohmann::json::object()) {
-  auto r = CompressorRegistry::global().create(name, params);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return std::move(r).value();
-}
+using testing::make;  // the registry's compressor, expected to exist
 
 std::vector<std::span<float>> views(std::vector<std::vector<float>>& bufs) {
   std::vector<std::span<float>> v;
