@@ -115,37 +115,54 @@ void widen(const std::byte* src, TensorDtype dtype, std::span<float> out) {
   }
 }
 
-}  // namespace
-
-Result<GradientDump> GradientDump::open(const fs::path& dir) {
-  const fs::path manifest_path = dir / kManifestName;
+// The manifest's JSON (errors name the file).
+Result<json> read_manifest(const fs::path& manifest_path) {
   const std::string mname = manifest_path.string();
   std::error_code ec;
   if (!fs::is_regular_file(manifest_path, ec))
     return not_found(fmt::format("{}: no such file (a gradient dump directory holds {} and one file per worker)", mname,
                                  kManifestName));
-  json root;
-  {
-    std::ifstream in(manifest_path);
-    if (!in) return io_error(fmt::format("{}: cannot open", mname));
-    try {
-      root = json::parse(in);
-    } catch (const json::parse_error& e) {
-      return invalid_argument(fmt::format("{}: not valid JSON: {}", mname, e.what()));
-    }
+  std::ifstream in(manifest_path);
+  if (!in) return io_error(fmt::format("{}: cannot open", mname));
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    return invalid_argument(fmt::format("{}: not valid JSON: {}", mname, e.what()));
   }
+}
+
+}  // namespace
+
+Result<GradientDump> GradientDump::open(const fs::path& dir) {
+  const fs::path manifest_path = dir / kManifestName;
+  const std::string mname = manifest_path.string();
+  CCSIM_ASSIGN_OR_RETURN(const json root, read_manifest(manifest_path));
   Diagnostics diag;
   if (!root.is_object()) {
     diag.add("", fmt::format("expected a JSON object, found {}", describe_json(root)));
     return diag.to_status(mname);
   }
-
   GradientDump dump;
   dump.dir_ = dir;
   // Whether each part parsed well enough to check the worker files against it.
   bool header_ok = check_keys(root, "", {"format", "version", "dtype", "elements", "workers", "layers", "provenance"},
                               {"steps"}, diag);
+  header_ok = dump.read_header(root, diag) && header_ok;
+  header_ok = dump.read_workers(root, diag) && header_ok;
+  if (dump.format_ == GradientFileFormat::kNpy && dump.dtype_ == TensorDtype::kBF16 && root.contains("dtype")) {
+    diag.add("/dtype", "expected F32 or F16 for .npy worker files, found BF16 (NumPy has no bfloat16)");
+    header_ok = false;
+  }
+  header_ok = dump.read_steps(root, diag) && header_ok;
+  dump.read_layers(root, diag);
+  dump.read_provenance(root, diag);
+  if (header_ok) dump.open_sources(diag);
+  CCSIM_RETURN_IF_ERROR(diag.to_status(mname));
+  return dump;
+}
 
+bool GradientDump::read_header(const json& root, Diagnostics& diag) {
+  bool header_ok = true;
   if (root.contains("format") && root["format"] != kFormatName) {
     diag.add("/format", fmt::format("expected \"{}\", found {}", kFormatName, describe_json(root["format"])));
     header_ok = false;
@@ -161,7 +178,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
                        : Result<TensorDtype>(invalid_argument("expected a string (F32, F16 or BF16), found " +
                                                               describe_json(root["dtype"])));
     if (d.ok())
-      dump.dtype_ = *d;
+      dtype_ = *d;
     else {
       diag.add("/dtype", d.status().message());
       header_ok = false;
@@ -174,12 +191,16 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
       e.reset();
     }
     if (e)
-      dump.elements_ = *e;
+      elements_ = *e;
     else
       header_ok = false;
   }
 
-  // workers
+  return header_ok;
+}
+
+bool GradientDump::read_workers(const json& root, Diagnostics& diag) {
+  bool header_ok = true;
   if (root.contains("workers")) {
     const json& ws = root["workers"];
     if (!ws.is_array() || ws.empty()) {
@@ -203,28 +224,27 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         } else if (ext != ".npy" && ext != ".safetensors") {
           diag.add(p, fmt::format("expected a .safetensors or .npy file, found '{}'", f));
           header_ok = false;
-        } else if (!dump.worker_files_.empty() && fmt_i != dump.format_) {
+        } else if (!worker_files_.empty() && fmt_i != format_) {
           diag.add(p, fmt::format("expected a {} file like /workers/0, found '{}' (all workers use one format)",
-                                  dump.format_ == GradientFileFormat::kNpy ? ".npy" : ".safetensors", f));
+                                  format_ == GradientFileFormat::kNpy ? ".npy" : ".safetensors", f));
           header_ok = false;
         } else if (!seen.insert(f).second) {
           diag.add(p, fmt::format("expected each worker to have its own file, found '{}' again", f));
           header_ok = false;
         }
-        if (dump.worker_files_.empty()) dump.format_ = fmt_i;
-        dump.worker_files_.push_back(f);
+        if (worker_files_.empty()) format_ = fmt_i;
+        worker_files_.push_back(f);
       }
     }
   }
-  const bool npy = dump.format_ == GradientFileFormat::kNpy;
-  if (dump.format_ == GradientFileFormat::kNpy && dump.dtype_ == TensorDtype::kBF16 && root.contains("dtype")) {
-    diag.add("/dtype", "expected F32 or F16 for .npy worker files, found BF16 (NumPy has no bfloat16)");
-    header_ok = false;
-  }
+  return header_ok;
+}
 
-  // steps
+bool GradientDump::read_steps(const json& root, Diagnostics& diag) {
+  const bool npy = format_ == GradientFileFormat::kNpy;
+  bool header_ok = true;
   if (!root.contains("steps")) {
-    dump.steps_.push_back(GradientStep{});
+    steps_.push_back(GradientStep{});
   } else if (const json& ss = root["steps"]; !ss.is_array() || ss.empty()) {
     diag.add("/steps", fmt::format("expected a non-empty array of {{\"step\", \"tensor\", \"loss\"}} objects, found {}",
                                    describe_json(ss)));
@@ -248,9 +268,9 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         st.step = *v;
       else
         header_ok = false;
-      if (!dump.steps_.empty() && st.step <= dump.steps_.back().step) {
+      if (!steps_.empty() && st.step <= steps_.back().step) {
         diag.add(p + "/step", fmt::format("expected steps in increasing order, > {} (/steps/{}/step), found {}",
-                                          dump.steps_.back().step, dump.steps_.size() - 1, st.step));
+                                          steps_.back().step, steps_.size() - 1, st.step));
         header_ok = false;
       }
       if (s.contains("tensor")) {
@@ -262,8 +282,8 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
           header_ok = false;
         } else {
           st.tensor = s["tensor"].get<std::string>();
-          for (size_t k = 0; k < dump.steps_.size(); ++k)
-            if (dump.steps_[k].tensor == st.tensor) {
+          for (size_t k = 0; k < steps_.size(); ++k)
+            if (steps_[k].tensor == st.tensor) {
               diag.add(p + "/tensor",
                        fmt::format("expected a tensor not used by another step, found '{}' (also /steps/{}/tensor)",
                                    st.tensor, k));
@@ -277,11 +297,15 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         else
           diag.add(p + "/loss", fmt::format("expected a number, found {}", describe_json(s["loss"])));
       }
-      dump.steps_.push_back(std::move(st));
+      steps_.push_back(std::move(st));
     }
   }
 
-  // layers: each count == ∏shape, and together they tile [0, elements) in order.
+  return header_ok;
+}
+
+// Each count == ∏shape, and together the layers tile [0, elements) in order.
+void GradientDump::read_layers(const json& root, Diagnostics& diag) {
   if (root.contains("layers")) {
     const json& ls = root["layers"];
     if (!ls.is_array() || ls.empty()) {
@@ -346,7 +370,7 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         }
         if (cursor_known && layer.offset != cursor) {
           const std::string prev = i == 0 ? std::string("the start of the vector")
-                                          : fmt::format("the end of layer {} '{}'", i - 1, dump.layers_.back().name);
+                                          : fmt::format("the end of layer {} '{}'", i - 1, layers_.back().name);
           diag.add(p + "/offset", fmt::format("expected {} ({}), found {} ({} of {} elements)", cursor, prev,
                                               layer.offset, layer.offset > cursor ? "a gap" : "an overlap",
                                               layer.offset > cursor ? layer.offset - cursor : cursor - layer.offset));
@@ -354,29 +378,31 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
         // After a bad count, the next offset cannot be judged against it: resynchronize there.
         cursor_known = good;
         cursor = layer.offset + layer.count;
-        dump.layers_.push_back(std::move(layer));
+        layers_.push_back(std::move(layer));
       }
-      if (cursor_known && dump.elements_ != 0 && cursor != dump.elements_)
+      if (cursor_known && elements_ != 0 && cursor != elements_)
         diag.add(
             fmt::format("/layers/{}", ls.size() - 1),
             fmt::format("expected the last layer to end at /elements = {}, found it ends at {} ({} of {} elements)",
-                        dump.elements_, cursor, cursor < dump.elements_ ? "a gap" : "an overrun",
-                        cursor < dump.elements_ ? dump.elements_ - cursor : cursor - dump.elements_));
+                        elements_, cursor, cursor < elements_ ? "a gap" : "an overrun",
+                        cursor < elements_ ? elements_ - cursor : cursor - elements_));
     }
   }
 
-  // provenance
+}
+
+void GradientDump::read_provenance(const json& root, Diagnostics& diag) {
   if (root.contains("provenance")) {
     const json& pv = root["provenance"];
     if (!pv.is_object()) {
       diag.add("/provenance", fmt::format("expected an object with \"model\" and \"dataset\", found {}", describe_json(pv)));
     } else {
-      const std::pair<const char*, std::string*> fields[] = {{"model", &dump.provenance_.model},
-                                                             {"dataset", &dump.provenance_.dataset},
-                                                             {"generator", &dump.provenance_.generator}};
+      const std::pair<const char*, std::string*> fields[] = {{"model", &provenance_.model},
+                                                             {"dataset", &provenance_.dataset},
+                                                             {"generator", &provenance_.generator}};
       for (const auto& [key, field] : fields) {
         if (!pv.contains(key)) {
-          if (field != &dump.provenance_.generator)
+          if (field != &provenance_.generator)
             diag.add("/provenance", fmt::format("missing required key '{}'", key));
         } else if (!pv[key].is_string()) {
           diag.add(fmt::format("/provenance/{}", key), fmt::format("expected a string, found {}", describe_json(pv[key])));
@@ -384,90 +410,97 @@ Result<GradientDump> GradientDump::open(const fs::path& dir) {
           *field = pv[key].get<std::string>();
         }
       }
-      dump.provenance_.json = pv.dump(2);
+      provenance_.json = pv.dump(2);
     }
   }
 
-  // Worker files, checked against the manifest once its header is sound.
-  if (header_ok) {
-    const uint64_t step_bytes = dump.elements_ * dtype_bytes(dump.dtype_);
-    for (size_t w = 0; w < dump.worker_files_.size(); ++w) {
-      const std::string p = fmt::format("/workers/{}", w);
-      const fs::path file = dir / dump.worker_files_[w];
-      Source src;
-      if (npy) {
-        auto mapped = MappedFile::open(file);
-        if (!mapped.ok()) {
-          diag.add(p, mapped.status().message());
-          if (mapped.status().code() == StatusCode::kNotFound) diag.mark_not_found();
-          continue;
-        }
-        const auto layout = parse_npy(**mapped);
-        if (!layout.ok()) {
-          diag.add(p, layout.status().message());
-          continue;
-        }
-        if (layout->dtype != dump.dtype_) {
-          diag.add(p, fmt::format("{}: expected dtype {} (/dtype), found {}", file.string(), dtype_name(dump.dtype_),
-                                  dtype_name(layout->dtype)));
-          continue;
-        }
-        const uint64_t want = dump.elements_ * dump.steps_.size();
-        if (layout->elements != want) {
-          diag.add(p, fmt::format("{}: expected {} values (/elements = {} × {} step(s)), found {}", file.string(), want,
-                                  dump.elements_, dump.steps_.size(), layout->elements));
-          continue;
-        }
-        src.mapping = *mapped;
-        for (size_t s = 0; s < dump.steps_.size(); ++s) src.step_byte.push_back(layout->data_byte + s * step_bytes);
-      } else {
-        auto st = SafetensorsFile::open(file);
-        if (!st.ok()) {
-          diag.add(p, st.status().message());
-          if (st.status().code() == StatusCode::kNotFound) diag.mark_not_found();
-          continue;
-        }
-        bool good = true;
-        for (size_t s = 0; s < dump.steps_.size(); ++s) {
-          const SafetensorsTensorInfo* t = nullptr;
-          if (dump.steps_[s].tensor.empty()) {  // no "steps": the file's only tensor
-            if (st->tensors().size() == 1)
-              t = &st->tensors()[0];
-            else {
-              diag.add(p, fmt::format("{}: expected exactly one tensor (the manifest has no \"steps\"), found {}",
-                                      file.string(), st->tensors().size()));
-              good = false;
-              break;
-            }
-          } else if ((t = st->find(dump.steps_[s].tensor)) == nullptr) {
-            std::vector<std::string> present;
-            for (const auto& x : st->tensors()) present.push_back("'" + x.name + "'");
-            diag.add(p, fmt::format("{}: expected a tensor '{}' (/steps/{}/tensor), found only {}", file.string(),
-                                    dump.steps_[s].tensor, s,
-                                    present.empty() ? std::string("no tensors") : join(present)));
-            good = false;
-            continue;
-          }
-          if (t->dtype != dump.dtype_) {
-            diag.add(p, fmt::format("{}: tensor '{}': expected dtype {} (/dtype), found {}", file.string(), t->name,
-                                    dtype_name(dump.dtype_), dtype_name(t->dtype)));
-            good = false;
-          } else if (t->elements() != dump.elements_) {
-            diag.add(p, fmt::format("{}: tensor '{}': expected {} elements (/elements), found {} (shape [{}])",
-                                    file.string(), t->name, dump.elements_, t->elements(), fmt::join(t->shape, ", ")));
-            good = false;
-          } else {
-            src.step_byte.push_back(static_cast<uint64_t>(st->raw_bytes(*t).data() - st->mapping()->bytes().data()));
-          }
-        }
-        if (!good) continue;
-        src.mapping = st->mapping();
+}
+
+// Worker files, checked against the manifest (its header is sound).
+void GradientDump::open_sources(Diagnostics& diag) {
+  for (size_t w = 0; w < worker_files_.size(); ++w) {
+    Source src;
+    const bool opened = format_ == GradientFileFormat::kNpy ? npy_source(w, src, diag) : safetensors_source(w, src, diag);
+    if (opened) sources_.push_back(std::move(src));
+  }
+}
+
+bool GradientDump::npy_source(size_t w, Source& src, Diagnostics& diag) const {
+  const std::string p = fmt::format("/workers/{}", w);
+  const fs::path file = dir_ / worker_files_[w];
+  const uint64_t step_bytes = elements_ * dtype_bytes(dtype_);
+  auto mapped = MappedFile::open(file);
+  if (!mapped.ok()) {
+    diag.add(p, mapped.status().message());
+    if (mapped.status().code() == StatusCode::kNotFound) diag.mark_not_found();
+    return false;
+  }
+  const auto layout = parse_npy(**mapped);
+  if (!layout.ok()) {
+    diag.add(p, layout.status().message());
+    return false;
+  }
+  if (layout->dtype != dtype_) {
+    diag.add(p, fmt::format("{}: expected dtype {} (/dtype), found {}", file.string(), dtype_name(dtype_),
+                            dtype_name(layout->dtype)));
+    return false;
+  }
+  const uint64_t want = elements_ * steps_.size();
+  if (layout->elements != want) {
+    diag.add(p, fmt::format("{}: expected {} values (/elements = {} × {} step(s)), found {}", file.string(), want,
+                            elements_, steps_.size(), layout->elements));
+    return false;
+  }
+  src.mapping = *mapped;
+  for (size_t s = 0; s < steps_.size(); ++s) src.step_byte.push_back(layout->data_byte + s * step_bytes);
+  return true;
+}
+
+bool GradientDump::safetensors_source(size_t w, Source& src, Diagnostics& diag) const {
+  const std::string p = fmt::format("/workers/{}", w);
+  const fs::path file = dir_ / worker_files_[w];
+  auto st = SafetensorsFile::open(file);
+  if (!st.ok()) {
+    diag.add(p, st.status().message());
+    if (st.status().code() == StatusCode::kNotFound) diag.mark_not_found();
+    return false;
+  }
+  bool good = true;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const SafetensorsTensorInfo* t = nullptr;
+    if (steps_[s].tensor.empty()) {  // no "steps": the file's only tensor
+      if (st->tensors().size() == 1)
+        t = &st->tensors()[0];
+      else {
+        diag.add(p, fmt::format("{}: expected exactly one tensor (the manifest has no \"steps\"), found {}",
+                                file.string(), st->tensors().size()));
+        good = false;
+        break;
       }
-      dump.sources_.push_back(std::move(src));
+    } else if ((t = st->find(steps_[s].tensor)) == nullptr) {
+      std::vector<std::string> present;
+      for (const auto& x : st->tensors()) present.push_back("'" + x.name + "'");
+      diag.add(p, fmt::format("{}: expected a tensor '{}' (/steps/{}/tensor), found only {}", file.string(),
+                              steps_[s].tensor, s,
+                              present.empty() ? std::string("no tensors") : join(present)));
+      good = false;
+      continue;
+    }
+    if (t->dtype != dtype_) {
+      diag.add(p, fmt::format("{}: tensor '{}': expected dtype {} (/dtype), found {}", file.string(), t->name,
+                              dtype_name(dtype_), dtype_name(t->dtype)));
+      good = false;
+    } else if (t->elements() != elements_) {
+      diag.add(p, fmt::format("{}: tensor '{}': expected {} elements (/elements), found {} (shape [{}])",
+                              file.string(), t->name, elements_, t->elements(), fmt::join(t->shape, ", ")));
+      good = false;
+    } else {
+      src.step_byte.push_back(static_cast<uint64_t>(st->raw_bytes(*t).data() - st->mapping()->bytes().data()));
     }
   }
-  CCSIM_RETURN_IF_ERROR(diag.to_status(mname));
-  return dump;
+  if (!good) return false;
+  src.mapping = st->mapping();
+  return true;
 }
 
 fs::path GradientDump::worker_file(uint32_t w) const { return dir_ / worker_files_.at(w); }

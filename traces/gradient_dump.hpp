@@ -48,8 +48,11 @@
 /// GradientVector taken from it lives; F32 data is handed out as views into the mapping, F16/BF16
 /// data as widened copies.
 
+#include "sim/base/diagnostics.hpp"
 #include "sim/base/status.hpp"
 #include "traces/safetensors.hpp"
+
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -158,6 +161,17 @@ class GradientDump {
   };
 
   Status check_indices(uint32_t w, size_t step) const;
+  // open()'s parts: each reads its part of the manifest into this dump, reporting every problem in
+  // `diag`; the bool ones return false where their part is too broken to check the worker files
+  // against. open_sources() then maps the worker files (npy_source, safetensors_source: one each).
+  bool read_header(const nlohmann::json& root, Diagnostics& diag);
+  bool read_workers(const nlohmann::json& root, Diagnostics& diag);
+  bool read_steps(const nlohmann::json& root, Diagnostics& diag);
+  void read_layers(const nlohmann::json& root, Diagnostics& diag);
+  void read_provenance(const nlohmann::json& root, Diagnostics& diag);
+  void open_sources(Diagnostics& diag);
+  bool npy_source(size_t w, Source& src, Diagnostics& diag) const;
+  bool safetensors_source(size_t w, Source& src, Diagnostics& diag) const;
 
   std::filesystem::path dir_;
   uint64_t elements_ = 0;

@@ -57,6 +57,177 @@ template <class F> void for_each_f32(const std::byte* src, TensorDtype dtype, ui
   }
 }
 
+
+// The header's JSON, duplicate keys reported in `diag` (they would silently shadow each other in a
+// DOM, so they are caught while parsing).
+Result<json> parse_header(const std::string& name, const char* hdr, uint64_t header_len, Diagnostics& diag) {
+  std::vector<std::set<std::string>> open_objects;
+  std::vector<std::string> path_stack;  // key of each enclosing object member
+  std::string last_key;
+  const auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        path_stack.push_back(open_objects.empty() ? std::string() : last_key);
+        open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        open_objects.pop_back();
+        path_stack.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        last_key = parsed.get<std::string>();
+        if (!open_objects.back().insert(last_key).second) {
+          std::string p;
+          for (size_t i = 1; i < path_stack.size(); ++i) p += fmt::format("/{}", json_pointer_escape(path_stack[i]));
+          diag.add(fmt::format("{}/{}", p, json_pointer_escape(last_key)), "duplicate key in the header");
+        }
+        break;
+      }
+      default: break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(hdr, hdr + header_len, callback);
+  } catch (const json::parse_error& e) {
+    return invalid_argument(fmt::format("{}: header is not valid JSON: {}", name, e.what()));
+  }
+}
+
+// The "__metadata__" entry: strings only.
+void read_metadata(const std::string& key, const json& value, std::map<std::string, std::string>& out,
+                   Diagnostics& diag) {
+  if (!value.is_object()) {
+    diag.add(ptr(key), fmt::format("expected an object of string values, found {}", describe_json(value)));
+    return;
+  }
+  for (const auto& [mk, mv] : value.items()) {
+    if (!mv.is_string())
+      diag.add(ptr(key, json_pointer_escape(mk)), fmt::format("expected a string, found {}", describe_json(mv)));
+    else
+      out[mk] = mv.get<std::string>();
+  }
+}
+
+// One tensor entry of the header, checked against a data buffer of `data_bytes` (nullopt: its
+// problems are in `diag`).
+std::optional<SafetensorsTensorInfo> read_tensor(const std::string& key, const json& value, uint64_t data_bytes,
+                                                 Diagnostics& diag) {
+  if (!value.is_object()) {
+    diag.add(ptr(key), fmt::format("expected a tensor entry {{\"dtype\", \"shape\", \"data_offsets\"}}, found {}",
+                                   describe_json(value)));
+    return std::nullopt;
+  }
+  bool good = true;
+  for (const auto& [field, fv] : value.items()) {
+    if (field != "dtype" && field != "shape" && field != "data_offsets") {
+      const std::string near = closest_match(field, {"dtype", "shape", "data_offsets"});
+      diag.add(ptr(key, json_pointer_escape(field)),
+               fmt::format("unknown key '{}'{}; valid keys: dtype, shape, data_offsets", field,
+                           near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
+      good = false;
+    }
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!value.contains(field)) {
+      diag.add(ptr(key), fmt::format("missing required key '{}'", field));
+      good = false;
+    }
+  }
+  if (!good) return std::nullopt;
+  SafetensorsTensorInfo t;
+  t.name = key;
+  if (!value["dtype"].is_string()) {
+    diag.add(ptr(key, "dtype"),
+             fmt::format("expected a string (F32, F16 or BF16), found {}", describe_json(value["dtype"])));
+    good = false;
+  } else if (auto d = parse_dtype(value["dtype"].get<std::string>()); !d.ok()) {
+    diag.add(ptr(key, "dtype"), d.status().message());
+    good = false;
+  } else {
+    t.dtype = *d;
+  }
+  const json& shape = value["shape"];
+  if (!shape.is_array()) {
+    diag.add(ptr(key, "shape"),
+             fmt::format("expected an array of non-negative integers, found {}", describe_json(shape)));
+    good = false;
+  } else {
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (auto d = json_as_u64(shape[i]))
+        t.shape.push_back(*d);
+      else {
+        diag.add(ptr(key, fmt::format("shape/{}", i)),
+                 fmt::format("expected a non-negative integer, found {}", describe_json(shape[i])));
+        good = false;
+      }
+    }
+  }
+  const json& offs = value["data_offsets"];
+  std::optional<uint64_t> begin, end;
+  if (offs.is_array() && offs.size() == 2) {
+    begin = json_as_u64(offs[0]);
+    end = json_as_u64(offs[1]);
+  }
+  if (!begin || !end) {
+    diag.add(ptr(key, "data_offsets"),
+             fmt::format("expected [begin, end] as two non-negative integers, found {}", describe_json(offs)));
+    return std::nullopt;
+  }
+  t.begin_byte = *begin;
+  t.end_byte = *end;
+  if (t.begin_byte > t.end_byte) {
+    diag.add(ptr(key, "data_offsets"),
+             fmt::format("expected begin <= end, found [{}, {}]", t.begin_byte, t.end_byte));
+    return std::nullopt;
+  }
+  if (t.end_byte > data_bytes) {
+    diag.add(ptr(key, "data_offsets"),
+             fmt::format("out of range: expected end <= {} (the data buffer's size), found [{}, {}]", data_bytes,
+                         t.begin_byte, t.end_byte));
+    good = false;
+  }
+  if (!good) return std::nullopt;
+  uint64_t expect = dtype_bytes(t.dtype);
+  bool overflow = false;
+  for (uint64_t d : t.shape) overflow |= __builtin_mul_overflow(expect, d, &expect);
+  if (overflow || expect != t.end_byte - t.begin_byte) {
+    diag.add(ptr(key, "data_offsets"),
+             fmt::format("size mismatch: expected {} bytes ({} × shape {}), found [{}, {}] = {} bytes",
+                         overflow ? std::string("more than 2^64") : std::to_string(expect), dtype_name(t.dtype),
+                         shape_str(t.shape), t.begin_byte, t.end_byte, t.end_byte - t.begin_byte));
+    return std::nullopt;
+  }
+  return t;
+}
+
+// The tensors (sorted by offset) must tile the data buffer: no overlap, no hole, nothing after the
+// last one.
+void check_tiling(const std::vector<SafetensorsTensorInfo>& tensors, uint64_t data_bytes, uint64_t file_bytes,
+                  uint64_t header_len, Diagnostics& diag) {
+  uint64_t cursor = 0;
+  const SafetensorsTensorInfo* prev = nullptr;
+  for (const auto& t : tensors) {
+    if (t.begin_byte < cursor)
+      diag.add(ptr(t.name, "data_offsets"),
+               fmt::format("overlaps tensor '{}' at bytes [{}, {}): expected begin >= {}, found {}", prev->name,
+                           prev->begin_byte, prev->end_byte, cursor, t.begin_byte));
+    else if (t.begin_byte > cursor)
+      diag.add(ptr(t.name, "data_offsets"),
+               fmt::format("gap in the data buffer: expected begin = {} (end of {}), found {}", cursor,
+                           prev ? fmt::format("tensor '{}'", prev->name) : std::string("the header"), t.begin_byte));
+    if (t.end_byte > cursor) {
+      cursor = t.end_byte;
+      prev = &t;
+    }
+  }
+  if (diag.empty() && cursor != data_bytes)
+    diag.add("",
+             fmt::format(
+                 "the tensors cover {} bytes of the data buffer, expected all {} bytes (file is {} bytes, header {})",
+                 cursor, data_bytes, file_bytes, header_len));
+}
+
 }  // namespace
 
 std::string_view dtype_name(TensorDtype dtype) {
@@ -153,174 +324,23 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
                     header_len == 0 ? std::string("an empty header")
                                     : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(hdr[0]))));
 
-  // Duplicate keys would silently shadow each other in a DOM; catch them while parsing.
   Diagnostics diag;
-  std::vector<std::set<std::string>> open_objects;
-  std::vector<std::string> path_stack;  // key of each enclosing object member
-  std::string last_key;
-  const auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        path_stack.push_back(open_objects.empty() ? std::string() : last_key);
-        open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        open_objects.pop_back();
-        path_stack.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        last_key = parsed.get<std::string>();
-        if (!open_objects.back().insert(last_key).second) {
-          std::string p;
-          for (size_t i = 1; i < path_stack.size(); ++i) p += fmt::format("/{}", json_pointer_escape(path_stack[i]));
-          diag.add(fmt::format("{}/{}", p, json_pointer_escape(last_key)), "duplicate key in the header");
-        }
-        break;
-      }
-      default: break;
-    }
-    return true;
-  };
-  json header;
-  try {
-    header = json::parse(hdr, hdr + header_len, callback);
-  } catch (const json::parse_error& e) {
-    return invalid_argument(fmt::format("{}: header is not valid JSON: {}", name, e.what()));
-  }
-
+  CCSIM_ASSIGN_OR_RETURN(const json header, parse_header(name, hdr, header_len, diag));
   SafetensorsFile out;
   out.file_ = file;
   out.data_start_byte_ = 8 + header_len;
   const uint64_t data_bytes = after_prefix - header_len;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
-      if (!value.is_object()) {
-        diag.add(ptr(key), fmt::format("expected an object of string values, found {}", describe_json(value)));
-        continue;
-      }
-      for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string())
-          diag.add(ptr(key, json_pointer_escape(mk)), fmt::format("expected a string, found {}", describe_json(mv)));
-        else
-          out.metadata_[mk] = mv.get<std::string>();
-      }
-      continue;
+      read_metadata(key, value, out.metadata_, diag);
+    } else if (auto t = read_tensor(key, value, data_bytes, diag)) {
+      out.tensors_.push_back(std::move(*t));
     }
-    if (!value.is_object()) {
-      diag.add(ptr(key), fmt::format("expected a tensor entry {{\"dtype\", \"shape\", \"data_offsets\"}}, found {}",
-                                     describe_json(value)));
-      continue;
-    }
-    bool good = true;
-    for (const auto& [field, fv] : value.items()) {
-      if (field != "dtype" && field != "shape" && field != "data_offsets") {
-        const std::string near = closest_match(field, {"dtype", "shape", "data_offsets"});
-        diag.add(ptr(key, json_pointer_escape(field)),
-                 fmt::format("unknown key '{}'{}; valid keys: dtype, shape, data_offsets", field,
-                             near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
-        good = false;
-      }
-    }
-    for (const char* field : {"dtype", "shape", "data_offsets"}) {
-      if (!value.contains(field)) {
-        diag.add(ptr(key), fmt::format("missing required key '{}'", field));
-        good = false;
-      }
-    }
-    if (!good) continue;
-    SafetensorsTensorInfo t;
-    t.name = key;
-    if (!value["dtype"].is_string()) {
-      diag.add(ptr(key, "dtype"),
-               fmt::format("expected a string (F32, F16 or BF16), found {}", describe_json(value["dtype"])));
-      good = false;
-    } else if (auto d = parse_dtype(value["dtype"].get<std::string>()); !d.ok()) {
-      diag.add(ptr(key, "dtype"), d.status().message());
-      good = false;
-    } else {
-      t.dtype = *d;
-    }
-    const json& shape = value["shape"];
-    if (!shape.is_array()) {
-      diag.add(ptr(key, "shape"),
-               fmt::format("expected an array of non-negative integers, found {}", describe_json(shape)));
-      good = false;
-    } else {
-      for (size_t i = 0; i < shape.size(); ++i) {
-        if (auto d = json_as_u64(shape[i]))
-          t.shape.push_back(*d);
-        else {
-          diag.add(ptr(key, fmt::format("shape/{}", i)),
-                   fmt::format("expected a non-negative integer, found {}", describe_json(shape[i])));
-          good = false;
-        }
-      }
-    }
-    const json& offs = value["data_offsets"];
-    std::optional<uint64_t> begin, end;
-    if (offs.is_array() && offs.size() == 2) {
-      begin = json_as_u64(offs[0]);
-      end = json_as_u64(offs[1]);
-    }
-    if (!begin || !end) {
-      diag.add(ptr(key, "data_offsets"),
-               fmt::format("expected [begin, end] as two non-negative integers, found {}", describe_json(offs)));
-      continue;
-    }
-    t.begin_byte = *begin;
-    t.end_byte = *end;
-    if (t.begin_byte > t.end_byte) {
-      diag.add(ptr(key, "data_offsets"),
-               fmt::format("expected begin <= end, found [{}, {}]", t.begin_byte, t.end_byte));
-      continue;
-    }
-    if (t.end_byte > data_bytes) {
-      diag.add(ptr(key, "data_offsets"),
-               fmt::format("out of range: expected end <= {} (the data buffer's size), found [{}, {}]", data_bytes,
-                           t.begin_byte, t.end_byte));
-      good = false;
-    }
-    if (!good) continue;
-    uint64_t expect = dtype_bytes(t.dtype);
-    bool overflow = false;
-    for (uint64_t d : t.shape) overflow |= __builtin_mul_overflow(expect, d, &expect);
-    if (overflow || expect != t.end_byte - t.begin_byte) {
-      diag.add(ptr(key, "data_offsets"),
-               fmt::format("size mismatch: expected {} bytes ({} × shape {}), found [{}, {}] = {} bytes",
-                           overflow ? std::string("more than 2^64") : std::to_string(expect), dtype_name(t.dtype),
-                           shape_str(t.shape), t.begin_byte, t.end_byte, t.end_byte - t.begin_byte));
-      continue;
-    }
-    out.tensors_.push_back(std::move(t));
   }
-
-  // The tensors must tile the data buffer: no overlap, no hole, nothing after the last one.
   std::sort(out.tensors_.begin(), out.tensors_.end(), [](const auto& a, const auto& b) {
     return std::tie(a.begin_byte, a.end_byte, a.name) < std::tie(b.begin_byte, b.end_byte, b.name);
   });
-  if (diag.empty()) {
-    uint64_t cursor = 0;
-    const SafetensorsTensorInfo* prev = nullptr;
-    for (const auto& t : out.tensors_) {
-      if (t.begin_byte < cursor)
-        diag.add(ptr(t.name, "data_offsets"),
-                 fmt::format("overlaps tensor '{}' at bytes [{}, {}): expected begin >= {}, found {}", prev->name,
-                             prev->begin_byte, prev->end_byte, cursor, t.begin_byte));
-      else if (t.begin_byte > cursor)
-        diag.add(ptr(t.name, "data_offsets"),
-                 fmt::format("gap in the data buffer: expected begin = {} (end of {}), found {}", cursor,
-                             prev ? fmt::format("tensor '{}'", prev->name) : std::string("the header"), t.begin_byte));
-      if (t.end_byte > cursor) {
-        cursor = t.end_byte;
-        prev = &t;
-      }
-    }
-    if (diag.empty() && cursor != data_bytes)
-      diag.add("",
-               fmt::format(
-                   "the tensors cover {} bytes of the data buffer, expected all {} bytes (file is {} bytes, header {})",
-                   cursor, data_bytes, bytes.size(), header_len));
-  }
+  if (diag.empty()) check_tiling(out.tensors_, data_bytes, bytes.size(), header_len, diag);
   CCSIM_RETURN_IF_ERROR(diag.to_status(name));
   return out;
 }

@@ -438,6 +438,31 @@ const std::vector<ThcConfig>& configs() {
   return c;
 }
 
+// THC's finish of the chain's sum (`sum` on the host, `d_sum` on the device) on both sides: into its
+// own buffer (the sum is the workspace), then in place on a fresh copy.
+void check_finish(ThcCompressor& cpu, const std::vector<float>& sum, float* d_sum, uint64_t count,
+                  const ThcLattice& lattice, uint32_t ranks, const RngKey& sign_key, const Placement& at) {
+  const uint64_t block = cpu.rotation_block_for(count), padded = sum.size();
+  std::vector<float> cpu_out(count);
+  cpu.finish(sum, cpu_out, ranks - 1, ranks);
+  {
+    SCOPED_TRACE("finish");
+    DeviceBuffer<float> d_out(count, at.in);
+    ASSERT_NE(d_out.get(), nullptr);
+    ASSERT_TRUE(fill_garbage(d_out.get(), count * sizeof(float)));
+    ASSERT_STATUS_OK(thc_finish_cuda(d_sum, count, block, lattice, ranks, sign_key, d_out.get()));
+    expect_same_floats(cpu_out, download(d_out.get(), count));
+  }
+  {
+    SCOPED_TRACE("finish in place");
+    DeviceBuffer<float> d_work(padded, at.out);
+    ASSERT_NE(d_work.get(), nullptr);
+    ASSERT_CUDA_OK(d_work.upload(sum));
+    ASSERT_STATUS_OK(thc_finish_cuda(d_work.get(), count, block, lattice, ranks, sign_key, d_work.get()));
+    expect_same_floats(cpu_out, download(d_work.get(), count));
+  }
+}
+
 // A whole round on `xs` (one vector per rank) on both sides, keys {seed, round} as the numerics
 // interpreter draws them: plan_local of every rank, plan_commit on the CPU, prepare of every rank,
 // a reduce along the chain of ranks 0 -> 1 -> ... -> n-1 (rank 0 packs, the middle ranks run the
@@ -545,25 +570,7 @@ void check_round(const ThcConfig& cfg, const std::vector<std::vector<float>>& xs
     expect_same_floats(cpu_dec, download(d_dec.get(), padded));
   }
 
-  // finish: into its own buffer (the sum is the workspace), then in place on a fresh copy
-  std::vector<float> cpu_out(count);
-  cpu.finish(sum, cpu_out, ranks - 1, ranks);
-  {
-    SCOPED_TRACE("finish");
-    DeviceBuffer<float> d_out(count, at.in);
-    ASSERT_NE(d_out.get(), nullptr);
-    ASSERT_TRUE(fill_garbage(d_out.get(), count * sizeof(float)));
-    ASSERT_STATUS_OK(thc_finish_cuda(d_sum, count, block, lattice, ranks, sign_key, d_out.get()));
-    expect_same_floats(cpu_out, download(d_out.get(), count));
-  }
-  {
-    SCOPED_TRACE("finish in place");
-    DeviceBuffer<float> d_work(padded, at.out);
-    ASSERT_NE(d_work.get(), nullptr);
-    ASSERT_CUDA_OK(d_work.upload(sum));
-    ASSERT_STATUS_OK(thc_finish_cuda(d_work.get(), count, block, lattice, ranks, sign_key, d_work.get()));
-    expect_same_floats(cpu_out, download(d_work.get(), count));
-  }
+  check_finish(cpu, sum, d_sum, count, lattice, ranks, sign_key, at);
 }
 
 std::vector<std::vector<float>> rank_inputs(Input input, uint64_t count, uint32_t ranks, uint64_t seed) {

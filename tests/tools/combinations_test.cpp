@@ -65,7 +65,7 @@ TEST(EveryCombination, RunsOrIsRejectedAsBadInput) {
       const Result<RunReport> report = run_scenario(*loaded);
       ASSERT_TRUE(report.ok()) << "loaded, then failed to run: " << report.status().message();
       ASSERT_EQ(report->results.size(), 1u);
-      EXPECT_GT(report->results[0].time_s, 0.0);
+      EXPECT_GT(report->results[0].timing.time_s, 0.0);
       ++ran;
     }
   }

@@ -183,13 +183,13 @@ TEST_P(TopologyScenario, RunsEndToEnd) {
   ASSERT_EQ(report->results.size(), loaded->scenario.compression.size());
   for (const auto& r : report->results) {
     SCOPED_TRACE(r.scheme);
-    EXPECT_GT(r.time_s, 0);
-    EXPECT_LE(r.time_min_s, r.time_s);
-    EXPECT_GT(r.transfers, 0u);
+    EXPECT_GT(r.timing.time_s, 0);
+    EXPECT_LE(r.timing.time_min_s, r.timing.time_s);
+    EXPECT_GT(r.timing.transfers, 0u);
     double link_bytes = 0;
     for (const auto& l : r.links) link_bytes += l.bytes;
     // Every transfer crosses at least one link, so links carry at least the wire bytes.
-    EXPECT_GE(link_bytes, 0.999 * static_cast<double>(r.wire_bytes_total));
+    EXPECT_GE(link_bytes, 0.999 * static_cast<double>(r.timing.wire_bytes));
     ASSERT_TRUE(std::isfinite(r.vnmse));
     if (r.scheme == "fp32") {
       EXPECT_LT(r.vnmse, 1e-10);

@@ -138,13 +138,13 @@ json summary_json(const RunReport& report) {
               {"bits_per_element", r.bits_per_element},
               {"tensor_wire_bytes", r.tensor_wire_bytes},
               {"plan_bytes_per_rank", r.plan_bytes_per_rank},
-              {"plan_time_s", r.plan_time_s},
-              {"wire_bytes_total", r.wire_bytes_total},
-              {"transfers", r.transfers},
-              {"time_s", r.time_s},
-              {"time_min_s", r.time_min_s},
-              {"kernel_time_s", r.kernel_time_s},
-              {"round_kernel_time_s", r.round_kernel_time_s},
+              {"plan_time_s", r.timing.plan_time_s},
+              {"wire_bytes_total", r.timing.wire_bytes},
+              {"transfers", r.timing.transfers},
+              {"time_s", r.timing.time_s},
+              {"time_min_s", r.timing.time_min_s},
+              {"kernel_time_s", r.timing.kernel_time_s},
+              {"round_kernel_time_s", r.timing.round_kernel_time_s},
               {"kernel_cost", r.kernel_cost},
               {"events", r.events},
               {"vnmse", std::isnan(r.vnmse) ? json(nullptr) : std::isfinite(r.vnmse) ? json(r.vnmse) : json("inf")},
@@ -154,7 +154,7 @@ json summary_json(const RunReport& report) {
               {"unbiased", r.unbiased}};
     if (std::isfinite(r.analytic_time_s)) {
       j["analytic_time_s"] = r.analytic_time_s;
-      j["time_vs_analytic"] = r.time_s / r.analytic_time_s - 1.0;
+      j["time_vs_analytic"] = r.timing.time_s / r.analytic_time_s - 1.0;
     }
     results.push_back(std::move(j));
   }
@@ -190,10 +190,10 @@ std::string results_csv(const RunReport& report) {
                        csv_field(r.params.dump()), report.ranks, report.group_size, report.groups,
                        topo::collective_op_name(s.collective.operation), s.collective.algorithm, report.elements,
                        r.bits_per_element,
-                       r.tensor_wire_bytes, r.wire_bytes_total, r.transfers, r.time_s, r.time_min_s,
+                       r.tensor_wire_bytes, r.timing.wire_bytes, r.timing.transfers, r.timing.time_s, r.timing.time_min_s,
                        has ? fmt::format("{}", r.analytic_time_s) : "",
-                       has ? fmt::format("{}", r.time_s / r.analytic_time_s - 1.0) : "", r.kernel_time_s,
-                       r.round_kernel_time_s, num(r.vnmse),
+                       has ? fmt::format("{}", r.timing.time_s / r.analytic_time_s - 1.0) : "", r.timing.kernel_time_s,
+                       r.timing.round_kernel_time_s, num(r.vnmse),
                        num(r.vnmse_max_rank), r.unbiased ? "true" : "false");
   }
   return out;
@@ -202,7 +202,7 @@ std::string results_csv(const RunReport& report) {
 namespace {
 std::vector<LinkCsvRun> link_runs(const RunReport& report) {
   std::vector<LinkCsvRun> runs;
-  for (const auto& r : report.results) runs.push_back({r.scheme, &r.links, &r.timeline, r.time_s});
+  for (const auto& r : report.results) runs.push_back({r.scheme, &r.links, &r.timeline, r.timing.time_s});
   return runs;
 }
 }  // namespace
@@ -237,11 +237,11 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
     const bool has = std::isfinite(r.analytic_time_s);
     out += fmt::format(
         "  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", r.scheme, r.bits_per_element,
-        format_quantity(static_cast<double>(r.wire_bytes_total) / static_cast<double>(report.ranks), UnitKind::kBytes),
-        format_quantity(r.time_s, UnitKind::kTime), has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
-        has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.time_s / r.analytic_time_s - 1.0))) : "-",
+        format_quantity(static_cast<double>(r.timing.wire_bytes) / static_cast<double>(report.ranks), UnitKind::kBytes),
+        format_quantity(r.timing.time_s, UnitKind::kTime), has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
+        has ? fmt::format("{:+.4f}%", display_zero(100.0 * (r.timing.time_s / r.analytic_time_s - 1.0))) : "-",
         std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
-        format_quantity(r.kernel_time_s, UnitKind::kTime), format_quantity(r.round_kernel_time_s, UnitKind::kTime));
+        format_quantity(r.timing.kernel_time_s, UnitKind::kTime), format_quantity(r.timing.round_kernel_time_s, UnitKind::kTime));
   }
   if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
     for (const auto& r : report.results) out += fmt::format("  {:<8} kernels: {}\n", r.scheme, r.kernel_cost);

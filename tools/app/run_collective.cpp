@@ -96,8 +96,8 @@ Status run_numerics(const Scenario& s, const algo::CompressedCollective& lowerin
   std::vector<std::span<const float>> ins(grads.begin(), grads.end()), outs(work.begin(), work.end());
   CCSIM_ASSIGN_OR_RETURN(const algo::NumericsRound round,
                          lowering.run(views, {static_cast<uint64_t>(s.seed), 0}));
-  CCSIM_CHECK(round.stats.wire_bytes * groups == r.wire_bytes_total, "numerics sent {} bytes, timing {} over {} groups",
-              round.stats.wire_bytes, r.wire_bytes_total, groups);
+  CCSIM_CHECK(round.stats.wire_bytes * groups == r.timing.wire_bytes, "numerics sent {} bytes, timing {} over {} groups",
+              round.stats.wire_bytes, r.timing.wire_bytes, groups);
   const std::vector<algo::ErrorStats> errs = algo::operation_errors(round.schedule, ins, outs);
   r.vnmse_max_rank = 0;
   for (const auto& e : errs) {
@@ -139,14 +139,7 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, const st
   sim::ConcurrentGroups groups(engine, network, *plan.topology, plan.groups);
   const std::vector<topo::KernelKind> round = lowering.round_ops();
   r.kernel_cost = plan.costs.scheme(cc.scheme, comp->params()).describe(round);
-  const sim::RoundTiming t = sim::time_round(groups, sim::group_phases(lowering.phases(), plan.costs));
-  r.time_s = t.time_s;
-  r.time_min_s = t.time_min_s;
-  r.plan_time_s = t.plan_time_s;
-  r.kernel_time_s = t.kernel_time_s;
-  r.round_kernel_time_s = t.round_kernel_time_s;
-  r.wire_bytes_total = t.wire_bytes;
-  r.transfers = t.transfers;
+  r.timing = sim::time_round(groups, sim::group_phases(lowering.phases(), plan.costs));
   r.events = engine.events_processed();
   r.links = network.link_stats();
   r.timeline = network.timeline();

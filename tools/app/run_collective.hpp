@@ -12,6 +12,7 @@
 
 #include "sim/base/status.hpp"
 #include "sim/network/flow_network.hpp"
+#include "sim/concurrent_groups.hpp"
 #include "tools/app/scenario_io.hpp"
 
 namespace ccsim::app {
@@ -23,16 +24,10 @@ struct SchemeResult {
   uint64_t tensor_wire_bytes = 0;  ///< S: one rank's whole tensor encoded once
   uint64_t plan_bytes_per_rank = 0;  ///< the scheme's metadata phase: bytes each rank contributes (0: none)
   double bits_per_element = 0;     ///< 8·S / elements
-  uint64_t wire_bytes_total = 0;   ///< bytes over all transfers of the schedule
-  uint64_t transfers = 0;
-  double time_s = 0;               ///< simulated time: plan_local and the metadata phase, prepare, the
-                                   ///< collective, finish (the round ops where the scheme has them)
-  double plan_time_s = 0;          ///< of which plan_local and the metadata all-reduce (0: none)
+  sim::RoundTiming timing;         ///< the round's simulated time: plan_local and the metadata phase,
+                                   ///< prepare, the collective, finish (sim/concurrent_groups.hpp)
   double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
-  double kernel_time_s = 0;        ///< max over ranks of time spent in the collective's compression kernels
-  double round_kernel_time_s = 0;  ///< max over ranks of time spent in round ops (plan_local, prepare, finish)
   std::string kernel_cost;         ///< how this scheme's kernels were charged (KernelCostModel::describe)
-  double time_min_s = 0;           ///< fastest of the concurrent groups (time_s is the slowest)
   double vnmse = 0; ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)
   double vnmse_max_rank = 0;       ///< worst rank's normalized error
   bool unbiased = false;
