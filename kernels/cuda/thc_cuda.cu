@@ -4,8 +4,9 @@
 //    (a + b, a - b), stages in increasing b, each on the operands the CPU's fwht_unnormalized()
 //    sees; a pass groups consecutive stages and passes run in stage order, so every element goes
 //    through the same operations in the same order as on the CPU;
-//  - the NaN rules of x86-64 for every fp32 operation whose NaN can reach an output
-//    (block_cuda_common.cuh), signs applied as a flip of the sign bit (the CPU's x = -x), and the
+//  - the canonical NaN after the butterflies (hadamard_quiet), the NaN rules of x86-64 for every
+//    other fp32 operation whose NaN can reach an output (block_cuda_common.cuh), signs applied as a
+//    flip of the sign bit (the CPU's x = -x), and the
 //    CCSIM_HD element functions of kernels/quant/thc_quant.hpp;
 //  - maxima as exact 64-bit keys: |x|'s bits for a number, and above every number a key that
 //    prefers the smaller index for a NaN, so the combined key names max_abs()'s result whatever the
@@ -259,6 +260,13 @@ __global__ void __launch_bounds__(kThreads, 2) transform_pass_kernel(PassGeom p,
       }
     }
     if (in_b) stages_b(v, p.lo, p.hi);
+    // The transforms' canonical NaN (hadamard_quiet): needed after the last pass only, harmless
+    // after the others (a NaN's payload never decides whether a butterfly's result is a NaN).
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[k][j] = hadamard_quiet(v[k][j]);
+    }
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
       const uint32_t t = in_b ? 4 * tid + 1024 * k : 4 * lane + 128 * k + 1024 * warp;

@@ -16,11 +16,12 @@
 /// the same bits, since each butterfly is elementwise), then one multiply by hadamard_scale(block);
 /// the signs, the lattice's rounding draws and the element functions (thc_lattice_code,
 /// thc_lattice_value, thc_scale_pow2) are the CPU's, and the target is compiled with --fmad=false.
-/// NaN results follow the CPU's x86-64 rules (block_cuda.hpp: the first NaN operand, quieted, or
-/// the default NaN 0xFFC00000 from inf - inf), so a transform of infinities and NaNs matches too;
-/// where both operands of a butterfly are NaN, the kernels assume the operand order GCC emits for
-/// the CPU loops (a + b and a - b with a = x[j] first). max |x| returns the first NaN in index
-/// order with its payload, as max_abs() does.
+/// A transform of infinities and NaNs matches too: every NaN the butterflies produce becomes the
+/// canonical 0x7FC00000 before the scaling on both sides (hadamard_quiet, kernels/transform/
+/// hadamard.hpp: the CPU's payload would otherwise depend on the operand order the compiler picks
+/// for a + b when both are NaN), and every other operation follows the CPU's x86-64 NaN rules
+/// (block_cuda.hpp: the first NaN operand, quieted, or the default NaN 0xFFC00000 from inf - inf).
+/// max |x| returns the first NaN in index order with its payload, as max_abs() does.
 ///
 /// Rotation passes. The transform of a block of B = 2^L elements takes 1 pass over memory for
 /// L <= 13, 2 for L <= 21 and 3 above (hadamard_cuda_passes()): the first pass runs stages

@@ -76,7 +76,7 @@ void tiled_pass(float* x, uint64_t count, uint32_t a, uint32_t g, bool last, flo
           std::memcpy(out, in, 4 * kTileCols);
           continue;
         }
-        for (uint64_t c = 0; c < kTileCols; ++c) out[c] = in[c] * scale;
+        for (uint64_t c = 0; c < kTileCols; ++c) out[c] = hadamard_quiet(in[c]) * scale;
         after.apply(x, base + r * stride, base + r * stride + kTileCols);
       }
     }
@@ -95,7 +95,7 @@ void transform_blocks(float* x, uint64_t count, uint64_t block, const Signs& bef
         float* v = x + b * block;
         before.apply(x, b * block, (b + 1) * block);
         fwht_unnormalized(v, block);
-        for (uint64_t i = 0; i < block; ++i) v[i] *= scale;
+        for (uint64_t i = 0; i < block; ++i) v[i] = hadamard_quiet(v[i]) * scale;
         after.apply(x, b * block, (b + 1) * block);
       }
     });

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "kernels/float_bits.hpp"
 #include "kernels/philox.hpp"
 
 namespace ccsim::kern {
@@ -54,6 +55,13 @@ CCSIM_HD void fwht_unnormalized(float* x, uint64_t n) {
     }
   }
 }
+
+/// The transforms' NaN: every NaN the butterflies produce becomes the canonical quiet NaN
+/// 0x7FC00000 before the scaling. A NaN's payload after the butterflies depends on which operand
+/// of a + b the compiler put first when both are NaN (x86-64 keeps the first), which differs
+/// between loops and compilers; the canonical NaN makes the result one function of the input, the
+/// same on the CPU and the GPU (kernels/cuda/thc_cuda.hpp).
+CCSIM_HD float hadamard_quiet(float v) { return v != v ? bits_to_float(0x7FC00000u) : v; }
 
 /// The Philox sign of global element `index` in the randomized transform: -1.0f or +1.0f.
 CCSIM_HD float hadamard_sign_at(const RngKey& key, uint64_t index) {

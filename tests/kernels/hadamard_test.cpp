@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <vector>
 
+#include "kernels/float_bits.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
 
@@ -210,6 +212,48 @@ TEST(Hadamard, SpreadsAnOutlierAcrossItsBlock) {
   x[17] = 64.0f;
   hadamard_transform(x.data(), 32, 32);
   for (float v : x) EXPECT_FLOAT_EQ(std::fabs(v), 64.0f / std::sqrt(32.0f));
+}
+
+TEST(Hadamard, NonFiniteBlocksGiveTheCanonicalNaN) {
+  // A block holding NaNs (several payloads, both signs) transforms to NaNs only; one holding +inf
+  // twice (entries 7 and 9) to inf - inf = NaN in the rows whose two signs differ, to an infinity
+  // in the others. Every NaN is exactly the canonical 0x7FC00000 after the scale (sign-flipped by
+  // the inverse's signs where they are -1), on the per-thread path (2^10) and the tiled one (2^16,
+  // 2^17); a block without a non-finite value is untouched by the rule.
+  const RngKey key{3, 1, 0, 4};
+  for (const uint64_t block : {uint64_t{1} << 10, uint64_t{1} << 16, uint64_t{1} << 17}) {
+    SCOPED_TRACE(fmt::format("block={}", block));
+    auto x = random_vector(3 * block, 11 + block);
+    x[5] = bits_to_float(0x7FC12345u);
+    x[block / 2] = bits_to_float(0xFFD00001u);
+    x[block + 7] = INFINITY;
+    x[block + 9] = INFINITY;
+    const auto clean = std::vector<float>(x.begin() + 2 * static_cast<std::ptrdiff_t>(block), x.end());
+    for (int variant = 0; variant < 3; ++variant) {
+      auto got = x;
+      if (variant == 0) hadamard_transform(got.data(), got.size(), block);
+      if (variant == 1) randomized_hadamard_transform(got.data(), got.size(), block, key, 0);
+      if (variant == 2) randomized_hadamard_inverse(got.data(), got.size(), block, key, 0);
+      for (uint64_t i = 0; i < 2 * block; ++i) {
+        const uint64_t row = i % block;
+        // The forward randomized transform's signs D reach the infinities before the butterflies.
+        const bool flipped = variant == 1 && hadamard_sign_at(key, block + 7) != hadamard_sign_at(key, block + 9);
+        const bool nan = i < block || (std::popcount(row & 7u) % 2 != std::popcount(row & 9u) % 2) != flipped;
+        const uint32_t bits = float_to_bits(got[i]);
+        if (!nan) {
+          ASSERT_TRUE(std::isinf(got[i])) << "variant " << variant << " element " << i;
+          continue;
+        }
+        const uint32_t want = variant == 2 && hadamard_sign_at(key, i) < 0 ? 0xFFC00000u : 0x7FC00000u;
+        ASSERT_EQ(bits, want) << "variant " << variant << " element " << i;
+      }
+      auto third = clean;
+      if (variant == 0) hadamard_transform(third.data(), block, block);
+      if (variant == 1) randomized_hadamard_transform(third.data(), block, block, key, 2 * block);
+      if (variant == 2) randomized_hadamard_inverse(third.data(), block, block, key, 2 * block);
+      EXPECT_TRUE(std::equal(third.begin(), third.end(), got.begin() + 2 * static_cast<std::ptrdiff_t>(block)));
+    }
+  }
 }
 
 }  // namespace
