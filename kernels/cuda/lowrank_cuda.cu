@@ -194,21 +194,25 @@ Status lowrank_subtract_cuda(CublasHandle handle, const float* d_p, const float*
 Status orthonormalize_columns_cuda(void* d_temp_storage, size_t& temp_storage_bytes, float* d_p, uint64_t rows,
                                    uint32_t rank, CudaStream stream) {
   constexpr const char* kName = "orthonormalize_columns_cuda";
-  if (rank != 0 && rows > UINT64_MAX / sizeof(double) / rank) {
+  if (rank != 0 && rows > (UINT64_MAX - alignof(double)) / sizeof(double) / rank) {
     return invalid_argument(std::string(kName) + ": rows * rank overflows");
   }
-  const uint64_t bytes = rows * rank * sizeof(double);
+  // The double copy, plus the slack to align a workspace that starts anywhere to a double.
+  const uint64_t copy_bytes = rows * rank * sizeof(double);
+  const uint64_t bytes = copy_bytes > 0 ? copy_bytes + alignof(double) - 1 : 1;
   if (d_temp_storage == nullptr) {
-    temp_storage_bytes = bytes > 0 ? bytes : 1;
+    temp_storage_bytes = bytes;
     return ok_status();
   }
   if (temp_storage_bytes < bytes) {
     return invalid_argument(std::string(kName) + ": workspace of " + std::to_string(temp_storage_bytes) +
                             " bytes, needs " + std::to_string(bytes));
   }
-  if (bytes == 0) return ok_status();
+  if (copy_bytes == 0) return ok_status();
   if (d_p == nullptr) return null_pointer(kName);
-  orthonormalize_kernel<<<1, kOrthoThreads, 0, stream>>>(d_p, rows, rank, static_cast<double*>(d_temp_storage));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(d_temp_storage);
+  double* copy = reinterpret_cast<double*>((base + alignof(double) - 1) & ~uintptr_t{alignof(double) - 1});
+  orthonormalize_kernel<<<1, kOrthoThreads, 0, stream>>>(d_p, rows, rank, copy);
   return launch_status(kName);
 }
 

@@ -44,7 +44,8 @@
 /// Conventions (as quant_cuda.hpp): device pointers (prefix `d_`), a Status, never allocate, never
 /// synchronize. The GEMMs take the caller's cuBLAS handle and run on the stream set on it
 /// (cublasSetStream); the kernels take a stream. orthonormalize_columns_cuda takes a workspace the
-/// CUB way (d_temp_storage == nullptr: only store the bytes needed in temp_storage_bytes). Sizes of
+/// CUB way (d_temp_storage == nullptr: only store the bytes needed in temp_storage_bytes; any byte
+/// alignment: the kernel aligns its double copy inside, the 7 bytes of slack counted). Sizes of
 /// zero are no-ops, except that an empty inner dimension writes zeros, as the CPU does.
 ///
 /// Thread safety: no state; a cuBLAS handle must not be used by two host threads at once.

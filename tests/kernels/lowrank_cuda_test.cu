@@ -255,7 +255,7 @@ void check_orthonormalize(const std::vector<float>& p, uint64_t rows, uint32_t r
   ASSERT_CUDA_OK(d_p.upload(p));
   size_t bytes = 0;
   ASSERT_STATUS_OK(orthonormalize_columns_cuda(nullptr, bytes, d_p.get(), rows, rank));
-  EXPECT_EQ(bytes, std::max<size_t>(1, rows * rank * sizeof(double)));
+  EXPECT_EQ(bytes, rows * rank == 0 ? 1 : rows * rank * sizeof(double) + alignof(double) - 1);
   DeviceBuffer<uint8_t> d_temp(bytes, temp_offset);
   ASSERT_STATUS_OK(orthonormalize_columns_cuda(d_temp.get(), bytes, d_p.get(), rows, rank));
   std::vector<float> gpu(p.size());
@@ -473,12 +473,13 @@ TEST(LowrankCudaArguments, RejectsBadShapesAndPointers) {
 
   size_t bytes = 0;
   ASSERT_STATUS_OK(orthonormalize_columns_cuda(nullptr, bytes, nullptr, 100, 4));
-  EXPECT_EQ(bytes, 100u * 4u * 8u);
+  const size_t needed = 100 * 4 * 8 + 7;  // the double copy and the slack to align it
+  EXPECT_EQ(bytes, needed);
   ASSERT_STATUS_OK(orthonormalize_columns_cuda(nullptr, bytes, nullptr, 0, 4));
   EXPECT_EQ(bytes, 1u);
-  size_t small = 100 * 4 * 8 - 1;
+  size_t small = needed - 1;
   EXPECT_EQ(orthonormalize_columns_cuda(a, small, a, 100, 4).code(), StatusCode::kInvalidArgument);
-  size_t enough = 100 * 4 * 8;
+  size_t enough = needed;
   EXPECT_EQ(orthonormalize_columns_cuda(a, enough, nullptr, 100, 4).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(orthonormalize_columns_cuda(a, enough, a, UINT64_MAX / 2, 4).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(orthonormalize_columns_cuda(a, enough, nullptr, 100, 0).ok());
