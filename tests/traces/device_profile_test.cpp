@@ -162,7 +162,10 @@ TEST(DeviceProfile, MissingAndBrokenFilesAreInputErrors) {
 
 // Every profile shipped in traces/devices/ loads, has round-op curves, and has, per kernel, a launch overhead below every
 // measured time, times that grow with the size, and, where a point moves at least 256 MiB (no
-// cache holds it), an effective bandwidth below 3x the measured copy bandwidth.
+// cache holds it), an effective bandwidth below 3x the measured copy bandwidth. "Grow": the
+// largest chunk takes more than twice the smallest, and no point is faster than the one before by
+// more than 10%: a GPU's small chunks sit on the launch plateau (5 to 15 us on an H200), where CUDA
+// events resolve about half a microsecond, so two medians there differ by noise of that size.
 TEST(DeviceProfile, ShippedProfilesLoad) {
   const fs::path dir = fs::path(CCSIM_SOURCE_DIR) / "traces" / "devices";
   int n = 0;
@@ -178,16 +181,18 @@ TEST(DeviceProfile, ShippedProfilesLoad) {
     EXPECT_TRUE(std::any_of(p->kernels.begin(), p->kernels.end(), [](const kern::KernelCostCurve& k) {
       return k.op == "plan_local" || k.op == "prepare" || k.op == "finish";
     }));
-    for (const auto& k : p->kernels)
+    for (const auto& k : p->kernels) {
+      EXPECT_GT(k.points.back().seconds, 2 * k.points.front().seconds) << k.scheme << " " << k.op;
       for (size_t i = 0; i < k.points.size(); ++i) {
         EXPECT_LE(k.launch_s, k.points[i].seconds * 1.5) << k.scheme << " " << k.op;
         if (i > 0) {
-          EXPECT_GT(k.points[i].seconds, k.points[i - 1].seconds) << k.scheme << " " << k.op;
+          EXPECT_GE(k.points[i].seconds, 0.9 * k.points[i - 1].seconds) << k.scheme << " " << k.op << " point " << i;
         }
         if (k.points[i].bytes >= 256ull << 20) {
           EXPECT_LT(k.bandwidth_Bps(i), 3 * p->copy_bandwidth_Bps) << k.scheme << " " << k.op;
         }
       }
+    }
   }
   EXPECT_GE(n, 1) << "no profile in " << dir;
 }
