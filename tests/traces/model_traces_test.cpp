@@ -261,6 +261,37 @@ TEST(ModelTraces, AqgbPiecesRegroupIntoTable1BlocksAndTheBlockSplits) {
   EXPECT_EQ(six->layers()[2].params, 1'117'184u * 3);               // conv4_4..conv4_6
 }
 
+// The traces measured on a GPU (tools/profile_model.py, docs/gpu-check-h200.md): each is the
+// measured twin of an estimated trace (file stem + "-measured-<card>"), built by PyTorch from the
+// same architecture table, so its layers must carry exactly the estimate's names and parameter
+// counts, with positive times, the card named and bf16 gradients.
+TEST(ModelTraces, MeasuredTracesMatchTheirEstimatedTwins) {
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(kModels)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.find("-measured-");
+    if (at == std::string::npos) continue;
+    SCOPED_TRACE(name);
+    ++n;
+    const ComputeTrace measured = load(name);
+    const ComputeTrace estimated = load(name.substr(0, at) + ".json");
+    EXPECT_EQ(measured.provenance().kind, "measured");
+    EXPECT_EQ(estimated.provenance().kind, "estimated");
+    EXPECT_NE(measured.provenance().device.find("H200"), std::string::npos) << measured.provenance().device;
+    EXPECT_EQ(measured.gradient_bytes_per_param(), 2u);
+    ASSERT_EQ(measured.layers().size(), estimated.layers().size());
+    for (size_t i = 0; i < measured.layers().size(); ++i) {
+      const LayerCompute& m = measured.layers()[i];
+      EXPECT_EQ(m.name, estimated.layers()[i].name);
+      EXPECT_EQ(m.params, estimated.layers()[i].params) << m.name;
+      EXPECT_GT(m.forward_s, 0) << m.name;
+      EXPECT_GT(m.backward_s, 0) << m.name;
+    }
+    EXPECT_EQ(measured.params(), estimated.params());
+  }
+  EXPECT_GE(n, 3) << "fewer than three measured traces in " << kModels;
+}
+
 TEST(ProfiledTrace, TinyPresetLoadsWithItsShape) {
   const char* path = std::getenv("CCSIM_PROFILED_TRACE");
   if (path == nullptr || *path == '\0')
