@@ -16,7 +16,6 @@
 #include "algorithms/registry.hpp"
 #include "sim/kernel_cost.hpp"
 #include "sim/training/stragglers.hpp"
-#include "sim/training/tenants.hpp"
 #include "sim/training/training_job.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "topology/parallel_groups.hpp"
@@ -68,7 +67,6 @@ struct RunPlan {
   std::vector<sim::TrainingLayer> layers;
   std::vector<uint64_t> layer_params;                 ///< per layer
   std::optional<sim::StragglerModel> stragglers;
-  std::vector<sim::TenantSpec> tenants;
   std::vector<traces::GradientBucket> buckets;        ///< bucketed data-parallel runs
 
   // 3D-parallel runs.

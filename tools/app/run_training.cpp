@@ -28,7 +28,7 @@ struct Network {
       : network(engine, sim::link_specs(*plan.topology)) {
     if (s.outputs.link_timeline_bin_s > 0)
       network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
-    auto traffic = sim::TenantTraffic::make(engine, network, *plan.topology, plan.tenants, 0x7E4A47 + ci);
+    auto traffic = sim::TenantTraffic::make(engine, network, *plan.topology, s.network.tenants, 0x7E4A47 + ci);
     CCSIM_CHECK(traffic.ok(), "tenants passed the scenario's checks: {}", traffic.status().message());
     tenants = std::move(*traffic);
   }
@@ -72,8 +72,7 @@ Result<std::unique_ptr<BucketedSync>> make_bucketed(const LoadedScenario& loaded
   bits_per_element =
       8.0 * static_cast<double>(b->grads->model_wire_bytes()) / static_cast<double>(plan.trace->params());
   if (sp.weights != nullptr) {
-    std::vector<algo::BucketShape> flat;
-    for (const auto& bucket : plan.buckets) flat.push_back({bucket.params, {{0, bucket.params, bucket.params, 1}}});
+    const std::vector<algo::BucketShape> flat = algo::bucket_shapes(nullptr, plan.buckets, plan.layer_params, 0);
     config = {cc.weights.scheme, cc.weights.params, sp.weights, config.ranks, config.base, 0};
     CCSIM_ASSIGN_OR_RETURN(algo::BucketCodecs weights, algo::BucketCodecs::make(config, flat, plan.synthetic));
     b->weights = std::make_unique<algo::BucketCodecs>(std::move(weights));

@@ -246,7 +246,6 @@ void check_stragglers_and_tenants(const Scenario& s, uint32_t workers, Diagnosti
   if (!clean(diag, {"/network"})) return;
   for (const Diagnostic& d : sim::TenantTraffic::problems(*plan.topology, s.network.tenants))
     diag.add("/network/tenants" + d.path, d.message);
-  plan.tenants = s.network.tenants;
 }
 
 // ---- data-parallel training ------------------------------------------------------------------

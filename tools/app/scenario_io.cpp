@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,9 +12,6 @@
 #include "sim/base/diagnostics.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
-#include "topology/parallel_groups.hpp"
-#include "topology/topology.hpp"
-#include "traces/device_profile.hpp"
 
 namespace ccsim::app {
 namespace {
