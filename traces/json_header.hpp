@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_text.hpp"
 #include "sim/base/status.hpp"
 #include "sim/base/units.hpp"
 
@@ -26,13 +28,11 @@ inline Result<nlohmann::json> read_json_file(const std::filesystem::path& path, 
   const std::string name = path.string();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return not_found(fmt::format("{}: no such file ({})", name, what));
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(fmt::format("{}: cannot open", name));
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    return invalid_argument(fmt::format("{}: not valid JSON: {}", name, e.what()));
-  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_json_text(text.str(), name);
 }
 
 /// A short description of a JSON value for error messages: an integer as itself, anything else as

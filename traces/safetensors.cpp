@@ -3,6 +3,7 @@
 #include "kernels/quant/bf16_quant.hpp"
 #include "kernels/quant/fp16_quant.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_text.hpp"
 #include "traces/json_header.hpp"
 
 #include <fmt/format.h>
@@ -87,6 +88,8 @@ Result<json> parse_header(const std::string& name, const char* hdr, uint64_t hea
     }
     return true;
   };
+  CCSIM_RETURN_IF_ERROR(check_json_depth(std::string_view(hdr, header_len),
+                                         fmt::format("{}: header (bytes counted from 8)", name)));
   try {
     return json::parse(hdr, hdr + header_len, callback);
   } catch (const json::parse_error& e) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kernels/philox.hpp"
+#include "sim/base/json_text.hpp"
 
 namespace ccsim::sim {
 namespace {
@@ -41,12 +42,7 @@ Result<EmpiricalCdf> EmpiricalCdf::load(const std::filesystem::path& path) {
   if (!in) return not_found(fmt::format("{}: cannot open the straggler CDF file", f));
   std::stringstream ss;
   ss << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    return invalid_argument(fmt::format("{}: not valid JSON: {}", f, e.what()));
-  }
+  CCSIM_ASSIGN_OR_RETURN(const json doc, parse_json_text(ss.str(), f));
   auto err = [&](const std::string& ptr, const std::string& expected, const json& got) {
     return invalid_argument(fmt::format("{}: {}: expected {}, got {}", f, ptr, expected, describe_json(got)));
   };

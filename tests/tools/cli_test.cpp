@@ -180,6 +180,30 @@ TEST_F(Cli, ValidateOnAnOverflowingNumberIsBadInput) {
   EXPECT_FALSE(contains(o.err, "runtime failure")) << show(o);
 }
 
+TEST_F(Cli, DeeplyNestedJsonIsBadInputNotACrash) {
+  // 100,000 nested arrays overflow a recursive parser's stack (the process died with SIGSEGV):
+  // validate and run refuse the file at the byte where it passes 256 levels, exit 2, write nothing.
+  const size_t depth = 100000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  const fs::path file = tmp_.write("deep.json", "{\"name\": \"x\", \"cluster\": " + nested + "}");
+  const size_t byte = std::string("{\"name\": \"x\", \"cluster\": ").size() + 255;
+  const std::string want = fmt::format("{}: JSON nested deeper than 256 levels at byte {}", file.string(), byte);
+  Outcome o = run("validate " + quote(file.string()));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, want)) << show(o);
+  const fs::path out = tmp_ / "deep-out";
+  o = run(fmt::format("run {} --out {}", quote(file.string()), quote(out.string())));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, want)) << show(o);
+  EXPECT_FALSE(fs::exists(out));
+  // The same in an override's value (1,000 levels: one argument may not exceed 128 KiB).
+  o = run(fmt::format("validate {} --set 'cluster.nodes={}{}'", quote(kQuickstart), std::string(1000, '['),
+                      std::string(1000, ']')));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "--set cluster.nodes (its value): JSON nested deeper than 256 levels at byte 256"))
+      << show(o);
+}
+
 TEST_F(Cli, ValidateAcceptsGoodFiles) {
   Outcome o = run("validate " + quote(kQuickstart));
   EXPECT_EQ(o.code, 0) << show(o);

@@ -145,7 +145,7 @@ TEST(ComputeTrace, MissingAndMalformedFiles) {
   fs::remove(bad);
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_CONTAINS(parsed.status().message(), "not valid JSON");
+  EXPECT_CONTAINS(parsed.status().message(), "invalid JSON");
 }
 
 }  // namespace

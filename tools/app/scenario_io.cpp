@@ -10,6 +10,7 @@
 #include "algorithms/params.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_text.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 
@@ -32,20 +33,7 @@ Status parse_file(const std::string& file, json& doc) {
   if (!in) return not_found(fmt::format("{}: cannot open scenario file", file));
   std::stringstream ss;
   ss << in.rdbuf();
-  try {
-    doc = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ..."
-    std::string what = e.what();
-    const auto pos = what.find("at line ");
-    if (pos != std::string::npos) what = what.substr(pos + 3);
-    return invalid_argument(fmt::format("{}: invalid JSON: {}", file, what));
-  } catch (const json::exception& e) {  // e.g. a number too large for a double
-    std::string what = e.what();
-    const auto pos = what.find("] ");
-    if (pos != std::string::npos) what = what.substr(pos + 2);
-    return invalid_argument(fmt::format("{}: invalid JSON: {}", file, what));
-  }
+  CCSIM_ASSIGN_OR_RETURN(doc, parse_json_text(ss.str(), file));
   return ok_status();
 }
 
@@ -121,6 +109,7 @@ Status apply_override(json& doc, const std::string& assignment) {
       pointer += json_pointer_escape(part);
     }
   }
+  CCSIM_RETURN_IF_ERROR(check_json_depth(text, fmt::format("--set {} (its value)", path)));
   json value;
   try {
     value = json::parse(text);

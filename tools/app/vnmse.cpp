@@ -9,6 +9,7 @@
 #include "algorithms/registry.hpp"
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/json_fields.hpp"
+#include "sim/base/json_text.hpp"
 #include "sim/base/units.hpp"
 
 namespace ccsim::app {
@@ -22,6 +23,7 @@ Status parse_param(const std::string& text, json& into, const std::string& where
   if (eq == std::string::npos || eq == 0)
     return invalid_argument(fmt::format("{}: expected KEY=VALUE, got '{}'", where, text));
   const std::string key = text.substr(0, eq), value = text.substr(eq + 1);
+  CCSIM_RETURN_IF_ERROR(check_json_depth(value, where));
   json v = json::parse(value, nullptr, false);
   into[key] = v.is_discarded() ? json(value) : v;
   return ok_status();
