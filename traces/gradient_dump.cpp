@@ -2,7 +2,9 @@
 
 #include "kernels/quant/bf16_quant.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_text.hpp"
 #include "traces/json_header.hpp"
+#include "traces/non_finite.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -122,13 +124,11 @@ Result<json> read_manifest(const fs::path& manifest_path) {
   if (!fs::is_regular_file(manifest_path, ec))
     return not_found(fmt::format("{}: no such file (a gradient dump directory holds {} and one file per worker)", mname,
                                  kManifestName));
-  std::ifstream in(manifest_path);
+  std::ifstream in(manifest_path, std::ios::binary);
   if (!in) return io_error(fmt::format("{}: cannot open", mname));
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    return invalid_argument(fmt::format("{}: not valid JSON: {}", mname, e.what()));
-  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_json_text(text.str(), mname);
 }
 
 }  // namespace
@@ -524,6 +524,22 @@ Status GradientDump::check_indices(uint32_t w, size_t step) const {
   return ok_status();
 }
 
+// Non-finite values of worker w's step `step` from element `base` on (traces/non_finite.hpp): an
+// input error naming the worker file, the worker, the step, the first index and its layer, the count.
+Status GradientDump::check_finite(uint32_t w, size_t step, uint64_t base, std::span<const float> values) const {
+  const NonFinite bad = find_non_finite(values);
+  if (bad.count == 0) return ok_status();
+  const uint64_t index = base + bad.first;
+  const auto layer = std::upper_bound(layers_.begin(), layers_.end(), index,
+                                      [](uint64_t i, const GradientLayer& l) { return i < l.offset; });
+  const GradientLayer& l = *(layer - 1);  // layers tile [0, elements()) from offset 0
+  return invalid_argument(fmt::format(
+      "{}: worker {}, step {} (iteration {}): {} non-finite value(s) (NaN or inf), the first at index {} (layer '{}', "
+      "entry {}): {}; ccsim measures compression only on finite gradients (docs/gradient-dumps.md)",
+      sources_[w].mapping->path().string(), w, step, steps_[step].step, bad.count, index, l.name, index - l.offset,
+      bad.value));
+}
+
 Result<GradientVector> GradientDump::worker(uint32_t w, size_t step) const {
   CCSIM_RETURN_IF_ERROR(check_indices(w, step));
   const Source& src = sources_[w];
@@ -536,6 +552,7 @@ Result<GradientVector> GradientDump::worker(uint32_t w, size_t step) const {
     out.owned_.resize(elements_);
     widen(data, dtype_, out.owned_);
   }
+  CCSIM_RETURN_IF_ERROR(check_finite(w, step, 0, out.values()));
   return out;
 }
 
@@ -550,7 +567,7 @@ Status GradientDump::read_layer(uint32_t w, size_t step, size_t layer, std::span
                                         l.name, l.count, out.size()));
   const Source& src = sources_[w];
   widen(src.mapping->bytes().data() + src.step_byte[step] + l.offset * dtype_bytes(dtype_), dtype_, out);
-  return ok_status();
+  return check_finite(w, step, l.offset, out);
 }
 
 Result<std::vector<float>> GradientDump::layer(uint32_t w, size_t step, size_t layer) const {

@@ -144,11 +144,13 @@ class GradientDump {
   Result<size_t> find_layer(std::string_view name) const;
 
   /// Worker `w`'s flattened gradient at dumped step index `step` (an index into step_info(), not
-  /// a training iteration). kInvalidArgument if `w` or `step` is out of range.
+  /// a training iteration). kInvalidArgument if `w` or `step` is out of range, or if the values
+  /// hold a NaN or an infinity (the worker file, worker, step, first index and its layer, count:
+  /// traces/non_finite.hpp).
   Result<GradientVector> worker(uint32_t w, size_t step = 0) const;
   /// Converts layer `layer` of worker `w` at step index `step` to fp32 into `out`, reading only
-  /// that layer's bytes. kInvalidArgument if an index is out of range or `out` does not have the
-  /// layer's count.
+  /// that layer's bytes. kInvalidArgument if an index is out of range, `out` does not have the
+  /// layer's count, or the layer holds a non-finite value (as worker()).
   Status read_layer(uint32_t w, size_t step, size_t layer, std::span<float> out) const;
   /// As read_layer(), into a new vector.
   Result<std::vector<float>> layer(uint32_t w, size_t step, size_t layer) const;
@@ -161,6 +163,7 @@ class GradientDump {
   };
 
   Status check_indices(uint32_t w, size_t step) const;
+  Status check_finite(uint32_t w, size_t step, uint64_t base, std::span<const float> values) const;
   // open()'s parts: each reads its part of the manifest into this dump, reporting every problem in
   // `diag`; the bool ones return false where their part is too broken to check the worker files
   // against. open_sources() then maps the worker files (npy_source, safetensors_source: one each).

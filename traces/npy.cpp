@@ -1,6 +1,7 @@
 #include "traces/npy.hpp"
 
 #include "kernels/quant/fp16_quant.hpp"
+#include "traces/non_finite.hpp"
 
 #include <fmt/format.h>
 
@@ -122,6 +123,14 @@ Status write_npy_f32(const std::string& path, const std::vector<uint64_t>& shape
   std::filesystem::rename(tmp, path, ec);
   if (ec) return io_error(fmt::format("{}: rename failed: {}", path, ec.message()));
   return ok_status();
+}
+
+Status check_finite_npy(const std::string& path, std::span<const float> values) {
+  const NonFinite bad = find_non_finite(values);
+  if (bad.count == 0) return ok_status();
+  return invalid_argument(fmt::format("{}: {} non-finite value(s) (NaN or inf) of {}, the first at index {}: {}; ccsim "
+                                      "measures compression only on finite gradients (docs/gradient-dumps.md)",
+                                      path, bad.count, values.size(), bad.first, bad.value));
 }
 
 }  // namespace ccsim::traces

@@ -4,6 +4,7 @@
 /// format of per-worker gradient dumps. Values are returned as fp32, flattened.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct NpyHeader {
 Result<NpyHeader> read_npy_header(const std::string& path);
 /// Reads `path`. Errors (kNotFound, kInvalidArgument) name the file and what was wrong.
 Result<NpyArray> read_npy(const std::string& path);
+/// OK, or an input error naming `path` where `values` (read from it) hold a NaN or an infinity:
+/// the count, the first index and its value (traces/non_finite.hpp: ccsim's policy).
+Status check_finite_npy(const std::string& path, std::span<const float> values);
 /// Writes a float32 .npy file (used by tests and tools); the file is written whole or not at all.
 Status write_npy_f32(const std::string& path, const std::vector<uint64_t>& shape, const std::vector<float>& values);
 

@@ -16,6 +16,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -125,6 +126,8 @@ const Check kChecks[] = {
      "/gradients/files/0", "not a .npy file"},
     {"NpyEmpty", "collective", R"({"gradients": {"source": "npy", "files": ["$DIR/empty.npy"]}})",
      "/gradients/files/0", "empty.npy is empty"},
+    {"NpyNonFinite", "collective", R"({"gradients": {"source": "npy", "files": ["$DIR/a.npy", "$DIR/nan.npy"]}})",
+     "/gradients/files/1", "nan.npy: 3 non-finite value(s) (NaN or inf) of 64, the first at index 5: nan"},
     {"NpySizesDiffer", "collective", R"({"gradients": {"source": "npy", "files": ["$DIR/a.npy", "$DIR/b.npy"]}})",
      "/gradients/files/1", "b.npy has 128 elements but"},
     {"AlgorithmShape", "collective", R"({"cluster": {"nodes": 6}, "collective": {"algorithm": "butterfly"}})",
@@ -277,6 +280,11 @@ class ValidateCatalog : public ::testing::TestWithParam<Check> {
     ASSERT_TRUE(traces::write_npy_f32((d / "a.npy").string(), {64}, std::vector<float>(64, 1.0f)).ok());
     ASSERT_TRUE(traces::write_npy_f32((d / "b.npy").string(), {128}, std::vector<float>(128, 1.0f)).ok());
     ASSERT_TRUE(traces::write_npy_f32((d / "empty.npy").string(), {0}, {}).ok());
+    std::vector<float> nan(64, 1.0f);
+    nan[5] = std::numeric_limits<float>::quiet_NaN();
+    nan[6] = -std::numeric_limits<float>::infinity();
+    nan[63] = std::numeric_limits<float>::infinity();
+    ASSERT_TRUE(traces::write_npy_f32((d / "nan.npy").string(), {64}, nan).ok());
   }
   static void TearDownTestSuite() { delete dir_; }
 

@@ -17,6 +17,7 @@
 #include <functional>
 #include <numeric>
 #include <set>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,38 @@ TEST_F(GradientDumpTest, ReadsNpyWorkers) {
                                     ": expected 20 values (/elements = 20 × 1 step(s)), found 40");
 }
 
+TEST_F(GradientDumpTest, NonFiniteValuesAreInputErrorsNamingWhere) {
+  // Worker 1's step 10 holds a NaN at element 9 (layer b, entry 3) and +inf at 19 (layer c); the
+  // other vectors are finite. In F32 (mapped) and BF16 (widened) alike, reading that vector or
+  // one of those layers is an input error naming the file, worker, step, first index, layer, count.
+  for (const TensorDtype dtype : {TensorDtype::kF32, TensorDtype::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    write_all(dtype);
+    auto g1 = gradient(1, 1);
+    g1[9] = std::numeric_limits<float>::quiet_NaN();
+    g1[19] = std::numeric_limits<float>::infinity();
+    const auto g0 = gradient(1, 0);
+    const fs::path file = dir_ / "worker1.safetensors";
+    const std::vector<SafetensorsTensorData> t = {{"step0", dtype, {kElements}, g0}, {"step10", dtype, {kElements}, g1}};
+    ASSERT_TRUE(write_safetensors(file, t).ok());
+    write_manifest();
+    auto d = GradientDump::open(dir_);
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    EXPECT_TRUE(d->worker(1, 0).ok());
+    EXPECT_TRUE(d->worker(0, 1).ok());
+    auto bad = d->worker(1, 1);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_TRUE(bad.status().is_input_error());
+    EXPECT_CONTAINS(bad.status().message(), file.string() + ": worker 1, step 1 (iteration 10): 2 non-finite value(s) "
+                                            "(NaN or inf), the first at index 9 (layer 'b', entry 3): nan");
+    EXPECT_TRUE(d->layer(1, 1, 0).ok());  // layer a is finite
+    auto c = d->layer(1, 1, 2);
+    ASSERT_FALSE(c.ok());
+    EXPECT_CONTAINS(c.status().message(), "1 non-finite value(s) (NaN or inf), the first at index 19 (layer 'c', "
+                                          "entry 1): inf");
+  }
+}
+
 TEST_F(GradientDumpTest, OneStepDumpNeedsNoStepsList) {
   manifest_.erase("steps");
   for (uint32_t w = 0; w < kWorkers; ++w) {
@@ -322,7 +355,7 @@ TEST_F(GradientDumpTest, RejectsMalformedManifests) {
   std::ofstream(dir_ / "manifest.json") << "{\"format\": ";
   auto r = GradientDump::open(dir_);
   ASSERT_FALSE(r.ok());
-  EXPECT_CONTAINS(r.status().message(), manifest_path() + ": not valid JSON");
+  EXPECT_CONTAINS(r.status().message(), manifest_path() + ": invalid JSON");
 
   manifest_["workers"] = json::array();
   manifest_["elements"] = 0;

@@ -36,6 +36,7 @@ Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, const 
     if (arr.values.size() != plan.elements)
       return io_error(fmt::format("{}: now holds {} values, {} when the scenario was checked", file,
                                   arr.values.size(), plan.elements));
+    CCSIM_RETURN_IF_ERROR(traces::check_finite_npy(file, arr.values));
     loaded.push_back(std::move(arr.values));
   }
   for (uint32_t r = 0; r < ranks; ++r) grads[r] = loaded[r % loaded.size()];

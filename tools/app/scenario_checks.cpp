@@ -189,6 +189,12 @@ void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientP
                                       "size", gc.files[i], h->elements, gc.files[0], out.elements));
     out.elements = h->elements;
   }
+  for (size_t i = 0; i < gc.files.size(); ++i) {  // the values too: run reads them (non_finite.hpp)
+    auto arr = traces::read_npy(gc.files[i]);
+    if (!arr.ok()) return diag.add(fmt::format("/gradients/files/{}", i), arr.status().message());
+    if (Status st = traces::check_finite_npy(gc.files[i], arr->values); !st.ok())
+      return diag.add(fmt::format("/gradients/files/{}", i), st.message());
+  }
   out.layout = {{0, out.elements, out.elements, 1}};
 }
 
