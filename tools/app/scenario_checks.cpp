@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/lowrank/low_rank.hpp"
@@ -62,6 +63,27 @@ void check_gradient_fields(const Scenario& s, const json& doc, bool training, Di
       files = &doc["gradients"]["files"];
     if (files == nullptr || (files->is_array() && files->empty()))
       diag.add("/gradients/files", "expected at least one .npy file for source \"npy\"");
+  }
+}
+
+// No field a run would ignore: a run without a workload trace times one collective per scheme, so
+// a training section's field would change nothing. Each field set to another value than its
+// default is reported where it is set, with what would make it apply. (A field at its default
+// changes no run, so a written scenario.resolved.json, which holds every field, runs again.)
+void check_fields_apply(const Scenario& s, bool training, Diagnostics& diag) {
+  if (training) return;
+  const json given = scenario_to_json(s), defaults = scenario_to_json(Scenario{});
+  for (const char* section : {"workload", "sync", "stragglers", "network"}) {
+    std::set<std::string> reported;
+    for (const json& op : json::diff(defaults[section], given[section])) {
+      std::string at = fmt::format("/{}{}", section, op["path"].get<std::string>());
+      if (const size_t dash = at.find("/-"); dash != std::string::npos) at.resize(dash);  // an appended element
+      if (!reported.insert(at).second) continue;
+      diag.add(at, fmt::format("applies to training runs only: without /workload/trace this scenario times one "
+                               "collective per scheme, and {} would change nothing (add a workload with a compute "
+                               "trace, or remove it)",
+                               at));
+    }
   }
 }
 
@@ -490,6 +512,7 @@ std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc
   for (const CompressionConfig& cc : s.compression)
     plan->schemes.push_back({algo::CompressorRegistry::global().find(cc.scheme), nullptr, nullptr, {}});
   check_gradient_fields(s, doc, training, diag);
+  check_fields_apply(s, training, diag);
   check_kernel_costs(s, doc, diag, *plan);
   plan->synthetic = algo::SyntheticGradients(s.gradients.synthetic_spec(0), static_cast<uint64_t>(s.seed));
   if (!clean(diag, {"/cluster"})) return nullptr;
