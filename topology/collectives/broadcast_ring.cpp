@@ -87,6 +87,10 @@ void register_broadcast_ring(std::vector<CollectiveInfo>& out) {
       },
       [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
         return make_broadcast_ring(ranks, elements, o);
+      },
+      // n − 1 hops per segment, whatever the root.
+      [](uint32_t ranks, uint64_t, const CollectiveOptions& o) {
+        return saturating_product({o.segments, ranks - 1u});
       }});
 }
 

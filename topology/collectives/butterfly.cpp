@@ -222,6 +222,13 @@ class ButterflyGenerator final : public ScheduleGenerator {
   uint32_t step_ = 0;
 };
 
+/// Transfers of make_butterfly: each of the L = log2 n steps of a phase sends one transfer per rank
+/// and segment (the all-gather's block travels as one bundle).
+uint64_t butterfly_transfers(CollectiveOp op, uint32_t n, const CollectiveOptions& o) {
+  const auto levels = static_cast<uint64_t>(std::countr_zero(n));
+  return detail::saturating_product({detail::phase_count(op), n, o.segments, levels});
+}
+
 }  // namespace
 
 std::unique_ptr<ScheduleGenerator> make_butterfly(CollectiveOp op, uint32_t ranks, uint64_t elements,
@@ -247,7 +254,8 @@ void register_butterfly(std::vector<CollectiveInfo>& out) {
         },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_butterfly(op, ranks, elements, o);
-        }});
+        },
+        [op](uint32_t ranks, uint64_t, const CollectiveOptions& o) { return butterfly_transfers(op, ranks, o); }});
   }
 }
 

@@ -45,6 +45,12 @@ struct CollectiveInfo {
   /// Why (ranks, elements, options) cannot be built, as an input error; OK otherwise.
   std::function<Status(uint32_t, uint64_t, const CollectiveOptions&)> check;
   std::function<std::unique_ptr<ScheduleGenerator>(uint32_t, uint64_t, const CollectiveOptions&)> make;
+  /// The exact number of transfer ops (OpKind::kTransfer; a bundled transfer counts once) of the
+  /// schedule build(ranks, elements, options) would produce, without building it, so that a
+  /// scenario too large to simulate can be refused before it runs. A closed form in O(1) or
+  /// O(log ranks) time; exact in uint64 for ranks <= 2^20 and segments <= 2^16, saturating at
+  /// UINT64_MAX (never wrapping) beyond. REQUIRES: check(ranks, elements, options) is OK.
+  std::function<uint64_t(uint32_t ranks, uint64_t elements, const CollectiveOptions&)> transfers;
 
   /// The whole schedule. REQUIRES: check(...) is OK.
   Schedule build(uint32_t ranks, uint64_t elements, const CollectiveOptions& options) const;
@@ -87,7 +93,8 @@ std::unique_ptr<ScheduleGenerator> make_semi_loop(CollectiveOp op, uint32_t rank
 /// Butterfly (collectives/butterfly.cpp; DynamiQ §5.3): recursive-halving reduce-scatter (partner
 /// distance n/2, n/4, …, 1; one encode + transfer + decode-accumulate per rank, step and segment on
 /// a contiguous slice: 3·n·log2(n)·segments ops) and recursive-doubling all-gather (distance 1, 2,
-/// …; each shard encoded once by its owner r and forwarded unchanged: n(n−1)·segments transfers).
+/// …; each shard encoded once by its owner r and forwarded unchanged: n(n−1)·segments messages in
+/// n·log2(n)·segments bundled transfers).
 /// Rank r owns shard r; each shard's aggregation tree is binomial with depth log2 n. The forwarded
 /// half is re-encoded after a decode-accumulate of the received slice rather than fused (a message
 /// decodes only whole). Steps: reduce-scatter and all-gather log2(n) + 1, all-reduce 2·log2(n) + 1.

@@ -164,6 +164,13 @@ Status check_direct(CollectiveOp op, uint32_t ranks, uint64_t elements, const Co
   return detail::check_alltoall_blocks(op, ranks, elements, o.align);
 }
 
+/// Transfers of make_direct: every sender (the root alone for a broadcast) sends each segment to
+/// the n − 1 other ranks.
+uint64_t direct_transfers(CollectiveOp op, uint32_t n, const CollectiveOptions& o) {
+  const uint64_t senders = op == CollectiveOp::kBroadcast ? 1 : n;
+  return detail::saturating_product({senders, o.segments, n - 1u});
+}
+
 }  // namespace
 
 std::unique_ptr<ScheduleGenerator> make_direct(CollectiveOp op, uint32_t ranks, uint64_t elements,
@@ -195,7 +202,8 @@ void register_direct(std::vector<CollectiveInfo>& out) {
         },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_direct(op, ranks, elements, o);
-        }});
+        },
+        [op](uint32_t ranks, uint64_t, const CollectiveOptions& o) { return direct_transfers(op, ranks, o); }});
   }
 }
 

@@ -287,6 +287,13 @@ class HierarchicalRingGenerator final : public ScheduleGenerator {
   uint32_t step_ = 0;
 };
 
+/// Transfers of make_hierarchical_ring, per phase and segment: the n pieces make G − 1 intra-node
+/// hops on each of the N nodes and N − 1 inter-node hops, N(G − 1) + N − 1 = n − 1 hops each, as
+/// in the flat ring.
+uint64_t hierarchical_ring_transfers(CollectiveOp op, uint32_t n, const CollectiveOptions& o) {
+  return detail::saturating_product({detail::phase_count(op), n, o.segments, n - 1u});
+}
+
 }  // namespace
 
 std::unique_ptr<ScheduleGenerator> make_hierarchical_ring(CollectiveOp op, uint32_t ranks, uint64_t elements,
@@ -314,6 +321,9 @@ void register_hierarchical_ring(std::vector<CollectiveInfo>& out) {
         },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_hierarchical_ring(op, ranks, elements, o);
+        },
+        [op](uint32_t ranks, uint64_t, const CollectiveOptions& o) {
+          return hierarchical_ring_transfers(op, ranks, o);
         }});
   }
 }

@@ -3,9 +3,12 @@
 /// Each algorithm file appends its (operation, algorithm) entries; known_collectives() calls these
 /// in a fixed order. Internal to topology/collectives.
 
-#include <vector>
-
 #include "topology/collectives/collectives.hpp"
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <vector>
 
 namespace ccsim::topo::detail {
 
@@ -25,6 +28,21 @@ Status check_common(uint32_t ranks, uint64_t elements, const CollectiveOptions& 
 /// For an all-to-all, an input error unless the elements split into equal blocks over the ranks,
 /// each a multiple of `align` (the compressor's block).
 Status check_alltoall_blocks(CollectiveOp op, uint32_t ranks, uint64_t elements, uint64_t align);
+
+/// The product of `factors`, or UINT64_MAX where it does not fit: transfer counts (CollectiveInfo::
+/// transfers) saturate rather than wrap, so an oversized schedule still reads as oversized.
+inline uint64_t saturating_product(std::initializer_list<uint64_t> factors) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  uint64_t product = 1;
+  for (uint64_t f : factors) {
+    if (f == 0) return 0;
+    product = product > kMax / f ? kMax : product * f;
+  }
+  return product;
+}
+
+/// Reduce-scatter/all-gather phases of `op` in the ring families: 2 for an all-reduce, else 1.
+inline uint64_t phase_count(CollectiveOp op) { return op == CollectiveOp::kAllReduce ? 2 : 1; }
 
 /// A transfer of `msg` from `from` to `to` that leaves after op `after` and, unless `prev_segment`
 /// is kNoOp, after the previous segment's transfer on the same hop (segments of a message follow

@@ -115,6 +115,12 @@ class RingGenerator final : public ScheduleGenerator {
   uint32_t step_ = 0;
 };
 
+/// Transfers of make_ring: every lane (shard × half × segment, empty ones included) makes n − 1
+/// hops in each phase.
+uint64_t ring_transfers(CollectiveOp op, uint32_t n, const CollectiveOptions& o, bool bidir) {
+  return detail::saturating_product({detail::phase_count(op), n, bidir ? 2u : 1u, o.segments, n - 1u});
+}
+
 }  // namespace
 
 std::unique_ptr<ScheduleGenerator> make_ring(CollectiveOp op, uint32_t ranks, uint64_t elements,
@@ -137,6 +143,9 @@ void register_ring(std::vector<CollectiveInfo>& out) {
           [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) { return check_common(ranks, elements, o); },
           [op, bidir](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
             return make_ring(op, ranks, elements, o, bidir);
+          },
+          [op, bidir](uint32_t ranks, uint64_t, const CollectiveOptions& o) {
+            return ring_transfers(op, ranks, o, bidir);
           }});
     }
   }

@@ -176,6 +176,12 @@ class SemiLoopGenerator final : public ScheduleGenerator {
   uint32_t step_ = 0;
 };
 
+/// Transfers of make_semi_loop: per (shard, segment) the two reduce chains make H + Hb = n − 1
+/// hops, and the all-gather the same H along +1 and Hb along −1.
+uint64_t semi_loop_transfers(CollectiveOp op, uint32_t n, const CollectiveOptions& o) {
+  return detail::saturating_product({detail::phase_count(op), n, o.segments, n - 1u});
+}
+
 }  // namespace
 
 std::unique_ptr<ScheduleGenerator> make_semi_loop(CollectiveOp op, uint32_t ranks, uint64_t elements,
@@ -196,7 +202,8 @@ void register_semi_loop(std::vector<CollectiveInfo>& out) {
         [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) { return check_common(ranks, elements, o); },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_semi_loop(op, ranks, elements, o);
-        }});
+        },
+        [op](uint32_t ranks, uint64_t, const CollectiveOptions& o) { return semi_loop_transfers(op, ranks, o); }});
   }
 }
 

@@ -346,6 +346,16 @@ Status check_two_level(CollectiveOp op, uint32_t ranks, uint64_t elements, const
   return detail::check_alltoall_blocks(op, ranks, elements, o.align);
 }
 
+/// Transfers of make_two_level, per sender and segment. Reduce-scatter: G − 1 local peers (phase A)
+/// and N − 1 peers with the same local index (phase B). All-to-all: of the n − 1 blocks, the n − N
+/// bound for another local index take the intra-node hop and the n − G bound for another node the
+/// inter-node hop.
+uint64_t two_level_transfers(CollectiveOp op, uint32_t n, const CollectiveOptions& o) {
+  const uint64_t g = o.gpus_per_node, nodes = n / g;
+  const uint64_t hops = op == CollectiveOp::kReduceScatter ? (g - 1) + (nodes - 1) : (n - nodes) + (n - g);
+  return detail::saturating_product({n, o.segments, hops});
+}
+
 }  // namespace
 
 std::unique_ptr<ScheduleGenerator> make_two_level(CollectiveOp op, uint32_t ranks, uint64_t elements,
@@ -368,6 +378,9 @@ void register_two_level(std::vector<CollectiveInfo>& out) {
       },
       [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
         return make_two_level(CollectiveOp::kReduceScatter, ranks, elements, o);
+      },
+      [](uint32_t ranks, uint64_t, const CollectiveOptions& o) {
+        return two_level_transfers(CollectiveOp::kReduceScatter, ranks, o);
       }});
   out.push_back(CollectiveInfo{
       CollectiveOp::kAllToAll, "two_level",
@@ -378,6 +391,9 @@ void register_two_level(std::vector<CollectiveInfo>& out) {
       },
       [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
         return make_two_level(CollectiveOp::kAllToAll, ranks, elements, o);
+      },
+      [](uint32_t ranks, uint64_t, const CollectiveOptions& o) {
+        return two_level_transfers(CollectiveOp::kAllToAll, ranks, o);
       }});
 }
 
