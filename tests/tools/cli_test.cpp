@@ -204,6 +204,35 @@ TEST_F(Cli, DeeplyNestedJsonIsBadInputNotACrash) {
       << show(o);
 }
 
+TEST_F(Cli, RunsTooLargeToSimulateAreRefusedWithTheirEstimate) {
+  // A ring all-reduce over 2^20 ranks (about 2.2e12 transfers per scheme) is refused at once, by
+  // validate and run alike, at /cluster/nodes, with the estimate and the option that allows it.
+  const fs::path out = tmp_ / "huge";
+  for (const std::string cmd : {"validate " + quote(kQuickstart), "run " + quote(kQuickstart) + " --out " +
+                                                                     quote(out.string())}) {
+    SCOPED_TRACE(cmd);
+    const Outcome o = run(cmd + " --set cluster.nodes=1048576");
+    EXPECT_EQ(o.code, 2) << show(o);
+    EXPECT_TRUE(contains(o.err, kQuickstart + ": /cluster/nodes: the run would simulate 4.4e+12 transfers "
+                                              "(2199021158400 per collective of 1048576 ranks x 1 concurrent group(s) "
+                                              "x 2 scheme(s)), more than --max-flows 2e+08 allows"))
+        << show(o);
+  }
+  EXPECT_FALSE(fs::exists(out));
+  // 64 ranks: 2 x 64 x 63 = 8064 ring transfers per scheme, 16128 for the two schemes; the limit
+  // is inclusive, and the option takes exponent forms.
+  const std::string at64 = "validate " + quote(kQuickstart) + " --set cluster.nodes=64 --set gradients.size=64KB";
+  EXPECT_EQ(run(at64 + " --max-flows 16128").code, 0);
+  Outcome o = run(at64 + " --max-flows 16127");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "(8064 per collective of 64 ranks x 1 concurrent group(s) x 2 scheme(s))")) << show(o);
+  EXPECT_EQ(run(at64 + " --max-flows 1.6128e4").code, 0);
+  o = run(at64 + " --max-flows lots");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "--max-flows: expected a whole number of transfers of at least 1 (e.g. 5e8), got 'lots'"))
+      << show(o);
+}
+
 TEST_F(Cli, ValidateAcceptsGoodFiles) {
   Outcome o = run("validate " + quote(kQuickstart));
   EXPECT_EQ(o.code, 0) << show(o);

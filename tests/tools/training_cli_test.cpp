@@ -242,6 +242,59 @@ TEST_F(Training, SmallScenarioWritesConsistentReproducibleOutputs) {
   for (const auto& f : files_under(a)) EXPECT_EQ(read_file(b / f), read_file(a / f)) << f;
 }
 
+// Determinism: a training run drawing from every random source (lognormal stragglers, a tenant,
+// stochastic rounding, replanned adaptive schemes and their controllers) writes byte-identical
+// files whatever the worker-thread count, and so does vnmse's CSV on the shipped dump.
+TEST_F(Training, OutputsDoNotDependOnTheThreadCount) {
+  json doc = small_scenario();
+  doc["sync"]["replan_every"] = 1;
+  doc["stragglers"] = {{"model", "lognormal"}, {"sigma", 0.3}};
+  doc["network"] = {{"tenants", json::array({{{"kind", "ring_allreduce"}, {"size", "1MB"}}})}};
+  doc["compression"] = json::parse(R"([{"scheme": "int8"}, {"scheme": "mxfp8"}, {"scheme": "dynamiq"},
+      {"scheme": "edgc", "params": {"window": 1, "alpha": 1, "warmup": false}}])");
+  const fs::path file = write_scenario("threads", doc);
+  std::vector<fs::path> outs;
+  for (const int threads : {1, 2, 5}) {
+    outs.push_back(tmp_ / fmt::format("threads{}", threads));
+    const Outcome o =
+        run(fmt::format("run {} --out {} --threads {}", quote(file.string()), quote(outs.back().string()), threads));
+    ASSERT_EQ(o.code, 0) << show(o);
+  }
+  ASSERT_FALSE(files_under(outs[0]).empty());
+  for (size_t i = 1; i < outs.size(); ++i) {
+    ASSERT_EQ(files_under(outs[i]), files_under(outs[0]));
+    for (const auto& f : files_under(outs[0])) EXPECT_EQ(read_file(outs[i] / f), read_file(outs[0] / f)) << f;
+  }
+
+  const std::string dump = (fs::path(CCSIM_SOURCE_DIR) / "traces" / "data" / "gpt-bpe").string();
+  std::vector<std::string> csvs;
+  for (const int threads : {1, 3}) {
+    const fs::path csv = tmp_ / fmt::format("vnmse{}.csv", threads);
+    const Outcome o = run(fmt::format("vnmse --gradients {} --algo dynamiq --algo int8 --ranks 4 --steps 50 --seeds 2 "
+                                      "--csv {} --threads {}",
+                                      quote(dump), quote(csv.string()), threads));
+    ASSERT_EQ(o.code, 0) << show(o);
+    csvs.push_back(read_file(csv));
+  }
+  EXPECT_FALSE(csvs[0].empty());
+  EXPECT_EQ(csvs[1], csvs[0]);
+}
+
+// A training run's size: each bucket's ring all-reduce on 4 ranks is 2 x 4 x 3 = 24 transfers; the
+// small scenario's two 2 MB layers make two buckets (a bucket never splits a layer), so 48 per
+// round, x 5 rounds x 3 schemes = 720.
+TEST_F(Training, RunsTooLargeToSimulateAreRefusedWithTheirEstimate) {
+  const fs::path file = write_scenario("size", small_scenario());
+  EXPECT_EQ(run(fmt::format("validate {} --max-flows 720", quote(file.string()))).code, 0);
+  const Outcome o = run(fmt::format("run {} --max-flows 719 --out {}", quote(file.string()),
+                                    quote((tmp_ / "size-out").string())));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "/workload/rounds: the run would simulate 720 transfers (2 bucket collective(s) of 4 "
+                              "ranks per round x 5 rounds x 3 scheme(s)), more than --max-flows 719 allows"))
+      << show(o);
+  EXPECT_FALSE(fs::exists(tmp_ / "size-out"));
+}
+
 TEST_F(Training, LinkTimelineIsWrittenWhenAsked) {
   json doc = small_scenario();
   doc["outputs"] = {{"link_timeline_bin", "1ms"}};

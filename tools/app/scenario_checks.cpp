@@ -499,7 +499,45 @@ sim::ParallelJobOptions parallel_job_options(const Scenario& s, const traces::Co
   return po;
 }
 
-std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc, Diagnostics& diag) {
+// The transfers a run would simulate, from the schedules' closed forms (CollectiveInfo::transfers),
+// against --max-flows: a run too large to finish is refused before it starts, with its estimate. A
+// collective run times each scheme's collective on every group; a data-parallel training run each
+// bucket's collective every round (twice when sharded: gradients and weights). Metadata phases and
+// round ops add to this; a broadcast run and one bounded by duration only are not estimated.
+void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, const RunPlan& plan) {
+  uint64_t total = 0, per_unit = 0;
+  std::string unit, at;
+  auto add = [&](uint64_t n, uint64_t times) {
+    const uint64_t t = n > UINT64_MAX / std::max<uint64_t>(times, 1) ? UINT64_MAX : n * times;
+    total = total > UINT64_MAX - t ? UINT64_MAX : total + t;
+  };
+  if (plan.kind == RunKind::kCollective && plan.collective != nullptr && !plan.groups.empty()) {
+    const auto g = static_cast<uint32_t>(plan.groups.front().size());
+    per_unit = plan.collective->transfers(g, plan.gradients.elements, plan.base);
+    for (size_t i = 0; i < s.compression.size(); ++i) add(per_unit, plan.groups.size());
+    unit = fmt::format("{} per collective of {} ranks x {} concurrent group(s) x {} scheme(s)", per_unit, g,
+                       plan.groups.size(), s.compression.size());
+    at = "/cluster/nodes";
+  } else if (plan.kind == RunKind::kTraining && s.sync.mode != SyncMode::kBroadcast && s.workload.rounds > 0) {
+    const uint32_t m = plan.topology->num_ranks();
+    for (const SchemePlan& sp : plan.schemes) {
+      if (sp.collective == nullptr) continue;
+      per_unit = 0;
+      for (const auto& b : plan.buckets) per_unit += sp.collective->transfers(m, b.params, plan.base);
+      add(per_unit * (s.sync.mode == SyncMode::kSharded ? 2 : 1), static_cast<uint64_t>(s.workload.rounds));
+    }
+    unit = fmt::format("{} bucket collective(s) of {} ranks per round x {} rounds x {} scheme(s)",
+                       plan.buckets.size(), m, s.workload.rounds, s.compression.size());
+    at = "/workload/rounds";
+  }
+  if (total <= max_flows) return;
+  diag.add(at, fmt::format("the run would simulate {:.3g} transfers ({}), more than --max-flows {:.3g} allows; a "
+                           "smaller cluster or run finishes in reasonable time, or raise --max-flows to run it anyway",
+                           static_cast<double>(total), unit, static_cast<double>(max_flows)));
+}
+
+std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc, uint64_t max_flows,
+                                              Diagnostics& diag) {
   auto plan = std::make_shared<RunPlan>();
   // Training runs size their gradients from the compute trace. (A trace path given but not found
   // was reported already and leaves the field empty.)
@@ -523,6 +561,7 @@ std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc
   if (plan->kind != RunKind::kCollective) check_workload(s, diag, *plan);
   if (plan->kind == RunKind::kTraining && plan->trace) check_training_run(s, diag, *plan);
   if (plan->kind == RunKind::kParallel && plan->trace) check_parallel_run(s, diag, *plan);
+  if (diag.empty()) check_run_size(s, max_flows, diag, *plan);
   if (!diag.empty()) return nullptr;
   return plan;
 }

@@ -143,7 +143,7 @@ Result<LoadedScenario> load_scenario_json(json doc, const std::string& file, con
   visit(reader, out.scenario);
   reader.finish();
 
-  out.plan = check_scenario(out.scenario, doc, diag);
+  out.plan = check_scenario(out.scenario, doc, overrides.max_flows, diag);
   CCSIM_RETURN_IF_ERROR(diag.to_status(file));
 
   Scenario& s = out.scenario;

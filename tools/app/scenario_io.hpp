@@ -24,10 +24,15 @@ struct LoadedScenario {
   std::shared_ptr<const RunPlan> plan;  ///< what the checks built for the run
 };
 
-/// Command-line changes applied to the raw JSON before validation.
+/// The most transfers a run may simulate unless --max-flows allows more: a ring all-reduce over
+/// about 10,000 ranks, minutes of simulation on one core.
+inline constexpr uint64_t kDefaultMaxFlows = 200'000'000;
+
+/// Command-line changes applied to the raw JSON before validation, and the run's size limit.
 struct Overrides {
   std::vector<std::string> sets;  ///< "PATH=VALUE"; PATH a JSON Pointer ("/cluster/nodes") or dotted ("cluster.nodes")
   std::optional<int64_t> seed;
+  uint64_t max_flows = kDefaultMaxFlows;  ///< transfers the run may simulate (--max-flows)
 };
 
 /// Reads, parses and validates `file`: its fields, then everything its run would check
@@ -50,7 +55,8 @@ topo::ClusterSpec cluster_spec(const ClusterConfig& c);
 
 /// The cross-field and cross-file checks of a scenario read from `doc` (scenario_checks.cpp):
 /// every problem into `diag`; the run's plan, or nullptr when there is a problem.
-std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const nlohmann::json& doc, Diagnostics& diag);
+std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const nlohmann::json& doc, uint64_t max_flows,
+                                              Diagnostics& diag);
 /// Why a collective run skips its numerics: "numerics skipped: R ranks x S need about M (> ...)".
 std::string numerics_skipped_note(const Scenario& s, uint32_t ranks, uint64_t elements);
 /// The 3D-parallel job's options from the workload (the kernel costs and ECMP salt are the run's).

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
@@ -75,6 +76,25 @@ bool parse(const std::vector<std::string>& args, const po::options_description& 
   return true;
 }
 
+// --max-flows: a count of transfers, as an integer or in exponent form ("1e9"); false (after the
+// message) for anything else.
+bool parse_max_flows(const std::string& text, uint64_t& out) {
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(v >= 1) || v > 1.8e19 || v != std::floor(v)) {
+    std::cerr << fmt::format("ccsim: --max-flows: expected a whole number of transfers of at least 1 (e.g. 5e8), got "
+                             "'{}'\n", text);
+    return false;
+  }
+  out = static_cast<uint64_t>(v);
+  return true;
+}
+
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description desc("run options");
   desc.add_options()("help,h", "show this help")
@@ -84,17 +104,20 @@ int cmd_run(const std::vector<std::string>& args) {
        "override a scenario value: PATH=VALUE, PATH a JSON Pointer (/cluster/nodes) or dotted (cluster.nodes); "
        "VALUE is JSON, else a string; repeatable")
       ("seed", po::value<int64_t>(), "override the scenario's seed")
+      ("max-flows", po::value<std::string>(), "most transfers the run may simulate (default 2e8); a larger run is "
+                                              "refused with its estimate")
       ("threads", po::value<int>(), "worker threads for the numerics (results do not depend on it)");
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  if (!parse(args, desc, pos, vm, "usage: ccsim run SCENARIO [--out DIR] [--set PATH=VALUE ...] [--seed N]"))
+  if (!parse(args, desc, pos, vm, "usage: ccsim run SCENARIO [--out DIR] [--set PATH=VALUE ...] [--seed N] [--max-flows N]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
 
   app::Overrides ov;
   if (vm.count("set")) ov.sets = vm["set"].as<std::vector<std::string>>();
   if (vm.count("seed")) ov.seed = vm["seed"].as<int64_t>();
+  if (vm.count("max-flows") && !parse_max_flows(vm["max-flows"].as<std::string>(), ov.max_flows)) return kExitBadInput;
   const std::string file = vm["scenario"].as<std::string>();
   auto loaded = app::load_scenario(file, ov);
   if (!loaded.ok()) return report(loaded.status());
@@ -124,13 +147,15 @@ int cmd_validate(const std::vector<std::string>& args) {
   po::options_description desc("validate options");
   desc.add_options()("help,h", "show this help")("files", po::value<std::vector<std::string>>()->required(),
                                                  "scenario JSON files")(
-      "set,s", po::value<std::vector<std::string>>()->composing(), "override a value before validating (as in run)");
+      "set,s", po::value<std::vector<std::string>>()->composing(), "override a value before validating (as in run)")(
+      "max-flows", po::value<std::string>(), "most transfers the run may simulate (as in run)");
   po::positional_options_description pos;
   pos.add("files", -1);
   po::variables_map vm;
-  if (!parse(args, desc, pos, vm, "usage: ccsim validate SCENARIO... [--set PATH=VALUE ...]")) return kExitOk;
+  if (!parse(args, desc, pos, vm, "usage: ccsim validate SCENARIO... [--set PATH=VALUE ...] [--max-flows N]")) return kExitOk;
   app::Overrides ov;
   if (vm.count("set")) ov.sets = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("max-flows") && !parse_max_flows(vm["max-flows"].as<std::string>(), ov.max_flows)) return kExitBadInput;
   int rc = kExitOk;
   for (const auto& f : vm["files"].as<std::vector<std::string>>()) {
     auto loaded = app::load_scenario(f, ov);
