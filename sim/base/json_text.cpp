@@ -3,7 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+#include <set>
 #include <string>
+#include <vector>
+
+#include "sim/base/diagnostics.hpp"
 
 namespace ccsim {
 
@@ -34,10 +39,67 @@ Status check_json_depth(std::string_view text, std::string_view name, size_t max
   return ok_status();
 }
 
+namespace {
+
+// The parser's events, tracking each open object's keys and the pointer to it: the first key that
+// an object repeats (a DOM would keep only the last value, silently).
+class DuplicateKeys {
+ public:
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      path_.push_back(pending_);
+      keys_.emplace_back();
+      is_array_.push_back(event == E::array_start);
+      index_.push_back(0);
+      if (event == E::array_start) pending_ = "/0";
+    } else if (event == E::object_end || event == E::array_end) {
+      path_.pop_back();
+      keys_.pop_back();
+      is_array_.pop_back();
+      index_.pop_back();
+      after_value();
+    } else if (event == E::key) {
+      const std::string key = parsed.get<std::string>();
+      pending_ = "/" + json_pointer_escape(key);
+      if (!keys_.back().insert(key).second && first_.empty()) first_ = pointer() + pending_;
+    } else if (event == E::value) {
+      after_value();
+    }
+    return true;
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string pointer() const {
+    std::string p;
+    for (size_t i = 1; i < path_.size(); ++i) p += path_[i];
+    return p;
+  }
+  // The next element of an enclosing array gets the next index as its pointer part.
+  void after_value() {
+    if (!is_array_.empty() && is_array_.back()) pending_ = "/" + std::to_string(++index_.back());
+  }
+  std::vector<std::string> path_;
+  std::vector<std::set<std::string>> keys_;
+  std::vector<bool> is_array_;
+  std::vector<uint64_t> index_;
+  std::string pending_;
+  std::string first_;
+};
+
+}  // namespace
+
 Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view name) {
   CCSIM_RETURN_IF_ERROR(check_json_depth(text, name));
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    DuplicateKeys duplicates;
+    nlohmann::json doc = nlohmann::json::parse(text.begin(), text.end(), std::ref(duplicates));
+    if (!duplicates.first().empty())
+      return invalid_argument(fmt::format("{}: {}: duplicate key (JSON keeps only one of the values, so one of them "
+                                          "would be silently lost)",
+                                          name, duplicates.first()));
+    return doc;
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ..."
     std::string what = e.what();

@@ -23,8 +23,9 @@ inline constexpr size_t kMaxJsonDepth = 256;
 /// OK otherwise, and for text that is not JSON (the parser reports that).
 Status check_json_depth(std::string_view text, std::string_view name, size_t max_depth = kMaxJsonDepth);
 
-/// `text` parsed, or an input error "NAME: invalid JSON: line L, column C: ..." (or the depth
-/// error above). Never throws.
+/// `text` parsed, or an input error "NAME: invalid JSON: line L, column C: ...", the depth error
+/// above, or "NAME: /a/b: duplicate key" for the first key an object repeats (nlohmann::json would
+/// keep one value silently). Never throws.
 Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view name);
 
 }  // namespace ccsim

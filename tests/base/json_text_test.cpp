@@ -46,5 +46,21 @@ TEST(JsonText, SyntaxErrorsNameLineAndColumn) {
   EXPECT_TRUE(big.status().is_input_error());
 }
 
+TEST(JsonText, ADuplicateKeyIsAnInputErrorAtItsPointer) {
+  // nlohmann::json keeps one of two equal keys silently; the first repeated key is reported with
+  // its pointer, through objects and arrays.
+  auto top = parse_json_text(R"({"a": 1, "b": 2, "a": 3})", "f.json");
+  ASSERT_FALSE(top.ok());
+  EXPECT_TRUE(top.status().is_input_error());
+  EXPECT_EQ(top.status().message().rfind("f.json: /a: duplicate key", 0), 0u) << top.status().message();
+  auto deep = parse_json_text(R"({"x": [1, {"k": 0}, [2, 3], {"y": {"z~/": 1, "z~/": 2}}], "w": 0})", "f.json");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().message().rfind("f.json: /x/3/y/z~0~1: duplicate key", 0), 0u) << deep.status().message();
+  // The same key in sibling objects, or in an object and its parent, is no duplicate.
+  auto fine = parse_json_text(R"({"a": {"a": 1}, "l": [{"k": 1}, {"k": 2}], "k": [{"a": {"b": 1}, "b": 2}]})", "f.json");
+  ASSERT_TRUE(fine.ok()) << fine.status().message();
+  EXPECT_EQ((*fine)["l"][1]["k"], 2);
+}
+
 }  // namespace
 }  // namespace ccsim

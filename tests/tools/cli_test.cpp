@@ -153,6 +153,10 @@ std::vector<BadFile> bad_files() {
   // Line 3 is `  "seed": 1,,`; the second comma is its 13th character.
   out.push_back({"broken_json", "{\n  \"name\": \"x\",\n  \"seed\": 1,,\n}\n", "invalid JSON: line 3, column 13",
                  "unexpected ','"});
+  // A repeated key: JSON would keep one of the two values silently.
+  std::string twice = base_doc().dump(2);
+  twice.insert(twice.find("\"cluster\": {") + 12, "\n    \"nodes\": 3,");
+  out.push_back({"duplicate_key", twice, "/cluster/nodes: duplicate key", "one of them would be silently lost"});
   return out;
 }
 
