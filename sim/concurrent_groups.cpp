@@ -35,6 +35,7 @@ std::vector<const ScheduleRunner*> ConcurrentGroups::run(const GroupPhase& phase
     runners_.back()->start();
   }
   engine_.run();
+  if (engine_.passed_horizon()) return {};  // the caller reports it (Engine::passed_horizon)
   // The runners themselves, not a view of `runners_`: a later call's push_back may reallocate it.
   std::vector<const ScheduleRunner*> ran;
   for (size_t k = first; k < runners_.size(); ++k) {
@@ -54,6 +55,7 @@ RoundTiming time_round(ConcurrentGroups& groups, std::span<const GroupPhase> pha
   double finish_s = 0;
   for (const GroupPhase& phase : phases) {
     const std::vector<const ScheduleRunner*> ran = groups.run(phase);
+    if (engine.passed_horizon()) return out;  // no timing: the caller reports the horizon
     if (phase.round_ops) {
       for (size_t gi = 0; gi < ran.size(); ++gi) {
         const std::vector<Duration>& busy = ran[gi]->timing().kernel_busy;

@@ -79,7 +79,9 @@ struct RoundTiming {
 
 /// Runs `phases` in order on `groups` (REQUIRES: exactly one kCollective phase) from the engine's
 /// current time. A group's time is from the round's start to the end of its collective plus the
-/// finish phases' time (they run on every group at once after the last collective ends).
+/// finish phases' time (they run on every group at once after the last collective ends). When the
+/// round runs past the end of simulated time (Engine::passed_horizon) it stops there and returns
+/// no timing; the caller reports past_horizon_error.
 RoundTiming time_round(ConcurrentGroups& groups, std::span<const GroupPhase> phases);
 
 }  // namespace ccsim::sim

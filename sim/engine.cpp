@@ -6,6 +6,10 @@ namespace ccsim::sim {
 
 EventId Engine::schedule_at(SimTime t, Callback cb) {
   CCSIM_CHECK(t >= now_, "event scheduled in the past: {} ps < now {} ps", t.ps(), now_.ps());
+  if (t == SimTime::infinite()) {
+    passed_horizon_ = true;
+    return EventId{};
+  }
   uint32_t slot;
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
@@ -41,6 +45,10 @@ bool Engine::cancel(EventId id) {
 bool Engine::reschedule(EventId id, SimTime t) {
   if (!pending(id)) return false;
   CCSIM_CHECK(t >= now_, "event rescheduled into the past: {} ps < now {} ps", t.ps(), now_.ps());
+  if (t == SimTime::infinite()) {
+    passed_horizon_ = true;
+    return cancel(id);
+  }
   queue_.update(id.slot, EventKey{t.ps(), next_seq_++});
   return true;
 }
@@ -51,6 +59,7 @@ void Engine::run_instant_end_hooks() {
 
 void Engine::run_until(SimTime limit) {
   for (;;) {
+    if (passed_horizon_ && limit == SimTime::infinite()) return;  // the run cannot finish: stop now
     if (queue_.empty() || queue_.top_key().time_ps > now_.ps()) {
       // The current instant is exhausted: let fluid models settle before time moves.
       const uint64_t before = next_seq_;
@@ -67,6 +76,14 @@ void Engine::run_until(SimTime limit) {
     ++processed_;
     cb();
   }
+}
+
+Status past_horizon_error(std::string_view what) {
+  return Status(StatusCode::kInvalidArgument,
+                fmt::format("{} runs past the end of simulated time ({:.4g} s, about {:.0f} days, where the "
+                            "picosecond clock ends): a transfer or compute step is too long to time; smaller "
+                            "gradients, layers or fewer rounds, or faster links, bring it in range",
+                            what, SimTime::infinite().seconds(), SimTime::infinite().seconds() / 86400));
 }
 
 }  // namespace ccsim::sim

@@ -243,6 +243,7 @@ ScheduleTiming simulate_schedule(const topo::Topology& topology, const topo::Sch
   ScheduleRunner runner(engine, network, topology, replay, nullptr, costs, options);
   runner.start();
   engine.run();
+  CCSIM_CHECK(!engine.passed_horizon(), "schedule {} runs past the end of simulated time", schedule.name());
   CCSIM_CHECK(runner.done(), "schedule {} did not complete: a dependency cycle or a lost event", schedule.name());
   return runner.timing();
 }

@@ -96,22 +96,32 @@ Result<ComputeTrace> ComputeTrace::from_json(const json& root, std::string_view 
         if (!l.contains("name") || !l.contains("params") || !l.contains("forward") || !l.contains("backward")) continue;
         LayerCompute lc;
         if (auto n = read_string(l, path, "name", diag)) lc.name = *n;
-        if (auto p = json_as_u64(l["params"]))
+        if (auto p = json_as_u64(l["params"]); p && *p <= kMaxTraceParams)
           lc.params = *p;
         else
-          diag.add(path + "/params",
-                   fmt::format("expected a non-negative integer, found {}", describe_json(l["params"])));
+          diag.add(path + "/params", fmt::format("expected an integer in [0, 2^44 = {}], found {}", kMaxTraceParams,
+                                                 describe_json(l["params"])));
         if (auto f = read_quantity(l, path, "forward", UnitKind::kTime, false, diag)) lc.forward_s = *f;
         if (auto b = read_quantity(l, path, "backward", UnitKind::kTime, false, diag)) lc.backward_s = *b;
         if (l.contains("activation_bytes")) {
-          if (auto a = read_quantity(l, path, "activation_bytes", UnitKind::kBytes, false, diag))
-            lc.activation_bytes = static_cast<uint64_t>(std::llround(*a));
+          if (auto a = read_quantity(l, path, "activation_bytes", UnitKind::kBytes, false, diag)) {
+            if (*a <= static_cast<double>(kMaxTraceParams) * 1024)
+              lc.activation_bytes = static_cast<uint64_t>(std::llround(*a));
+            else
+              diag.add(path + "/activation_bytes",
+                       fmt::format("expected at most 2^54 bytes, found {:.6g}", *a));
+          }
         }
         for (const LayerCompute& other : t.layers_)
           if (!lc.name.empty() && other.name == lc.name)
             diag.add(path + "/name", fmt::format("duplicate layer name '{}'", lc.name));
         t.layers_.push_back(std::move(lc));
       }
+      double total = 0;  // in double: a sum of many layers near the cap would wrap in 64 bits
+      for (const LayerCompute& l : t.layers_) total += static_cast<double>(l.params);
+      if (diag.empty() && total > static_cast<double>(kMaxTraceParams))
+        diag.add("/layers", fmt::format("expected at most 2^44 = {} parameters in all, found {:.6g}", kMaxTraceParams,
+                                        total));
       if (diag.empty() && t.params() == 0)
         diag.add("/layers", "expected at least one layer with parameters, found none");
     }

@@ -28,6 +28,10 @@
 
 namespace ccsim::traces {
 
+/// The most parameters a trace may hold, per layer and in all (2^44, about 17.6 trillion): far past
+/// any model, and small enough that byte counts of every format stay far inside 64 bits.
+inline constexpr uint64_t kMaxTraceParams = uint64_t{1} << 44;
+
 /// One layer (or block of layers) of the model.
 struct LayerCompute {
   std::string name;

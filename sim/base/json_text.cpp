@@ -114,4 +114,29 @@ Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view n
   }
 }
 
+Status check_utf8(std::string_view text, std::string_view name) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = b[i];
+    size_t len = 0;
+    unsigned cp = 0, min = 0;
+    if (c < 0x80) { ++i; continue; }
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
+    bool ok = len != 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (b[i + k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (b[i + k] & 0x3F);
+    }
+    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("{}: not valid UTF-8 at byte {} (0x{:02X})", name, i, static_cast<unsigned>(c)));
+    i += len;
+  }
+  return ok_status();
+}
+
 }  // namespace ccsim

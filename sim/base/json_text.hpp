@@ -23,6 +23,11 @@ inline constexpr size_t kMaxJsonDepth = 256;
 /// OK otherwise, and for text that is not JSON (the parser reports that).
 Status check_json_depth(std::string_view text, std::string_view name, size_t max_depth = kMaxJsonDepth);
 
+/// An input error naming `name` where `text` is not valid UTF-8 (a stray or truncated sequence, an
+/// overlong form, a surrogate, a code point past U+10FFFF): "NAME: not valid UTF-8 at byte B (0xFB)";
+/// JSON holds only UTF-8 text, so a value from the command line is checked before it becomes one.
+Status check_utf8(std::string_view text, std::string_view name);
+
 /// `text` parsed, or an input error "NAME: invalid JSON: line L, column C: ...", the depth error
 /// above, or "NAME: /a/b: duplicate key" for the first key an object repeats (nlohmann::json would
 /// keep one value silently). Never throws.

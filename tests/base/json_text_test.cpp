@@ -9,6 +9,29 @@ namespace {
 
 std::string nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
+TEST(JsonText, Utf8IsCheckedSequenceBySequence) {
+  EXPECT_TRUE(check_utf8("plain ascii", "x").ok());
+  EXPECT_TRUE(check_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF", "x").ok());  // é € 😀 U+10FFFF
+  const struct {
+    std::string text;
+    std::string want;
+  } bad[] = {
+      {"a\xFB", "x: not valid UTF-8 at byte 1 (0xFB)"},             // not a lead byte
+      {"ab\x80", "x: not valid UTF-8 at byte 2 (0x80)"},            // a stray continuation
+      {"\xC3", "x: not valid UTF-8 at byte 0 (0xC3)"},              // truncated
+      {"\xC0\xAF", "x: not valid UTF-8 at byte 0 (0xC0)"},          // overlong '/'
+      {"\xE0\x80\xAF", "x: not valid UTF-8 at byte 0 (0xE0)"},      // overlong, 3 bytes
+      {"\xED\xA0\x80", "x: not valid UTF-8 at byte 0 (0xED)"},      // a surrogate
+      {"\xF4\x90\x80\x80", "x: not valid UTF-8 at byte 0 (0xF4)"},  // past U+10FFFF
+      {"\xE2\x82" "A", "x: not valid UTF-8 at byte 0 (0xE2)"},      // continuation missing
+  };
+  for (const auto& b : bad) {
+    const Status st = check_utf8(b.text, "x");
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(st.message(), b.want);
+  }
+}
+
 TEST(JsonText, DepthUpToTheLimitParses) {
   auto doc = parse_json_text(nested(kMaxJsonDepth), "f.json");
   ASSERT_TRUE(doc.ok()) << doc.status().message();

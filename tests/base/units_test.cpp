@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "sim/base/sim_time.hpp"
 #include "sim/base/units.hpp"
 
@@ -63,6 +65,33 @@ TEST(SimTime, PicosecondArithmeticIsExact) {
   EXPECT_EQ(Duration::from_seconds(1.5e-6).ps(), 1500000);
   EXPECT_EQ(Duration::from_seconds_ceil(1.0000000000001e-12).ps(), 2);
   EXPECT_EQ((SimTime::from_ps(10) - SimTime::from_ps(4)).ps(), 6);
+}
+
+TEST(SimTime, ArithmeticSaturatesAtTheEndsOfTheClock) {
+  const int64_t top = std::numeric_limits<int64_t>::max(), bottom = std::numeric_limits<int64_t>::min();
+  // Wrapping would make these negative (an event "in the past"): they stop at the clock's end.
+  EXPECT_EQ((SimTime::from_ps(top - 5) + Duration::from_ps(10)).ps(), top);
+  EXPECT_EQ((SimTime::from_ps(top - 5) + Duration::from_ps(5)).ps(), top);
+  EXPECT_EQ(SimTime::from_ps(top - 5) + Duration::from_ps(10), SimTime::infinite());
+  EXPECT_EQ((Duration::from_ps(top) + Duration::from_ps(1)).ps(), top);
+  EXPECT_EQ((Duration::from_ps(bottom) - Duration::from_ps(1)).ps(), bottom);
+  EXPECT_EQ((Duration::from_ps(bottom + 1) + Duration::from_ps(-2)).ps(), bottom);
+  EXPECT_EQ((Duration::from_ps(1) - Duration::from_ps(bottom)).ps(), top);
+  EXPECT_EQ((SimTime::from_ps(top) - SimTime::from_ps(-1)).ps(), top);
+  Duration d = Duration::from_ps(top - 1);
+  d += Duration::from_ps(3);
+  EXPECT_EQ(d, Duration::max());
+  // Seconds past 2^63 ps (9.22e6 s), infinities and NaN saturate; the last exact values do not.
+  EXPECT_EQ(Duration::from_seconds(1e7), Duration::max());
+  EXPECT_EQ(Duration::from_seconds_ceil(1e300), Duration::max());
+  EXPECT_EQ(Duration::from_seconds(std::numeric_limits<double>::infinity()), Duration::max());
+  EXPECT_EQ(Duration::from_seconds(std::numeric_limits<double>::quiet_NaN()), Duration::max());
+  EXPECT_EQ(Duration::from_seconds(-1e7), Duration::min());
+  EXPECT_EQ(Duration::from_seconds(9.2e6).ps(), 9200000000000000000);
+  EXPECT_EQ(Duration::from_seconds(-9.2e6).ps(), -9200000000000000000);
+  // Nearest picosecond, halves away from zero (as llround did).
+  EXPECT_EQ(Duration::from_seconds(2.5e-12).ps(), 3);
+  EXPECT_EQ(Duration::from_seconds(-2.5e-12).ps(), -3);
 }
 
 }  // namespace

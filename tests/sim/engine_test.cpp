@@ -61,6 +61,44 @@ TEST(Engine, RunUntilStopsAtTheLimit) {
   EXPECT_EQ(ran, 2);
 }
 
+TEST(Engine, AnEventPastTheEndOfTheClockStopsTheRunAndIsReported) {
+  Engine e;
+  std::vector<int> order;
+  e.schedule_at(SimTime::from_ps(10), [&] {
+    order.push_back(1);
+    // 2^63 ps later than now: the sum saturates at the clock's end instead of wrapping.
+    const EventId far = e.schedule_in(Duration::max(), [&] { order.push_back(99); });
+    EXPECT_FALSE(far.valid());
+    EXPECT_TRUE(e.passed_horizon());
+  });
+  e.schedule_at(SimTime::from_ps(20), [&] { order.push_back(2); });
+  e.run();
+  // The run stops as soon as the horizon is passed: later events are left unrun.
+  EXPECT_EQ(order, (std::vector<int>{1}));
+  EXPECT_EQ(e.now().ps(), 10);
+  EXPECT_TRUE(e.passed_horizon());
+  EXPECT_EQ(past_horizon_error("the test").code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(past_horizon_error("the test").message().find("the test runs past the end of simulated time"),
+            std::string::npos);
+}
+
+TEST(Engine, ABoundedRunIgnoresEventsPastTheEndOfTheClock) {
+  Engine e;
+  int ran = 0;
+  e.schedule_at(SimTime::from_ps(10), [&] {
+    ++ran;
+    e.schedule_at(SimTime::infinite(), [&] { ran += 100; });
+  });
+  e.schedule_at(SimTime::from_ps(20), [&] { ++ran; });
+  const EventId moved = e.schedule_at(SimTime::from_ps(30), [&] { ran += 1000; });
+  EXPECT_TRUE(e.reschedule(moved, SimTime::infinite()));  // moved past the end: cancelled
+  EXPECT_FALSE(e.pending(moved));
+  e.run_until(SimTime::from_ps(1000));  // a duration-bounded run never reaches those events anyway
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(e.now().ps(), 20);
+  EXPECT_TRUE(e.passed_horizon());
+}
+
 TEST(Engine, RescheduleMovesAnEventAndOrdersItAsNew) {
   Engine e;
   std::vector<int> order;

@@ -208,6 +208,18 @@ TEST_F(Cli, DeeplyNestedJsonIsBadInputNotACrash) {
       << show(o);
 }
 
+TEST_F(Cli, ArgumentsThatAreNotUtf8AreRefused) {
+  // JSON (scenarios, outputs) holds UTF-8 only: a byte that is not is refused where it is, before
+  // it can reach a document (it once ended the process with an uncaught JSON exception).
+  Outcome o = run("validate " + quote(kQuickstart) + " --set \"$(printf 'name=a\\373')\"");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "ccsim: argument 4: not valid UTF-8 at byte 6 (0xFB)")) << show(o);
+  o = run("run " + quote(kQuickstart) + " --out " + quote((tmp_ / "u").string()) + " --set \"$(printf 'compression=[\\373]')\"");
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "not valid UTF-8 at byte 13 (0xFB)")) << show(o);
+  EXPECT_FALSE(fs::exists(tmp_ / "u"));
+}
+
 TEST_F(Cli, RunsTooLargeToSimulateAreRefusedWithTheirEstimate) {
   // A ring all-reduce over 2^20 ranks (about 2.2e12 transfers per scheme) is refused at once, by
   // validate and run alike, at /cluster/nodes, with the estimate and the option that allows it.
@@ -235,6 +247,37 @@ TEST_F(Cli, RunsTooLargeToSimulateAreRefusedWithTheirEstimate) {
   EXPECT_EQ(o.code, 2) << show(o);
   EXPECT_TRUE(contains(o.err, "--max-flows: expected a whole number of transfers of at least 1 (e.g. 5e8), got 'lots'"))
       << show(o);
+}
+
+TEST_F(Cli, RunsPastTheEndOfSimulatedTimeAreRefused) {
+  // The picosecond clock ends at 2^63 ps (9.2e6 s). 10^18 bytes per rank cannot be timed: validate
+  // and run refuse it up front with a lower bound of its time (7/8 of each scheme's encoded copy
+  // through rank 0's 12.5 GB/s: bf16 3.5e7 s, int8 with its scales 1.78e7 s), not with a crash.
+  const fs::path out = tmp_ / "far";
+  for (const std::string cmd : {"validate " + quote(kQuickstart), "run " + quote(kQuickstart) + " --out " +
+                                                                     quote(out.string())}) {
+    SCOPED_TRACE(cmd);
+    const Outcome o = run(cmd + " --set gradients.size=1000000000000000000");
+    EXPECT_EQ(o.code, 2) << show(o);
+    EXPECT_TRUE(contains(o.err, kQuickstart + ": /compression/0: the run needs at least 3.5e+07 s of simulated time "
+                                              "('bf16' on 8 ranks, through rank 0's links), past the end of the "
+                                              "simulated clock at 9.223e+06 s (about 107 days)"))
+        << show(o);
+    EXPECT_TRUE(contains(o.err, "/compression/1: the run needs at least 1.78e+07 s")) << show(o);
+  }
+  EXPECT_FALSE(fs::exists(out));
+  // Where the bound is below the clock's end and the run is not (int8 at 4e17 bytes: bound 7e6 s,
+  // the ring takes twice that), validate cannot tell; the run stops when an event would pass the
+  // end of the clock and reports it, writing nothing.
+  const std::string at4e17 = quote(kQuickstart) + " --set gradients.size=400000000000000000 --set "
+                             "'compression=[{\"scheme\": \"int8\"}]'";
+  EXPECT_EQ(run("validate " + at4e17).code, 0);
+  const Outcome o = run("run " + at4e17 + " --out " + quote(out.string()));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, kQuickstart + ": /gradients: the ring collective of 'int8' runs past the end of "
+                                            "simulated time (9.223e+06 s, about 107 days"))
+      << show(o);
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST_F(Cli, ValidateAcceptsGoodFiles) {

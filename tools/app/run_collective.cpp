@@ -141,6 +141,9 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, const st
   const std::vector<topo::KernelKind> round = lowering.round_ops();
   r.kernel_cost = plan.costs.scheme(cc.scheme, comp->params()).describe(round);
   r.timing = sim::time_round(groups, sim::group_phases(lowering.phases(), plan.costs));
+  if (engine.passed_horizon())
+    return sim::past_horizon_error(fmt::format("the {} collective of '{}'", s.collective.algorithm, cc.scheme))
+        .at("/gradients");
   r.events = engine.events_processed();
   r.links = network.link_stats();
   r.timeline = network.timeline();

@@ -165,6 +165,8 @@ Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, Tra
   const SimTime horizon =
       wl.duration_s > 0 ? SimTime::zero() + Duration::from_seconds(wl.duration_s) : SimTime::infinite();
   net.engine.run_until(horizon);
+  if (net.engine.passed_horizon() && horizon == SimTime::infinite())
+    return sim::past_horizon_error(fmt::format("training with '{}'", cc.scheme)).at("/workload");
 
   const sim::KernelCostModel costs = plan.costs.scheme(cc.scheme, cc.params.dump());
   res.kernel_cost = costs.describe(bucketed ? bucketed->charged : std::vector<topo::KernelKind>{});
@@ -249,6 +251,8 @@ Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_
   tt.start();
   (*job)->start();
   net.engine.run();
+  if (net.engine.passed_horizon())
+    return sim::past_horizon_error(fmt::format("3D-parallel training with '{}'", cc.scheme)).at("/workload");
   CCSIM_CHECK((*job)->finished(), "the 3D-parallel job did not finish its {} rounds", s.workload.rounds);
   res.kernel_cost = po.kernel_costs.describe(charged);
   res.sync_desc = fmt::format(

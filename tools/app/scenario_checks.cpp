@@ -536,6 +536,75 @@ void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, co
                            static_cast<double>(total), unit, static_cast<double>(max_flows)));
 }
 
+// Seconds a collective of `g` ranks needs at least: rank 0 sends, or receives, (g-1)/g of one
+// encoded copy of the tensor or more (all-reduce, reduce-scatter and all-gather both; broadcast and
+// reduce as root or not, one of them), through its links out or in, whichever are faster. 0 for a
+// scheme whose encoding a metadata phase fixes (left to the run-time check) and for g < 2.
+double collective_lower_bound_s(const algo::CompressorInfo& info, const CompressionConfig& cc,
+                                const std::vector<algo::LayerShape>& layout, uint64_t n, uint32_t g,
+                                const RunPlan& plan) {
+  double out = 0, in = 0;
+  for (const auto& l : plan.topology->links()) {
+    if (l.from == 0) out += l.capacity_Bps;
+    if (l.to == 0) in += l.capacity_Bps;
+  }
+  const double capacity = std::max(out, in);
+  if (g < 2 || capacity <= 0 || n == 0) return 0;
+  auto comp = info.create(algo::Params(cc.params));
+  comp->set_layout(layout);
+  if (!comp->plan_format(n, g).empty()) return 0;
+  const auto bytes = static_cast<double>(algo::tensor_wire_bytes(*comp, comp->reduced_elements(n), g, plan.base));
+  return (g - 1.0) / g * bytes / capacity;
+}
+
+// A lower bound of the simulated time a run needs, against the end of the simulated clock (the
+// engine stops there and the run fails with past_horizon_error): each collective at least its
+// collective_lower_bound_s; every data-parallel round at least its compute (each layer forward and
+// backward once) plus each bucket's collective; a 3D-parallel round at least its micro-batches'
+// compute spread over pp x tp GPUs.
+void check_horizon(const Scenario& s, Diagnostics& diag, const RunPlan& plan) {
+  const double end_s = SimTime::infinite().seconds();
+  auto refuse = [&](const std::string& at, double need_s, const std::string& why) {
+    if (need_s <= end_s) return;
+    diag.add(at, fmt::format("the run needs at least {:.3g} s of simulated time ({}), past the end of the simulated "
+                             "clock at {:.4g} s (about {:.0f} days); smaller gradients, layers or fewer rounds, or "
+                             "faster links, bring it in range",
+                             need_s, why, end_s, end_s / 86400));
+  };
+  if (plan.kind == RunKind::kCollective && plan.collective != nullptr && !plan.groups.empty()) {
+    const auto g = static_cast<uint32_t>(plan.groups.front().size());
+    for (size_t i = 0; i < s.compression.size(); ++i)
+      if (plan.schemes[i].info != nullptr)
+        refuse(at_entry(i),
+               collective_lower_bound_s(*plan.schemes[i].info, s.compression[i], plan.gradients.layout,
+                                        plan.gradients.elements, g, plan),
+               fmt::format("'{}' on {} ranks, through rank 0's links", s.compression[i].scheme, g));
+    return;
+  }
+  if (!plan.trace || s.workload.rounds <= 0) return;
+  const double compute = plan.trace->forward_s() + plan.trace->backward_s();
+  const auto rounds = static_cast<double>(s.workload.rounds);
+  if (plan.kind == RunKind::kParallel) {
+    const double per_round = compute * static_cast<double>(s.workload.micro_batches) /
+                             static_cast<double>(s.parallelism.pp * s.parallelism.tp);
+    return refuse("/workload/rounds", per_round * rounds,
+                  fmt::format("{} rounds of at least {:.3g} s of compute", s.workload.rounds, per_round));
+  }
+  if (compute * rounds > end_s)
+    return refuse("/workload/rounds", compute * rounds,
+                  fmt::format("{} rounds of at least {:.3g} s of compute", s.workload.rounds, compute));
+  const uint32_t m = plan.topology->num_ranks();
+  for (size_t i = 0; i < s.compression.size(); ++i) {
+    double comm = 0;
+    if (plan.schemes[i].info != nullptr && s.sync.mode != SyncMode::kBroadcast)
+      for (const algo::BucketShape& b : plan.schemes[i].buckets)
+        comm += collective_lower_bound_s(*plan.schemes[i].info, s.compression[i], b.layout, b.elements, m, plan);
+    refuse(at_entry(i), (compute + comm) * rounds,
+           fmt::format("{} rounds of at least {:.3g} s of compute and {:.3g} s of '{}' collectives", s.workload.rounds,
+                       compute, comm, s.compression[i].scheme));
+  }
+}
+
 std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc, uint64_t max_flows,
                                               Diagnostics& diag) {
   auto plan = std::make_shared<RunPlan>();
@@ -562,6 +631,7 @@ std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc
   if (plan->kind == RunKind::kTraining && plan->trace) check_training_run(s, diag, *plan);
   if (plan->kind == RunKind::kParallel && plan->trace) check_parallel_run(s, diag, *plan);
   if (diag.empty()) check_run_size(s, max_flows, diag, *plan);
+  if (diag.empty()) check_horizon(s, diag, *plan);
   if (!diag.empty()) return nullptr;
   return plan;
 }

@@ -93,6 +93,7 @@ topo::ClusterSpec cluster_spec(const ClusterConfig& c) {
 }
 
 Status apply_override(json& doc, const std::string& assignment) {
+  CCSIM_RETURN_IF_ERROR(check_utf8(assignment, "--set"));
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     return invalid_argument(

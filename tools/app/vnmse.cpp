@@ -19,6 +19,7 @@ using nlohmann::json;
 
 // "k=v": v as JSON if it parses (numbers, booleans), else as a string.
 Status parse_param(const std::string& text, json& into, const std::string& where) {
+  CCSIM_RETURN_IF_ERROR(check_utf8(text, where));
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
     return invalid_argument(fmt::format("{}: expected KEY=VALUE, got '{}'", where, text));

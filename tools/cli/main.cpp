@@ -19,6 +19,7 @@
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "topology/topology.hpp"
+#include "sim/base/json_text.hpp"
 #include "sim/base/units.hpp"
 #include "sim/sim_bench.hpp"
 #include "traces/device_profile.hpp"
@@ -445,6 +446,12 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  // Paths and values end up in JSON outputs and messages, which hold UTF-8 only.
+  for (size_t i = 0; i < args.size(); ++i)
+    if (Status st = check_utf8(args[i], fmt::format("argument {}", i + 1)); !st.ok()) {
+      std::cerr << "ccsim: " << st.message() << "\n";
+      return kExitBadInput;
+    }
   try {
     if (cmd == "run") return cmd_run(rest);
     if (cmd == "validate") return cmd_validate(rest);

@@ -15,8 +15,13 @@ function(ccsim_target_defaults target)
   # fmt 9 disables its constexpr format checks under nvcc unless told otherwise.
   target_compile_definitions(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
   if(CCSIM_SANITIZE)
-    target_compile_options(${target} PRIVATE -fsanitize=${CCSIM_SANITIZE} -fno-omit-frame-pointer)
+    target_compile_options(${target} PRIVATE -fsanitize=${CCSIM_SANITIZE} -fno-omit-frame-pointer
+                                              -fno-sanitize-recover=all)
     target_link_options(${target} PRIVATE -fsanitize=${CCSIM_SANITIZE})
+  endif()
+  if(CCSIM_FUZZ)
+    # Coverage for libFuzzer in every object (tests/fuzz links the fuzzer's main itself).
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
   endif()
 endfunction()
 
