@@ -63,6 +63,7 @@ Status run_bucket(const StudyScheme& scheme, const ErrorStudy& st, size_t b, uin
   }
   std::vector<std::span<const float>> bouts(bufs.begin(), bufs.end());
   const std::vector<ErrorStats> berrs = operation_errors(round->schedule, bins, bouts);
+  CCSIM_RETURN_IF_ERROR(check_errors_finite(bins, berrs, scheme.name));
   for (uint32_t r = 0; r < st.ranks; ++r) add(out.errs[r], berrs[r]);
   out.plan_bytes += plan.wire_bytes_per_rank;
   out.wire_bytes += round->stats.wire_bytes;
@@ -236,7 +237,8 @@ Result<std::vector<ErrorRow>> study_errors(std::span<const StudyScheme> schemes,
                     0, 0, 0, false};
         for (size_t b = 0; b < st.buckets.size(); ++b) {
           if (Status e = run_bucket(scheme, st, b, st.seed + k, ins, run); !e.ok())
-            return internal_error(fmt::format("{}: {}", scheme.label, e.message()));
+            return Status(e.code(), fmt::format("step {}: {}: {}", st.steps.empty() ? 0 : st.steps[si], scheme.label,
+                                                e.message()));
         }
         accumulate(scheme, st, si, k, ins, run, acc);
       }
@@ -273,6 +275,10 @@ Result<std::vector<size_t>> dump_steps(const traces::GradientDump& dump, const E
 // A dump's tensors (sampled when large); rank r reads worker r mod W.
 Status load_dump(const ErrorRequest& r, ErrorStudy& st, ErrorReport& report) {
   CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(r.dump));
+  if (st.ranks == 0 && dump.workers() < 2)
+    return invalid_argument(fmt::format("{}: /workers: a collective needs at least 2 ranks, and the dump holds {} "
+                                        "worker; give --ranks N (rank r reads worker r mod {}) or dump more workers",
+                                        (dump.dir() / "manifest.json").string(), dump.workers(), dump.workers()));
   if (st.ranks == 0) st.ranks = dump.workers();
   if (st.ranks < 2) return invalid_argument_at("/ranks", fmt::format("expected at least 2, got {}", st.ranks));
   CCSIM_ASSIGN_OR_RETURN(const std::vector<size_t> steps, dump_steps(dump, r));
@@ -410,7 +416,9 @@ Result<ErrorReport> measure_errors(const ErrorRequest& r) {
       st.ranks > readers ? fmt::format(" (rank r reads worker r mod {})", readers) : "", buckets_desc,
       r.warmup > 0 ? fmt::format(", round {} measured after {} warm-up rounds on each step", r.warmup, r.warmup) : "");
   CCSIM_RETURN_IF_ERROR(check_schemes(r, st, report.layer_names));
-  CCSIM_ASSIGN_OR_RETURN(report.rows, study_errors(r.schemes, st));
+  auto rows = study_errors(r.schemes, st);
+  if (!rows.ok()) return r.dump.empty() ? rows.status() : rows.status().with_context(r.dump);
+  report.rows = std::move(*rows);
   return report;
 }
 

@@ -362,4 +362,32 @@ double vnmse(std::span<const ErrorStats> per_rank) {
   return sum / static_cast<double>(per_rank.size());
 }
 
+Status check_sum_in_range(std::span<const std::span<const float>> inputs) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  for (size_t i = 0; !inputs.empty() && i < inputs.front().size(); ++i) {
+    double sum = 0;
+    for (const auto& in : inputs) sum += static_cast<double>(in[i]);
+    if (std::fabs(sum) > kMax)
+      return invalid_argument(fmt::format("the {} ranks' gradients sum past the fp32 range at index {} ({:.4g}, "
+                                          "beyond {:.4g}): every fp32 collective would overflow; scale them down",
+                                          inputs.size(), i, sum, kMax));
+  }
+  return ok_status();
+}
+
+Status check_errors_finite(std::span<const std::span<const float>> inputs, std::span<const ErrorStats> errors,
+                           std::string_view scheme) {
+  const bool finite = std::all_of(errors.begin(), errors.end(), [](const ErrorStats& e) {
+    return std::isfinite(e.sq_error) && std::isfinite(e.sq_norm);
+  });
+  if (finite) return ok_status();
+  CCSIM_RETURN_IF_ERROR(check_sum_in_range(inputs));
+  double largest = 0;
+  for (const auto& in : inputs)
+    for (const float x : in) largest = std::max(largest, std::fabs(static_cast<double>(x)));
+  return invalid_argument(fmt::format("'{}' overflowed fp32 on these gradients (the largest |x| is {:.4g}, near the "
+                                      "fp32 limit {:.4g}): its error is not finite; scale the gradients down",
+                                      scheme, largest, static_cast<double>(std::numeric_limits<float>::max())));
+}
+
 }  // namespace ccsim::algo

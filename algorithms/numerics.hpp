@@ -100,6 +100,14 @@ std::vector<ErrorStats> operation_errors(const topo::Schedule& schedule, std::sp
 std::vector<ErrorStats> allreduce_layer_errors(std::span<const std::span<const float>> inputs,
                                                std::span<const std::span<const float>> outputs,
                                                std::span<const LayerShape> layers);
+/// OK unless the ranks' `inputs` sum past the fp32 range at some index (summed in double): then an
+/// input error naming the first such index and its sum.
+Status check_sum_in_range(std::span<const std::span<const float>> inputs);
+/// OK when every rank's error is finite; otherwise the input error that explains it (no metric is
+/// left silently inf or NaN): the first index where the ranks' inputs sum past the fp32 range, or,
+/// when the sum fits, that `scheme`'s result overflowed on inputs near that range (their largest |x|).
+Status check_errors_finite(std::span<const std::span<const float>> inputs, std::span<const ErrorStats> errors,
+                           std::string_view scheme);
 /// vNMSE = mean over ranks of ‖X − X̂_r‖² / ‖X‖². Zero when every rank is exact (even if X = 0);
 /// +inf when X = 0 but some rank is not.
 double vnmse(std::span<const ErrorStats> per_rank);

@@ -13,6 +13,10 @@
 namespace ccsim::traces {
 namespace {
 
+// A measured kernel time beyond this (an hour) is a broken profile, not a slow device: scaled to a
+// run's chunks it would pass the end of simulated time.
+constexpr double kMaxKernelSeconds = 3600;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using detail::check_keys;
@@ -77,7 +81,13 @@ void read_points(const json& pts, const std::string& path, kern::KernelCostCurve
       p.bytes = *b;
     else
       diag.add(at + "/bytes", fmt::format("expected a non-negative integer, found {}", describe_json(e["bytes"])));
-    if (auto s = read_quantity(e, at, "seconds", UnitKind::kTime, true, diag)) p.seconds = *s;
+    if (auto s = read_quantity(e, at, "seconds", UnitKind::kTime, true, diag)) {
+      if (*s > kMaxKernelSeconds)
+        diag.add(at + "/seconds", fmt::format("expected at most {:g} s (one kernel on one chunk), found {:g}",
+                                              kMaxKernelSeconds, *s));
+      else
+        p.seconds = *s;
+    }
     if (!k.points.empty() && p.elements != 0 && p.elements <= k.points.back().elements)
       diag.add(at + "/elements", fmt::format("expected sizes in ascending order, found {} after {}", p.elements,
                                              k.points.back().elements));
@@ -109,7 +119,12 @@ void read_kernels(const json& ks, kern::DeviceCostProfile& p, Diagnostics& diag)
       else
         diag.add(at + "/params", fmt::format("expected an object, found {}", describe_json(e["params"])));
     }
-    if (auto l = read_quantity(e, at, "launch", UnitKind::kTime, false, diag)) k.launch_s = *l;
+    if (auto l = read_quantity(e, at, "launch", UnitKind::kTime, false, diag)) {
+      if (*l > kMaxKernelSeconds)
+        diag.add(at + "/launch", fmt::format("expected at most {:g} s, found {:g}", kMaxKernelSeconds, *l));
+      else
+        k.launch_s = *l;
+    }
     read_points(e["points"], at + "/points", k, diag);
     if (!k.scheme.empty() && p.find(k.scheme, k.op, k.params) != nullptr)
       diag.add(at, fmt::format("duplicate kernel: {} {} is measured twice{}", k.scheme, k.op,

@@ -5,6 +5,7 @@
 #include "sim/base/json_text.hpp"
 #include "traces/json_header.hpp"
 #include "traces/non_finite.hpp"
+#include "traces/npy.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +13,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <utility>
 
@@ -68,27 +68,10 @@ Result<NpyLayout> parse_npy(const MappedFile& file) {
     return invalid_argument(fmt::format("{}: truncated .npy header: expected {} header bytes, file has {}", name,
                                         header_len, b.size() - header_start));
   const std::string header(reinterpret_cast<const char*>(b.data() + header_start), header_len);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']*)'")))
-    return invalid_argument(fmt::format("{}: .npy header has no 'descr'", name));
+  CCSIM_ASSIGN_OR_RETURN(const NpyHeader h, parse_npy_dict(header, name));
   NpyLayout out;
-  const std::string descr = m[1];
-  if (descr == "<f4")
-    out.dtype = TensorDtype::kF32;
-  else if (descr == "<f2")
-    out.dtype = TensorDtype::kF16;
-  else
-    return invalid_argument(
-        fmt::format("{}: expected dtype float32 ('<f4') or float16 ('<f2'), found '{}'", name, descr));
-  if (std::regex_search(header, std::regex("'fortran_order':\\s*True")))
-    return invalid_argument(fmt::format("{}: expected a C-ordered array, found fortran_order True", name));
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
-    return invalid_argument(fmt::format("{}: .npy header has no 'shape'", name));
-  out.elements = 1;
-  const std::string dims = m[1];
-  const std::regex digits("\\d+");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), digits), end; it != end; ++it)
-    out.elements *= std::stoull(it->str());
+  out.dtype = h.value_bytes == 4 ? TensorDtype::kF32 : TensorDtype::kF16;
+  out.elements = h.elements;
   out.data_byte = header_start + header_len;
   const uint64_t want = out.data_byte + out.elements * dtype_bytes(out.dtype);
   if (want != b.size())
@@ -218,8 +201,12 @@ bool GradientDump::read_workers(const json& root, Diagnostics& diag) {
         const std::string f = ws[i].get<std::string>();
         const std::string ext = fs::path(f).extension().string();
         const GradientFileFormat fmt_i = ext == ".npy" ? GradientFileFormat::kNpy : GradientFileFormat::kSafetensors;
+        const fs::path normal = fs::path(f).lexically_normal();
         if (fs::path(f).is_absolute()) {
           diag.add(p, fmt::format("expected a path relative to the dump directory, found '{}'", f));
+          header_ok = false;
+        } else if (normal.empty() || *normal.begin() == "..") {
+          diag.add(p, fmt::format("expected a file inside the dump directory, found '{}' (it leads out of it)", f));
           header_ok = false;
         } else if (ext != ".npy" && ext != ".safetensors") {
           diag.add(p, fmt::format("expected a .safetensors or .npy file, found '{}'", f));

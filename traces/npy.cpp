@@ -14,6 +14,34 @@
 
 namespace ccsim::traces {
 
+Result<NpyHeader> parse_npy_dict(const std::string& dict, std::string_view name) {
+  std::smatch m;
+  if (!std::regex_search(dict, m, std::regex("'descr':\\s*'([^']*)'")))
+    return invalid_argument(fmt::format("{}: .npy header has no 'descr'", name));
+  const std::string descr = m[1];
+  if (descr != "<f4" && descr != "<f2")
+    return invalid_argument(fmt::format("{}: expected dtype float32 ('<f4') or float16 ('<f2'), got '{}'", name, descr));
+  if (std::regex_search(dict, std::regex("'fortran_order':\\s*True")))
+    return invalid_argument(fmt::format("{}: Fortran-ordered arrays are not supported; save with C order", name));
+  if (!std::regex_search(dict, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
+    return invalid_argument(fmt::format("{}: .npy header has no 'shape'", name));
+  NpyHeader h;
+  const std::string dims = m[1];
+  const std::regex digits("\\d+");
+  for (std::sregex_iterator it(dims.begin(), dims.end(), digits), end; it != end; ++it) {
+    // Each factor and the product at most 2^44 (checked before multiplying: nothing wraps).
+    const std::string d = it->str();
+    const uint64_t v = d.size() <= 15 ? std::stoull(d) : kMaxNpyValues + 1;
+    if (v > kMaxNpyValues || (v != 0 && h.elements > kMaxNpyValues / v))
+      return invalid_argument(fmt::format("{}: expected a shape of at most 2^44 = {} values, got ({})", name,
+                                          kMaxNpyValues, dims));
+    h.shape.push_back(v);
+    h.elements *= v;
+  }
+  h.value_bytes = descr == "<f4" ? 4 : 2;
+  return h;
+}
+
 namespace {
 
 // Parses the header of an open .npy stream; leaves `in` at the first value.
@@ -39,24 +67,7 @@ Result<NpyHeader> parse_header(std::ifstream& in, const std::string& path) {
   in.read(header.data(), header_len);
   if (!in) return invalid_argument(fmt::format("{}: truncated .npy header", path));
 
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']*)'")))
-    return invalid_argument(fmt::format("{}: .npy header has no 'descr'", path));
-  const std::string descr = m[1];
-  if (descr != "<f4" && descr != "<f2")
-    return invalid_argument(fmt::format("{}: expected dtype float32 ('<f4') or float16 ('<f2'), got '{}'", path, descr));
-  if (std::regex_search(header, std::regex("'fortran_order':\\s*True")))
-    return invalid_argument(fmt::format("{}: Fortran-ordered arrays are not supported; save with C order", path));
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
-    return invalid_argument(fmt::format("{}: .npy header has no 'shape'", path));
-  NpyHeader h;
-  const std::string dims = m[1];
-  const std::regex digits("\\d+");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), digits), end; it != end; ++it) {
-    h.shape.push_back(std::stoull(it->str()));
-    h.elements *= h.shape.back();
-  }
-  h.value_bytes = descr == "<f4" ? 4 : 2;
+  CCSIM_ASSIGN_OR_RETURN(NpyHeader h, parse_npy_dict(header, path));
   h.data_offset = static_cast<uint64_t>(in.tellg());
   return h;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/base/status.hpp"
@@ -25,6 +26,15 @@ struct NpyHeader {
   uint32_t value_bytes = 4;   ///< 4 (float32) or 2 (float16)
   uint64_t data_offset = 0;   ///< where the values start
 };
+
+/// The most values a .npy file may announce (2^44, as traces/compute_trace.hpp allows parameters):
+/// its byte count stays far inside 64 bits.
+inline constexpr uint64_t kMaxNpyValues = uint64_t{1} << 44;
+
+/// The header dictionary of a .npy file (the text after its length field) checked and read: 'descr'
+/// '<f4' or '<f2' (little-endian), C order, a shape of at most kMaxNpyValues values. Errors name
+/// `name`; data_offset is left 0 (the caller knows where the dictionary ends).
+Result<NpyHeader> parse_npy_dict(const std::string& dict, std::string_view name);
 
 /// Reads and checks `path`'s header, and that the file holds every value it announces (without
 /// reading them). Errors as read_npy's.

@@ -3,6 +3,7 @@
 #include "kernels/quant/bf16_quant.hpp"
 #include "kernels/quant/fp16_quant.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_fields.hpp"
 #include "sim/base/json_text.hpp"
 #include "traces/json_header.hpp"
 
@@ -262,11 +263,10 @@ uint16_t float_to_f16_rne(float x) {
 // ---- MappedFile -------------------------------------------------------------------------------
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& path) {
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return not_found(fmt::format("{}: no such file", path.string()));
-  if (!fs::is_regular_file(st))
-    return not_found(fmt::format("{}: expected a regular file, found a directory or special file", path.string()));
+  if (const std::string why = why_not_a_file(path); why == "not found")
+    return not_found(fmt::format("{}: no such file", path.string()));
+  else if (!why.empty())
+    return invalid_argument(fmt::format("{}: expected a regular file, found {}", path.string(), why));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
   struct stat sb {};

@@ -186,6 +186,16 @@ const json* FieldReader::get(const std::string& key) {
   return get_quiet(key);
 }
 
+std::string why_not_a_file(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec == std::errc::too_many_symbolic_link_levels) return "a symbolic link loop";
+  if (ec || !fs::exists(st)) return "not found";
+  if (fs::is_directory(st)) return "a directory";
+  if (!fs::is_regular_file(st)) return "a special file (not a regular file)";
+  return "";
+}
+
 // A file path relative to the document's folder, made absolute (so a resolved document still finds
 // it from any folder); false (and an error at `p`) unless it names an existing file.
 bool FieldReader::resolve_path(const json& e, const std::string& p, std::string& out) {
@@ -196,10 +206,9 @@ bool FieldReader::resolve_path(const json& e, const std::string& p, std::string&
   fs::path file = e.get<std::string>();
   if (file.is_relative()) file = base_dir_ / file;
   file = fs::absolute(file).lexically_normal();
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    diag_.add(p, fmt::format("expected an existing file, got \"{}\" (looked for {}: not found)", e.get<std::string>(),
-                             file.string()));
+  if (const std::string why = why_not_a_file(file); !why.empty()) {
+    diag_.add(p, fmt::format("expected an existing file, got \"{}\" (looked for {}: {})", e.get<std::string>(),
+                             file.string(), why));
     diag_.mark_not_found();
     return false;
   }

@@ -52,6 +52,10 @@ struct TableField {
   std::function<nlohmann::json(const std::string& key)> schema_all_of;
 };
 
+/// Why `path` is not a readable regular file, for messages: "not found", "a directory", "a
+/// symbolic link loop", "a special file (not a regular file)"; "" when it is a regular file.
+std::string why_not_a_file(const std::filesystem::path& path);
+
 /// JSON -> T, collecting every problem (see the file comment).
 class FieldReader {
  public:

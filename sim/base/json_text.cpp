@@ -90,6 +90,37 @@ class DuplicateKeys {
 
 }  // namespace
 
+namespace {
+
+// "line L, column C: " of the literal a message quotes ("number overflow parsing '1e400'"): its
+// first occurrence in `text` outside strings; "" when there is none.
+std::string locate_literal(std::string_view text, const std::string& what) {
+  const size_t open = what.find('\''), close = what.rfind('\'');
+  if (open == std::string::npos || close <= open + 1) return "";
+  const std::string_view literal = std::string_view(what).substr(open + 1, close - open - 1);
+  size_t line = 1, column = 1;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (!in_string && text.substr(i, literal.size()) == literal)
+      return fmt::format("line {}, column {}: ", line, column);
+    if (in_string && c == '\\') {
+      ++i, ++column;
+    } else if (c == '"') {
+      in_string = !in_string;
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view name) {
   CCSIM_RETURN_IF_ERROR(check_json_depth(text, name));
   try {
@@ -110,7 +141,7 @@ Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view n
     std::string what = e.what();
     const auto pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
-    return invalid_argument(fmt::format("{}: invalid JSON: {}", name, what));
+    return invalid_argument(fmt::format("{}: invalid JSON: {}{}", name, locate_literal(text, what), what));
   }
 }
 

@@ -100,6 +100,7 @@ Status run_numerics(const Scenario& s, const algo::CompressedCollective& lowerin
   CCSIM_CHECK(round.stats.wire_bytes * groups == r.timing.wire_bytes, "numerics sent {} bytes, timing {} over {} groups",
               round.stats.wire_bytes, r.timing.wire_bytes, groups);
   const std::vector<algo::ErrorStats> errs = algo::operation_errors(round.schedule, ins, outs);
+  CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(ins, errs, r.scheme).at("/gradients"));
   r.vnmse_max_rank = 0;
   for (const auto& e : errs) {
     const algo::ErrorStats one[1] = {e};
@@ -175,7 +176,7 @@ std::string topology_line(const Scenario& s, const topo::Topology& topology, boo
   return out;
 }
 
-Result<RunReport> run_scenario(const LoadedScenario& loaded) {
+Result<RunReport> run_scenario(const LoadedScenario& loaded, const Progress& progress) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   CCSIM_CHECK(plan.kind == RunKind::kCollective, "run_scenario on a training scenario");
@@ -194,6 +195,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded) {
     CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, plan.gradients, g));
   }
   for (size_t i = 0; i < s.compression.size(); ++i) {
+    if (progress) progress(i, s.compression.size(), s.compression[i].scheme);
     CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, grads, report));
     report.results.push_back(std::move(r));
   }

@@ -62,7 +62,7 @@ struct RunReport {
 
 /// Runs a loaded collective scenario (its plan's kind is kCollective). The loader found every input
 /// error; what fails here is a runtime failure (an unreadable gradient file, a validation gap).
-Result<RunReport> run_scenario(const LoadedScenario& loaded);
+Result<RunReport> run_scenario(const LoadedScenario& loaded, const Progress& progress = {});
 
 /// The topology's links as links.csv names them.
 std::vector<LinkRow> link_rows_of(const topo::Topology& topology);

@@ -297,7 +297,7 @@ std::string scheme_label(const std::string& scheme, const json& params) {
   return kv.empty() ? scheme : fmt::format("{}({})", scheme, fmt::join(kv, ","));
 }
 
-Result<TrainingReport> run_training(const LoadedScenario& loaded) {
+Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress& progress) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   CCSIM_CHECK(plan.kind == RunKind::kTraining, "run_training on another kind of scenario");
@@ -315,13 +315,14 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded) {
                                           wl.rounds > 0 ? fmt::format(" (at most {} rounds)", wl.rounds) : "")
                             : fmt::format("{} rounds", wl.rounds);
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    if (progress) progress(ci, s.compression.size(), s.compression[ci].scheme);
     CCSIM_ASSIGN_OR_RETURN(TrainingResult r, train_scheme(loaded, ci, report));
     report.results.push_back(std::move(r));
   }
   return report;
 }
 
-Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
+Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const Progress& progress) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   CCSIM_CHECK(plan.kind == RunKind::kParallel, "run_parallel_training on another kind of scenario");
@@ -345,6 +346,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded) {
   report.stragglers_desc = plan.stragglers->describe();
   report.kernel_cost_desc = plan.costs.describe();
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    if (progress) progress(ci, s.compression.size(), s.compression[ci].scheme);
     CCSIM_ASSIGN_OR_RETURN(ParallelResult r, train_parallel_scheme(loaded, ci, report));
     report.results.push_back(std::move(r));
   }

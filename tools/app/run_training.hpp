@@ -82,9 +82,9 @@ struct ParallelReport {
 };
 
 /// Runs a loaded data-parallel training scenario (plan kind kTraining).
-Result<TrainingReport> run_training(const LoadedScenario& loaded);
+Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress& progress = {});
 /// Runs a loaded 3D-parallel training scenario (plan kind kParallel).
-Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded);
+Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const Progress& progress = {});
 
 /// "scheme(k=v,...)" with the parameters that differ from the scheme's defaults.
 std::string scheme_label(const std::string& scheme, const nlohmann::json& params);

@@ -211,12 +211,19 @@ void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientP
                                       "size", gc.files[i], h->elements, gc.files[0], out.elements));
     out.elements = h->elements;
   }
-  for (size_t i = 0; i < gc.files.size(); ++i) {  // the values too: run reads them (non_finite.hpp)
+  std::vector<std::vector<float>> values;  // the values too: run reads them (non_finite.hpp)
+  for (size_t i = 0; i < gc.files.size(); ++i) {
     auto arr = traces::read_npy(gc.files[i]);
     if (!arr.ok()) return diag.add(fmt::format("/gradients/files/{}", i), arr.status().message());
     if (Status st = traces::check_finite_npy(gc.files[i], arr->values); !st.ok())
       return diag.add(fmt::format("/gradients/files/{}", i), st.message());
+    values.push_back(std::move(arr->values));
   }
+  std::vector<std::span<const float>> ranks;  // rank r reads file r mod F
+  for (uint32_t r = 0; r < g; ++r) ranks.emplace_back(values[r % values.size()]);
+  if (Status st = algo::check_sum_in_range(ranks); !st.ok())
+    return diag.add("/gradients/files", fmt::format("{} (rank r reads file r mod {}): {}", gc.files[0],
+                                                    values.size(), st.message()));
   out.layout = {{0, out.elements, out.elements, 1}};
 }
 

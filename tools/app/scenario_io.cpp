@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "algorithms/params.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/diagnostics.hpp"
+#include "sim/base/json_fields.hpp"
 #include "sim/base/json_text.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -27,8 +29,10 @@ std::vector<std::string> unique_sorted(std::vector<std::string> v) {
 }
 
 Status parse_file(const std::string& file, json& doc) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return not_found(fmt::format("{}: no such scenario file", file));
+  if (const std::string why = why_not_a_file(file); why == "not found")
+    return not_found(fmt::format("{}: no such scenario file", file));
+  else if (!why.empty())
+    return invalid_argument(fmt::format("{}: expected a scenario file, found {}", file, why));
   std::ifstream in(file, std::ios::binary);
   if (!in) return not_found(fmt::format("{}: cannot open scenario file", file));
   std::stringstream ss;
@@ -92,6 +96,46 @@ topo::ClusterSpec cluster_spec(const ClusterConfig& c) {
   return spec;
 }
 
+namespace {
+
+// An index into an array must name an entry or the one past the end (a new entry): nlohmann would
+// pad the array with nulls up to any index, and the error would surface at a null it made up.
+Status check_override_target(const json& doc, const std::string& pointer) {
+  std::vector<std::string> tokens;
+  for (size_t at = 1; at <= pointer.size() && !pointer.empty();) {  // "/a/b~1c" -> a, b/c
+    const size_t next = std::min(pointer.find('/', at), pointer.size());
+    std::string t = pointer.substr(at, next - at);
+    for (size_t k = 0; (k = t.find('~', k)) != std::string::npos && k + 1 < t.size(); ++k)
+      t.replace(k, 2, t[k + 1] == '1' ? "/" : "~");
+    tokens.push_back(std::move(t));
+    at = next + 1;
+  }
+  const json* at = &doc;
+  json::json_pointer walked;
+  for (const std::string& token : tokens) {
+    if (at->is_array()) {
+      if (token == "-") return ok_status();
+      const bool digits = !token.empty() && token.size() <= 9 &&
+                          token.find_first_not_of("0123456789") == std::string::npos;
+      const size_t index = digits ? std::stoul(token) : SIZE_MAX;
+      if (index > at->size())
+        return invalid_argument(fmt::format("{}/{}: the array has {} entries; expected an index from 0 to {} ({} "
+                                            "adds one), got '{}'",
+                                            walked.to_string(), token, at->size(), at->size(), at->size(), token));
+      if (index == at->size()) return ok_status();
+      at = &(*at)[index];
+    } else if (at->is_object() && at->contains(token)) {
+      at = &(*at)[token];
+    } else {
+      return ok_status();  // created from here on, or a type error the assignment reports
+    }
+    walked /= token;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status apply_override(json& doc, const std::string& assignment) {
   CCSIM_RETURN_IF_ERROR(check_utf8(assignment, "--set"));
   const auto eq = assignment.find('=');
@@ -120,9 +164,13 @@ Status apply_override(json& doc, const std::string& assignment) {
     return invalid_argument(fmt::format("--set {}: {}", assignment, e.what()));
   }
   try {
-    doc[json::json_pointer(pointer)] = value;
+    const json::json_pointer target(pointer);  // throws on a malformed pointer
+    CCSIM_RETURN_IF_ERROR(check_override_target(doc, pointer).with_context("--set " + assignment));
+    doc[target] = value;
   } catch (const json::exception& e) {
-    return invalid_argument(fmt::format("--set {}: cannot set {}: {}", assignment, pointer, e.what()));
+    std::string what = e.what();  // "[json.exception.parse_error.107] parse error at byte 1: ..."
+    if (const auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    return invalid_argument(fmt::format("--set {}: cannot set {}: {}", assignment, pointer, what));
   }
   return ok_status();
 }

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct LoadedScenario {
   nlohmann::json resolved; ///< every default filled in, every override applied
   std::shared_ptr<const RunPlan> plan;  ///< what the checks built for the run
 };
+
+/// Told as each scheme of a run starts: its index, the number of schemes and its name (the CLI
+/// shows it on a terminal).
+using Progress = std::function<void(size_t index, size_t count, const std::string& scheme)>;
 
 /// The most transfers a run may simulate unless --max-flows allows more: a ring all-reduce over
 /// about 10,000 ranks, minutes of simulation on one core.

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "algorithms/kernel_profile.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/parallel.hpp"
@@ -126,8 +128,15 @@ int cmd_run(const std::vector<std::string>& args) {
 
   // Either kind of run: simulate, write every output (or none), print the summary.
   const auto t0 = std::chrono::steady_clock::now();
+  // On a terminal, a status line says which scheme is being simulated (cleared before the summary).
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const app::Progress progress = [&](size_t i, size_t n, const std::string& scheme) {
+    const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << fmt::format("\r\033[Kccsim: scheme {}/{} ({}), {:.0f} s so far", i + 1, n, scheme, at) << std::flush;
+  };
   auto run = [&](auto&& simulate, auto&& write, auto&& summarize) {
-    auto rep = simulate(*loaded);
+    auto rep = simulate(*loaded, tty ? progress : app::Progress());
+    if (tty) std::cerr << "\r\033[K" << std::flush;
     if (!rep.ok()) return report(rep.status().with_context(file));
     if (Status w = write(*rep, out_dir); !w.ok()) return report(w);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
