@@ -63,7 +63,7 @@ ccsim_build() {
   local args=()
   for t in "$@"; do args+=(--target "$t"); done
   if [ ! -f "$CCSIM_BUILD/.built-once" ]; then
-    echo "ccsim: building (Release, $jobs jobs); the first build takes a few minutes; log in ${CCSIM_BUILD#"$CCSIM_ROOT"/}/build.log" >&2
+    echo "ccsim: building in ${CCSIM_BUILD#"$CCSIM_ROOT"/}/ ($jobs jobs); the first build takes a few minutes; log in ${CCSIM_BUILD#"$CCSIM_ROOT"/}/build.log" >&2
   fi
   if ! cmake --build "$CCSIM_BUILD" -j "$jobs" "${args[@]}" >"$CCSIM_BUILD/build.log" 2>&1; then
     grep -E "error|Error" -A3 "$CCSIM_BUILD/build.log" | head -60 >&2 || tail -40 "$CCSIM_BUILD/build.log" >&2

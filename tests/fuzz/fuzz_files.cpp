@@ -1,14 +1,16 @@
 #include "tests/fuzz/fuzz_files.hpp"
 
+#include <fmt/format.h>
+
 #include <vector>
 
 #include "traces/npy.hpp"
 
 namespace ccsim::fuzz {
 
-const FuzzDir& fuzz_dir() {
-  static const FuzzDir dir;
-  static const bool ready = [](const FuzzDir& d) {
+const testing::TempDir& fuzz_dir() {
+  static const testing::TempDir dir("ccsim-fuzz");
+  static const bool ready = [](const testing::TempDir& d) {
     d.write("trace.json", R"({"format": "ccsim-compute-trace", "version": 1, "model": "fuzz",
       "provenance": {"kind": "estimated", "device": "none", "source": "tests/fuzz"},
       "layers": [{"name": "a", "params": 48, "forward": "1ms", "backward": "2ms"},
@@ -23,7 +25,7 @@ const FuzzDir& fuzz_dir() {
     std::vector<float> g(64);
     for (int w = 0; w < 4; ++w) {
       for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 7) - 3.0f + 0.25f * static_cast<float>(w);
-      (void)traces::write_npy_f32((d.path() / ("g" + std::to_string(w) + ".npy")).string(), {g.size()}, g);
+      (void)traces::write_npy_f32((d.path() / fmt::format("g{}.npy", w)).string(), {g.size()}, g);
     }
     return true;
   }(dir);

@@ -61,14 +61,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::filesystem::path dump = dir.path() / "dump";
   switch (data[0] % 4) {
     case 0: {
-      const std::string path = dir.write("x.npy", rest).string();
+      const std::string path = dir.write("x.npy", std::string(rest)).string();
       const auto a = ccsim::traces::read_npy(path);
       if (!a.ok()) return check(a.status()), 0;
       check(ccsim::traces::check_finite_npy(path, a->values));
       return 0;
     }
     case 1: {
-      const auto f = ccsim::traces::SafetensorsFile::open(dir.write("x.safetensors", rest));
+      const auto f = ccsim::traces::SafetensorsFile::open(dir.write("x.safetensors", std::string(rest)));
       if (!f.ok()) return check(f.status()), 0;
       for (const auto& t : f->tensors()) {
         const auto v = f->read_f32(t.name);
@@ -77,15 +77,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     }
     case 2:
-      std::filesystem::create_directories(dump);
       dir.write("dump/w0.safetensors", worker_file());
-      dir.write("dump/manifest.json", rest);
+      dir.write("dump/manifest.json", std::string(rest));
       read_dump(dump);
       return 0;
     default:
-      std::filesystem::create_directories(dump);
       dir.write("dump/manifest.json", kManifest);
-      dir.write("dump/w0.safetensors", rest);
+      dir.write("dump/w0.safetensors", std::string(rest));
       read_dump(dump);
       return 0;
   }

@@ -8,7 +8,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& dir = ccsim::fuzz::fuzz_dir();
-  const std::string file = dir.write("scenario.json", ccsim::fuzz::as_text(data, size)).string();
+  const std::string file = dir.write("scenario.json", std::string(ccsim::fuzz::as_text(data, size))).string();
   ccsim::app::Overrides limits;
   limits.max_flows = 1000000;  // a run's size is checked, not simulated: keep the plan small
   const auto loaded = ccsim::app::load_scenario(file, limits);

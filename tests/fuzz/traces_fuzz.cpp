@@ -19,17 +19,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& dir = ccsim::fuzz::fuzz_dir();
   switch (data[0] % 3) {
     case 0: {
-      const auto t = ccsim::traces::ComputeTrace::load(dir.write("t.json", rest));
+      const auto t = ccsim::traces::ComputeTrace::load(dir.write("t.json", std::string(rest)));
       if (!t.ok()) check(t.status());
       return 0;
     }
     case 1: {
-      const auto p = ccsim::traces::load_device_profile(dir.write("p.json", rest));
+      const auto p = ccsim::traces::load_device_profile(dir.write("p.json", std::string(rest)));
       if (!p.ok()) check(p.status());
       return 0;
     }
     default: {
-      const auto c = ccsim::sim::EmpiricalCdf::load(dir.write("c.json", rest));
+      const auto c = ccsim::sim::EmpiricalCdf::load(dir.write("c.json", std::string(rest)));
       if (!c.ok()) check(c.status());
       return 0;
     }

@@ -280,6 +280,22 @@ TEST_F(Cli, RunsPastTheEndOfSimulatedTimeAreRefused) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST_F(Cli, NumericsBeyondTheMachinesMemoryAreRefused) {
+  // gradients.numerics_memory may allow more than the machine holds: 8 ranks x 1 TB need 24 TB of
+  // buffers, refused at once with the need and what runs instead.
+  const fs::path out = tmp_ / "mem";
+  for (const std::string cmd : {"validate " + quote(kQuickstart), "run " + quote(kQuickstart) + " --out " +
+                                                                     quote(out.string())}) {
+    SCOPED_TRACE(cmd);
+    const Outcome o = run(cmd + " --set gradients.size=1TB --set gradients.numerics_memory=100TB");
+    EXPECT_EQ(o.code, 2) << show(o);
+    EXPECT_TRUE(contains(o.err, kQuickstart + ": /gradients/size: the numerics on 8 ranks: about 24 TB of "
+                                              "gradient buffers are needed, more than this machine's"))
+        << show(o);
+  }
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST_F(Cli, ValidateAcceptsGoodFiles) {
   Outcome o = run("validate " + quote(kQuickstart));
   EXPECT_EQ(o.code, 0) << show(o);

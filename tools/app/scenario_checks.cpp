@@ -9,6 +9,8 @@
 #include <numeric>
 #include <set>
 
+#include <unistd.h>
+
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/lowrank/low_rank.hpp"
 #include "sim/training/bucket_sync.hpp"
@@ -188,12 +190,29 @@ void check_collective_section(const Scenario& s, Diagnostics& diag, RunPlan& pla
 
 // ---- collective runs -----------------------------------------------------------------------------
 
+// False, with an input error at `at`, when `need` bytes of gradient buffers exceed this machine's
+// physical memory (gradients.numerics_memory may allow more than the machine has).
+bool check_machine_memory(double need, const std::string& at, const std::string& purpose, Diagnostics& diag) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return true;
+  const double have = static_cast<double>(pages) * static_cast<double>(page);
+  if (need <= have) return true;
+  diag.add(at, fmt::format("{}: about {} of gradient buffers are needed, more than this machine's {} of memory; "
+                           "a smaller gradient, or gradients.numerics_memory below the need (numerics skipped, "
+                           "timing only), runs here",
+                           purpose, format_quantity(need, UnitKind::kBytes), format_quantity(have, UnitKind::kBytes)));
+  return false;
+}
+
 // The tensor: a synthetic size (numerics when group 0's buffers fit) or .npy files of one size.
 void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientPlan& out) {
   const GradientsConfig& gc = s.gradients;
   if (gc.source == GradientSource::kSynthetic) {
     out.elements = gc.size_bytes / 4;
-    out.numerics = 3.0 * g * static_cast<double>(out.elements) * 4 <= static_cast<double>(gc.numerics_memory_bytes);
+    const double need = 3.0 * g * static_cast<double>(out.elements) * 4;
+    out.numerics = need <= static_cast<double>(gc.numerics_memory_bytes);
+    if (out.numerics && !check_machine_memory(need, "/gradients/size", fmt::format("the numerics on {} ranks", g), diag))
+      return;
     const std::vector<uint64_t> offsets =
         traces::synthetic_layer_offsets(gc.synthetic_spec(out.elements), static_cast<uint64_t>(s.seed));
     for (size_t l = 0; l + 1 < offsets.size(); ++l)
@@ -285,10 +304,12 @@ void check_stragglers_and_tenants(const Scenario& s, uint32_t workers, Diagnosti
 
 // ---- data-parallel training ------------------------------------------------------------------
 
-// Bytes of synthetic gradients a plan needs, as an input error when over gradients.numerics_memory.
+// Bytes of synthetic gradients a plan needs, as an input error when over gradients.numerics_memory
+// or this machine's memory.
 void check_synthetic_memory(const Scenario& s, const std::string& at, const std::string& purpose, uint64_t elements,
                             uint32_t ranks, double copies, Diagnostics& diag) {
   const double need = algo::SyntheticGradients::bytes(elements, ranks, copies);
+  if (!check_machine_memory(need, at, purpose, diag)) return;
   if (need <= static_cast<double>(s.gradients.numerics_memory_bytes)) return;
   diag.add(at, fmt::format("{} a {}-entry gradient on {} ranks needs {} of synthetic gradients (> "
                            "gradients.numerics_memory {}); use smaller buckets or raise the limit",
