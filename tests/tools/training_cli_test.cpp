@@ -295,6 +295,22 @@ TEST_F(Training, RunsTooLargeToSimulateAreRefusedWithTheirEstimate) {
   EXPECT_FALSE(fs::exists(tmp_ / "size-out"));
 }
 
+// A broadcast run's first stage: every worker sends each 100,000-entry segment of each block to the
+// 3 others; the two 500,000-entry layers make 5 segments each, so 10 x 3 x 4 workers = 120 flows per
+// round, x 5 rounds x 3 schemes = 1800.
+TEST_F(Training, BroadcastRunsTooLargeToSimulateAreRefusedWithTheirEstimate) {
+  json doc = small_scenario();
+  doc["sync"] = {{"mode", "broadcast"}, {"segment", 100000}};
+  const fs::path file = write_scenario("bsize", doc);
+  EXPECT_EQ(run(fmt::format("validate {} --max-flows 1800", quote(file.string()))).code, 0);
+  const Outcome o = run(fmt::format("validate {} --max-flows 1799", quote(file.string())));
+  EXPECT_EQ(o.code, 2) << show(o);
+  EXPECT_TRUE(contains(o.err, "/workload/rounds: the run would simulate 1.8e+03 transfers (10 segment(s) per worker "
+                              "per round, each to 3 other worker(s), x 5 rounds x 3 scheme(s), at least), more than "
+                              "--max-flows 1.8e+03 allows"))
+      << show(o);
+}
+
 TEST_F(Training, LinkTimelineIsWrittenWhenAsked) {
   json doc = small_scenario();
   doc["outputs"] = {{"link_timeline_bin", "1ms"}};

@@ -531,7 +531,8 @@ sim::ParallelJobOptions parallel_job_options(const Scenario& s, const traces::Co
 // against --max-flows: a run too large to finish is refused before it starts, with its estimate. A
 // collective run times each scheme's collective on every group; a data-parallel training run each
 // bucket's collective every round (twice when sharded: gradients and weights). Metadata phases and
-// round ops add to this; a broadcast run and one bounded by duration only are not estimated.
+// round ops add to this; a broadcast run counts its first stage (every segment of every block from
+// each worker to every other); a run bounded by duration only is not estimated.
 void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, const RunPlan& plan) {
   uint64_t total = 0, per_unit = 0;
   std::string unit, at;
@@ -546,7 +547,18 @@ void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, co
     unit = fmt::format("{} per collective of {} ranks x {} concurrent group(s) x {} scheme(s)", per_unit, g,
                        plan.groups.size(), s.compression.size());
     at = "/cluster/nodes";
-  } else if (plan.kind == RunKind::kTraining && s.sync.mode != SyncMode::kBroadcast && s.workload.rounds > 0) {
+  } else if (plan.kind == RunKind::kTraining && s.sync.mode == SyncMode::kBroadcast && s.workload.rounds > 0) {
+    // Every worker sends each segment of each block to every other worker (stage 2 adds more).
+    const uint64_t m = plan.topology->num_ranks(), seg = static_cast<uint64_t>(s.sync.segment);
+    uint64_t segments = 0;
+    for (const auto& l : plan.layers) segments += (l.params + seg - 1) / seg;
+    per_unit = segments;
+    const uint64_t flows = segments > UINT64_MAX / (m - 1) ? UINT64_MAX : segments * (m - 1);
+    for (size_t i = 0; i < s.compression.size(); ++i) add(flows, m * static_cast<uint64_t>(s.workload.rounds));
+    unit = fmt::format("{} segment(s) per worker per round, each to {} other worker(s), x {} rounds x {} scheme(s), "
+                       "at least", segments, m - 1, s.workload.rounds, s.compression.size());
+    at = "/workload/rounds";
+  } else if (plan.kind == RunKind::kTraining && s.workload.rounds > 0) {
     const uint32_t m = plan.topology->num_ranks();
     for (const SchemePlan& sp : plan.schemes) {
       if (sp.collective == nullptr) continue;
