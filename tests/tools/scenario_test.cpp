@@ -23,6 +23,7 @@
 #include "tests/tools/temp_dir.hpp"
 #include "tools/app/outputs.hpp"
 #include "tools/app/run_collective.hpp"
+#include "tools/app/run_training.hpp"
 #include "tools/app/scenario_io.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -802,6 +803,35 @@ TEST(Resolved, WrittenNextToOutputsItReloadsFromThere) {
   const auto second = load_scenario(fs::relative(resolved_file).string());
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_EQ(second->resolved, first->resolved);
+}
+
+// The size check's closed form for a 3D-parallel run (TP all-reduces, stage-to-stage sends, each
+// stage's DP sync, per round) against the flows the run actually starts: --max-flows at the count
+// passes, one less is refused, and the count is what the network carried.
+TEST(RunSize, ParallelEstimateIsTheFlowsTheRunStarts) {
+  const json doc = {{"name", "p"},
+                    {"cluster", {{"nodes", 4}, {"gpus_per_node", 2}}},
+                    {"parallelism", {{"tp", 2}, {"pp", 2}}},
+                    {"workload", {{"trace", (kSourceDir / "traces/models/gpt2-345m.json").string()},
+                                  {"rounds", 2}, {"micro_batches", 3}}},
+                    {"compression", json::array({{{"scheme", "fp16"}}, {{"scheme", "int8"}}})}};
+  const auto loaded = load_scenario_json(doc, "p.json", ".");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const auto report = run_parallel_training(*loaded);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  uint64_t flows = 0;
+  for (const ParallelResult& r : report->results) flows += r.transfers;
+  ASSERT_GT(flows, 0u);
+  Overrides at;
+  at.max_flows = flows;
+  EXPECT_TRUE(load_scenario_json(doc, "p.json", ".", at).ok());
+  at.max_flows = flows - 1;
+  const auto refused = load_scenario_json(doc, "p.json", ".", at);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(fmt::format("/workload/rounds: the run would simulate {:.3g} transfers",
+                                                        static_cast<double>(flows))),
+            std::string::npos)
+      << refused.status().message();
 }
 
 }  // namespace

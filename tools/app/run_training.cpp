@@ -253,6 +253,7 @@ Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_
   net.engine.run();
   if (net.engine.passed_horizon())
     return sim::past_horizon_error(fmt::format("3D-parallel training with '{}'", cc.scheme)).at("/workload");
+  res.transfers = net.network.counters().flows_started;
   CCSIM_CHECK((*job)->finished(), "the 3D-parallel job did not finish its {} rounds", s.workload.rounds);
   res.kernel_cost = po.kernel_costs.describe(charged);
   res.sync_desc = fmt::format(

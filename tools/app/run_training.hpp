@@ -65,6 +65,7 @@ struct ParallelResult {
   std::vector<sim::ControlDecision> decisions;
   std::vector<sim::LinkStats> links;
   std::vector<std::vector<double>> timeline;
+  uint64_t transfers = 0;  ///< flows the network carried (the job's and the tenants')
 };
 
 /// Everything a 3D-parallel training run measured.

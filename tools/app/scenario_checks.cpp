@@ -527,12 +527,35 @@ sim::ParallelJobOptions parallel_job_options(const Scenario& s, const traces::Co
   return po;
 }
 
+// A 3D-parallel round's transfers (sim/training/parallel_job.hpp): per replica and micro-batch, the
+// TP ring all-reduces of each layer with params and activations, forward and backward, and the tp
+// sends each way across every stage boundary; per stage and TP index, the DP group's sync.
+uint64_t parallel_round_transfers(const Scenario& s, const RunPlan& plan) {
+  const topo::ParallelLayout& layout = plan.parallel->layout();
+  const auto mb = static_cast<uint64_t>(s.workload.micro_batches);
+  uint64_t tp_flows = 0;  // one micro-batch through every stage of one pipeline replica
+  if (layout.tp > 1)
+    if (auto ring = topo::find_collective("allreduce", "ring"); ring.ok())
+      for (const auto& l : plan.layers)
+        if (l.params > 0 && l.activation_bytes >= 4)
+          tp_flows += 2 * static_cast<uint64_t>(s.workload.tp_allreduces) *
+                      (*ring)->transfers(layout.tp, l.activation_bytes / 4, plan.base);
+  const uint64_t sends = 2 * uint64_t{layout.dp} * (layout.pp - 1) * layout.tp * mb;
+  uint64_t dp_flows = 0;
+  if (layout.dp > 1)
+    for (const algo::BucketShape& st : plan.stages)
+      if (st.elements > 0)
+        dp_flows += uint64_t{layout.tp} * plan.collective->transfers(layout.dp, st.elements, plan.base);
+  return tp_flows * mb * layout.dp + sends + dp_flows;
+}
+
 // The transfers a run would simulate, from the schedules' closed forms (CollectiveInfo::transfers),
 // against --max-flows: a run too large to finish is refused before it starts, with its estimate. A
 // collective run times each scheme's collective on every group; a data-parallel training run each
 // bucket's collective every round (twice when sharded: gradients and weights). Metadata phases and
 // round ops add to this; a broadcast run counts its first stage (every segment of every block from
-// each worker to every other); a run bounded by duration only is not estimated.
+// each worker to every other), a 3D-parallel run parallel_round_transfers; a run bounded by
+// duration only is not estimated.
 void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, const RunPlan& plan) {
   uint64_t total = 0, per_unit = 0;
   std::string unit, at;
@@ -568,6 +591,13 @@ void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, co
     }
     unit = fmt::format("{} bucket collective(s) of {} ranks per round x {} rounds x {} scheme(s)",
                        plan.buckets.size(), m, s.workload.rounds, s.compression.size());
+    at = "/workload/rounds";
+  }
+  if (plan.kind == RunKind::kParallel && plan.parallel && plan.collective && !plan.stages.empty()) {
+    per_unit = parallel_round_transfers(s, plan);
+    for (size_t i = 0; i < s.compression.size(); ++i) add(per_unit, static_cast<uint64_t>(s.workload.rounds));
+    unit = fmt::format("{} per round (TP all-reduces, stage-to-stage sends, each stage's DP sync) x {} rounds x {} "
+                       "scheme(s)", per_unit, s.workload.rounds, s.compression.size());
     at = "/workload/rounds";
   }
   if (total <= max_flows) return;
