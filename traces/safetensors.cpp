@@ -60,42 +60,10 @@ template <class F> void for_each_f32(const std::byte* src, TensorDtype dtype, ui
 }
 
 
-// The header's JSON, duplicate keys reported in `diag` (they would silently shadow each other in a
-// DOM, so they are caught while parsing).
-Result<json> parse_header(const std::string& name, const char* hdr, uint64_t header_len, Diagnostics& diag) {
-  std::vector<std::set<std::string>> open_objects;
-  std::vector<std::string> path_stack;  // key of each enclosing object member
-  std::string last_key;
-  const auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        path_stack.push_back(open_objects.empty() ? std::string() : last_key);
-        open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        open_objects.pop_back();
-        path_stack.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        last_key = parsed.get<std::string>();
-        if (!open_objects.back().insert(last_key).second) {
-          std::string p;
-          for (size_t i = 1; i < path_stack.size(); ++i) p += fmt::format("/{}", json_pointer_escape(path_stack[i]));
-          diag.add(fmt::format("{}/{}", p, json_pointer_escape(last_key)), "duplicate key in the header");
-        }
-        break;
-      }
-      default: break;
-    }
-    return true;
-  };
-  CCSIM_RETURN_IF_ERROR(check_json_depth(std::string_view(hdr, header_len),
-                                         fmt::format("{}: header (bytes counted from 8)", name)));
-  try {
-    return json::parse(hdr, hdr + header_len, callback);
-  } catch (const json::parse_error& e) {
-    return invalid_argument(fmt::format("{}: header is not valid JSON: {}", name, e.what()));
-  }
+// The header's JSON through the one JSON reader (sim/base/json_text.hpp): depth, syntax with line
+// and column, numbers out of range, a repeated key at its pointer.
+Result<json> parse_header(const std::string& name, const char* hdr, uint64_t header_len) {
+  return parse_json_text(std::string_view(hdr, header_len), fmt::format("{}: header (bytes counted from 8)", name));
 }
 
 // The "__metadata__" entry: strings only.
@@ -328,7 +296,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
                                     : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(hdr[0]))));
 
   Diagnostics diag;
-  CCSIM_ASSIGN_OR_RETURN(const json header, parse_header(name, hdr, header_len, diag));
+  CCSIM_ASSIGN_OR_RETURN(const json header, parse_header(name, hdr, header_len));
   SafetensorsFile out;
   out.file_ = file;
   out.data_start_byte_ = 8 + header_len;

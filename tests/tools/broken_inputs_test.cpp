@@ -638,7 +638,7 @@ const Broken kBroken[] = {
        const std::string cut = R"({"step0": {"dtype": "F32", )";
        return dump({{"dump/worker2.safetensors", safetensors(cut, std::string(512, '\0'))}});
      },
-     "worker2.safetensors", "line 1, column 33", "header is not valid JSON"},
+     "worker2.safetensors", "header (bytes counted from 8): invalid JSON: line 1, column 33", "syntax error"},
     {"SafetensorsHeaderNotAnObject", Reader::kVnmse, "dump", "--ranks 4",
      [] { return dump({{"dump/worker2.safetensors", safetensors("[1, 2, 3]", std::string(512, '\0'))}}); },
      "worker2.safetensors", "/workers/2:",
@@ -668,7 +668,7 @@ const Broken kBroken[] = {
                                             {"step0", st_entry("F32", 64, 0, 256)}}),
                                  raw(ones(128)))}});
      },
-     "worker2.safetensors", "/step0:", "duplicate key in the header"},
+     "worker2.safetensors", "header (bytes counted from 8): /step0:", "duplicate key"},
     {"SafetensorsTensorsOverlap", Reader::kVnmse, "dump", "--ranks 4",
      [] {
        return dump({{"dump/worker2.safetensors",
