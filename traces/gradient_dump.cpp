@@ -82,7 +82,9 @@ Result<NpyLayout> parse_npy(const MappedFile& file) {
 
 void widen(const std::byte* src, TensorDtype dtype, std::span<float> out) {
   switch (dtype) {
-    case TensorDtype::kF32: std::memcpy(out.data(), src, out.size() * sizeof(float)); return;
+    case TensorDtype::kF32:
+      if (!out.empty()) std::memcpy(out.data(), src, out.size() * sizeof(float));  // empty spans may be null
+      return;
     case TensorDtype::kF16:
       for (size_t i = 0; i < out.size(); ++i) {
         uint16_t h;

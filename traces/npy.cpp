@@ -100,7 +100,7 @@ Result<NpyArray> read_npy(const std::string& path) {
     return invalid_argument(fmt::format("{}: expected {} values of {} bytes, file is truncated", path, n, width));
   arr.values.resize(n);
   if (width == 4) {
-    std::memcpy(arr.values.data(), raw.data(), raw.size());
+    if (!raw.empty()) std::memcpy(arr.values.data(), raw.data(), raw.size());
   } else {
     for (uint64_t i = 0; i < n; ++i) {
       uint16_t h16;

@@ -39,7 +39,7 @@ void EquarxCompressor::encode(std::span<const float> x, const TensorSpec& spec, 
   if (quantized(hop)) {
     kern::group_quant_encode(x.data(), spec.count, format_, key, spec.offset, out.data());
   } else {
-    std::memcpy(out.data(), x.data(), 4 * spec.count);
+    if (spec.count != 0) std::memcpy(out.data(), x.data(), 4 * spec.count);  // empty spans may be null
   }
 }
 
@@ -48,7 +48,7 @@ void EquarxCompressor::decode(std::span<const uint8_t> in, const TensorSpec& spe
   if (quantized(hop)) {
     kern::group_quant_decode(in.data(), spec.count, format_, out.data());
   } else {
-    std::memcpy(out.data(), in.data(), 4 * spec.count);
+    if (spec.count != 0) std::memcpy(out.data(), in.data(), 4 * spec.count);  // empty spans may be null
   }
 }
 

@@ -15,12 +15,12 @@ namespace ccsim::algo {
 
 void LowRankCompressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext&, const kern::RngKey&,
                                std::span<uint8_t> out) {
-  std::memcpy(out.data(), x.data(), 4 * spec.count);
+  if (spec.count != 0) std::memcpy(out.data(), x.data(), 4 * spec.count);  // empty spans may be null
 }
 
 void LowRankCompressor::decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
                                std::span<float> out) {
-  std::memcpy(out.data(), in.data(), 4 * spec.count);
+  if (spec.count != 0) std::memcpy(out.data(), in.data(), 4 * spec.count);  // empty spans may be null
 }
 
 void LowRankCompressor::decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
