@@ -118,7 +118,10 @@ Result<json> read_manifest(const fs::path& manifest_path) {
 
 }  // namespace
 
-Result<GradientDump> GradientDump::open(const fs::path& dir) {
+Result<GradientDump> GradientDump::open(const fs::path& given) {
+  // The dump's folder, or its manifest named directly.
+  std::error_code ec;
+  const fs::path dir = given.filename() == kManifestName && fs::is_regular_file(given, ec) ? given.parent_path() : given;
   const fs::path manifest_path = dir / kManifestName;
   const std::string mname = manifest_path.string();
   CCSIM_ASSIGN_OR_RETURN(const json root, read_manifest(manifest_path));

@@ -116,8 +116,8 @@ class GradientVector {
 /// call from several threads. Copies share the mappings.
 class GradientDump {
  public:
-  /// Reads `dir`/manifest.json, maps every worker file and validates them against it (see the
-  /// file comment). kNotFound if the manifest is missing.
+  /// Reads `dir`/manifest.json (or `dir` itself when it names the manifest), maps every worker file
+  /// and validates them against it (see the file comment). kNotFound if the manifest is missing.
   static Result<GradientDump> open(const std::filesystem::path& dir);
 
   /// The directory it was opened from.

@@ -80,9 +80,13 @@ Result<NpyHeader> read_npy_header(const std::string& path) {
   CCSIM_ASSIGN_OR_RETURN(NpyHeader h, parse_header(in, path));
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec || size < h.data_offset + h.elements * h.value_bytes)
+  const uint64_t want = h.data_offset + h.elements * h.value_bytes;
+  if (ec || size < want)
     return invalid_argument(fmt::format("{}: expected {} values of {} bytes, file is truncated", path, h.elements,
                                         h.value_bytes));
+  if (size > want)  // the header does not describe the whole file: it lies, or the file is not what it seems
+    return invalid_argument(fmt::format("{}: expected {} bytes ({} values of {} after a {}-byte header), found {}",
+                                        path, want, h.elements, h.value_bytes, h.data_offset, size));
   return h;
 }
 

@@ -136,7 +136,7 @@ Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view n
     std::string what = e.what();
     const auto pos = what.find("at line ");
     if (pos != std::string::npos) what = what.substr(pos + 3);
-    return invalid_argument(fmt::format("{}: invalid JSON: {}", name, what));
+    return invalid_argument(fmt::format("{}: invalid JSON: {}", name, escape_invalid_utf8(what)));
   } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
     std::string what = e.what();
     const auto pos = what.find("] ");
@@ -145,29 +145,54 @@ Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view n
   }
 }
 
+namespace {
+
+// Length of the valid UTF-8 sequence at `i` (1 to 4), or 0 where it is not one: a stray or
+// truncated sequence, an overlong form, a surrogate, a code point past U+10FFFF.
+size_t utf8_length(std::string_view text, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned c = b(i);
+  if (c < 0x80) return 1;
+  size_t len = 0;
+  unsigned cp = 0, min = 0;
+  if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
+  if (len == 0 || i + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  return cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) ? len : 0;
+}
+
+}  // namespace
+
 Status check_utf8(std::string_view text, std::string_view name) {
-  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned c = b[i];
-    size_t len = 0;
-    unsigned cp = 0, min = 0;
-    if (c < 0x80) { ++i; continue; }
-    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
-    bool ok = len != 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) {
-      ok = (b[i + k] & 0xC0) == 0x80;
-      cp = (cp << 6) | (b[i + k] & 0x3F);
-    }
-    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (!ok)
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = utf8_length(text, i);
+    if (len == 0)
       return Status(StatusCode::kInvalidArgument,
-                    fmt::format("{}: not valid UTF-8 at byte {} (0x{:02X})", name, i, static_cast<unsigned>(c)));
+                    fmt::format("{}: not valid UTF-8 at byte {} (0x{:02X})", name, i,
+                                static_cast<unsigned>(static_cast<unsigned char>(text[i]))));
     i += len;
   }
   return ok_status();
+}
+
+std::string escape_invalid_utf8(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = utf8_length(text, i);
+    if (len == 0) {
+      out += fmt::format("\\x{:02X}", static_cast<unsigned>(static_cast<unsigned char>(text[i])));
+      ++i;
+    } else {
+      out.append(text.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
 }
 
 }  // namespace ccsim

@@ -27,6 +27,9 @@ Status check_json_depth(std::string_view text, std::string_view name, size_t max
 /// overlong form, a surrogate, a code point past U+10FFFF): "NAME: not valid UTF-8 at byte B (0xFB)";
 /// JSON holds only UTF-8 text, so a value from the command line is checked before it becomes one.
 Status check_utf8(std::string_view text, std::string_view name);
+/// `text` with every byte that is not part of valid UTF-8 written as \xNN, for messages that quote
+/// input (stderr and JSON outputs stay UTF-8).
+std::string escape_invalid_utf8(std::string_view text);
 
 /// `text` parsed, or an input error "NAME: invalid JSON: line L, column C: ...", the depth error
 /// above, or "NAME: /a/b: duplicate key" for the first key an object repeats (nlohmann::json would

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kernels/philox.hpp"
+#include "sim/base/json_fields.hpp"
 #include "sim/base/json_text.hpp"
 
 namespace ccsim::sim {
@@ -26,12 +27,6 @@ double unit_open(const kern::RngKey& key, uint64_t index) {
   const uint64_t hi = kern::random_bits_at(key, 2 * index), lo = kern::random_bits_at(key, 2 * index + 1);
   const uint64_t bits53 = ((hi << 32) | lo) >> 11;
   return (static_cast<double>(bits53) + 0.5) * 0x1.0p-53;
-}
-
-std::string describe_json(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return fmt::format("{} {}", v.type_name(), s);
 }
 
 }  // namespace
@@ -51,9 +46,10 @@ Result<EmpiricalCdf> EmpiricalCdf::load(const std::filesystem::path& path) {
     if (k != "format" && k != "version" && k != "unit" && k != "description" && k != "points")
       return invalid_argument(
           fmt::format("{}: /{}: unknown key (expected format, version, unit, description, points)", f, k));
-  if (!doc.contains("format") || doc["format"] != "ccsim-straggler-cdf")
-    return err("/format", "\"ccsim-straggler-cdf\"", doc.value("format", json()));
-  if (!doc.contains("version") || doc["version"] != 1) return err("/version", "1", doc.value("version", json()));
+  for (const char* key : {"format", "version", "points"})
+    if (!doc.contains(key)) return invalid_argument(fmt::format("{}: /{}: missing required key", f, key));
+  if (doc["format"] != "ccsim-straggler-cdf") return err("/format", "\"ccsim-straggler-cdf\"", doc["format"]);
+  if (doc["version"] != 1) return err("/version", "1", doc["version"]);
   EmpiricalCdf cdf;
   if (doc.contains("description")) {
     if (!doc["description"].is_string()) return err("/description", "a string", doc["description"]);

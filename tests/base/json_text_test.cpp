@@ -32,6 +32,16 @@ TEST(JsonText, Utf8IsCheckedSequenceBySequence) {
   }
 }
 
+TEST(JsonText, MessagesQuotingInvalidUtf8StayUtf8) {
+  // The parser quotes what it last read; a byte that is not UTF-8 is written as \xNN.
+  const auto r = parse_json_text("{\"name\": \"caf\xE9\"}", "f.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("f.json: invalid JSON: line 1, column "), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("caf\\xE9"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(check_utf8(r.status().message(), "message").ok());
+  EXPECT_EQ(escape_invalid_utf8("a\xFF\xC3\xA9b\xC3"), "a\\xFF\xC3\xA9b\\xC3");
+}
+
 TEST(JsonText, DepthUpToTheLimitParses) {
   auto doc = parse_json_text(nested(kMaxJsonDepth), "f.json");
   ASSERT_TRUE(doc.ok()) << doc.status().message();

@@ -528,38 +528,38 @@ const Broken kBroken[] = {
        c["points"][1][0] = 0.9;
        return with_cdf("unsorted_cdf.json", text(c));
      },
-     "unsorted_cdf.json", "/points/1/0:", "expected a value above the previous one (1), got number 0.9"},
+     "unsorted_cdf.json", "/points/1/0:", "expected a value above the previous one (1), got the number 0.9"},
     {"CdfProbabilityAboveOne", Reader::kScenario, "scenario.json", "",
      [] {
        json c = cdf();
        c["points"][2][1] = 1.5;
        return with_cdf("above_one_cdf.json", text(c));
      },
-     "above_one_cdf.json", "/points/2/1:", "expected a probability in [0, 1], got number 1.5"},
+     "above_one_cdf.json", "/points/2/1:", "expected a probability in [0, 1], got the number 1.5"},
     {"CdfNegativeProbability", Reader::kScenario, "scenario.json", "",
      [] {
        json c = cdf();
        c["points"][0][1] = -0.1;
        return with_cdf("negative_probability_cdf.json", text(c));
      },
-     "negative_probability_cdf.json", "/points/0/1:", "expected a probability in [0, 1], got number -0.1"},
+     "negative_probability_cdf.json", "/points/0/1:", "expected a probability in [0, 1], got the number -0.1"},
     {"CdfProbabilityDecreasing", Reader::kScenario, "scenario.json", "",
      [] {
        json c = cdf();
        c["points"] = json::parse("[[1.0, 0.0], [1.5, 0.6], [2.0, 0.4], [3.0, 1.0]]");
        return with_cdf("decreasing_cdf.json", text(c));
      },
-     "decreasing_cdf.json", "/points/2/1:", "expected a probability not below the previous one (0.6), got number 0.4"},
+     "decreasing_cdf.json", "/points/2/1:", "expected a probability not below the previous one (0.6), got the number 0.4"},
     {"CdfNegativeValue", Reader::kScenario, "scenario.json", "",
      [] {
        json c = cdf();
        c["points"][0][0] = -1.0;
        return with_cdf("negative_cdf.json", text(c));
      },
-     "negative_cdf.json", "/points/0/0:", "expected a positive finite value, got number -1.0"},
+     "negative_cdf.json", "/points/0/0:", "expected a positive finite value, got the number -1.0"},
     {"CdfWithoutFormat", Reader::kScenario, "scenario.json", "",
      [] { return with_cdf("no_format_cdf.json", "{}"); }, "no_format_cdf.json", "/format:",
-     "expected \"ccsim-straggler-cdf\""},
+     "missing required key"},
 
     // ---- a scenario's .npy gradients (gradients.source "npy"); the broken one is /gradients/files/1
     {"NpyTruncatedData", Reader::kScenario, "scenario.json", "",
@@ -568,6 +568,9 @@ const Broken kBroken[] = {
     {"NpyTruncatedHeader", Reader::kScenario, "scenario.json", "",
      [] { return with_npy("truncated_header.npy", npy("<f4", "(64,)", "").substr(0, 9)); }, "truncated_header.npy",
      "/gradients/files/1:", "truncated .npy header"},
+    {"NpyHeaderHidesTrailingBytes", Reader::kScenario, "scenario.json", "",
+     [] { return with_npy("trailing.npy", npy("<f4", "(64,)", raw(ones(80)))); }, "trailing.npy",
+     "/gradients/files/1:", "expected 384 bytes (64 values of 4 after a 128-byte header), found 448"},
     {"NpyHeaderLiesAboutShape", Reader::kScenario, "scenario.json", "",
      [] { return with_npy("lying.npy", npy("<f4", "(100,)", raw(ones(64)))); }, "lying.npy", "/gradients/files/1:",
      "expected 100 values of 4 bytes, file is truncated"},

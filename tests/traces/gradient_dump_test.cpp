@@ -225,6 +225,11 @@ TEST_F(GradientDumpTest, OneStepDumpNeedsNoStepsList) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->steps(), 1u);
   EXPECT_EQ((*d->worker(2)).values()[5], value(2, 0, 5));
+  // The manifest named directly opens the same dump.
+  auto m = GradientDump::open(dir_ / "manifest.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->dir(), dir_);
+  EXPECT_EQ((*m->worker(2)).values()[5], value(2, 0, 5));
 }
 
 TEST_F(GradientDumpTest, ExposesProvenanceAndFindsLayers) {
