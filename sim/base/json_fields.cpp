@@ -132,7 +132,8 @@ void FieldReader::bytes(const std::string& key, uint64_t& out, const char* desc)
   quantity(key, b, UnitKind::kBytes, Sign::kNonNegative, desc);
   if (diag_.items().size() != before || !get_quiet(key)) return;
   if (std::floor(b) != b) return diag_.add(at(key), fmt::format("expected a whole number of bytes, got {} bytes", b));
-  if (b > 9.0e18) return diag_.add(at(key), fmt::format("expected at most 9e18 bytes (64-bit counts), got {:.6g} bytes", b));
+  if (b > 9.0e18)
+    return diag_.add(at(key), fmt::format("expected at most 9e18 bytes (64-bit counts), got {:.6g} bytes", b));
   out = static_cast<uint64_t>(b);
 }
 

@@ -50,7 +50,8 @@ std::string worker_file() {
 
 constexpr const char* kManifest = R"({"format": "ccsim-gradient-dump", "version": 1, "dtype": "F32", "elements": 8,
   "workers": ["w0.safetensors"], "steps": [{"step": 1, "tensor": "step1"}],
-  "layers": [{"name": "a", "shape": [2, 3], "offset": 0, "count": 6}, {"name": "b", "shape": [2], "offset": 6, "count": 2}]})";
+  "layers": [{"name": "a", "shape": [2, 3], "offset": 0, "count": 6},
+             {"name": "b", "shape": [2], "offset": 6, "count": 2}]})";
 
 }  // namespace
 

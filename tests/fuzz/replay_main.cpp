@@ -67,7 +67,8 @@ void mutate(Bytes& b, const std::vector<Bytes>& corpus, Rng& rng, size_t max_len
       case 4: {  // duplicate a range
         if (b.empty()) break;
         const size_t at = rng.below(b.size()), len = 1 + rng.below(std::min<size_t>(64, b.size() - at));
-        const Bytes piece(b.begin() + static_cast<std::ptrdiff_t>(at), b.begin() + static_cast<std::ptrdiff_t>(at + len));
+        const auto from = b.begin() + static_cast<std::ptrdiff_t>(at);
+        const Bytes piece(from, from + static_cast<std::ptrdiff_t>(len));
         b.insert(b.begin() + static_cast<std::ptrdiff_t>(rng.below(b.size() + 1)), piece.begin(), piece.end());
         break;
       }

@@ -549,7 +549,8 @@ const Broken kBroken[] = {
        c["points"] = json::parse("[[1.0, 0.0], [1.5, 0.6], [2.0, 0.4], [3.0, 1.0]]");
        return with_cdf("decreasing_cdf.json", text(c));
      },
-     "decreasing_cdf.json", "/points/2/1:", "expected a probability not below the previous one (0.6), got the number 0.4"},
+     "decreasing_cdf.json", "/points/2/1:",
+     "expected a probability not below the previous one (0.6), got the number 0.4"},
     {"CdfNegativeValue", Reader::kScenario, "scenario.json", "",
      [] {
        json c = cdf();

@@ -214,7 +214,8 @@ TEST_F(Cli, ArgumentsThatAreNotUtf8AreRefused) {
   Outcome o = run("validate " + quote(kQuickstart) + " --set \"$(printf 'name=a\\373')\"");
   EXPECT_EQ(o.code, 2) << show(o);
   EXPECT_TRUE(contains(o.err, "ccsim: argument 4: not valid UTF-8 at byte 6 (0xFB)")) << show(o);
-  o = run("run " + quote(kQuickstart) + " --out " + quote((tmp_ / "u").string()) + " --set \"$(printf 'compression=[\\373]')\"");
+  o = run("run " + quote(kQuickstart) + " --out " + quote((tmp_ / "u").string()) +
+          " --set \"$(printf 'compression=[\\373]')\"");
   EXPECT_EQ(o.code, 2) << show(o);
   EXPECT_TRUE(contains(o.err, "not valid UTF-8 at byte 13 (0xFB)")) << show(o);
   EXPECT_FALSE(fs::exists(tmp_ / "u"));

@@ -688,6 +688,33 @@ TEST(Overrides, MalformedAssignmentsAreInputErrors) {
   }
 }
 
+TEST(Overrides, IndicesThatWouldPadArraysWithNullsAreRefused) {
+  // nlohmann pads an array with nulls up to any index: "/x/88888888" once asked for 2 GB (found by
+  // the override fuzz target). An index names an entry or the one past the end, and a number past
+  // what exists starts a new array, at 0.
+  const struct {
+    std::string set, want;
+  } cases[] = {
+      {"/compression/5/scheme=bf16", "/compression/5: the array has 2 entries; expected an index from 0 to 2"},
+      {"/extra/12=3", "/extra/12: a new array starts at index 0, got '12'"},
+      {"/cn8/88888888=1", "/cn8/88888888: a new array starts at index 0, got '88888888'"},
+      {"/cluster/x/0/7=1", "/cluster/x/0/7: a new array starts at index 0, got '7'"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.set);
+    json doc = base_doc();
+    const Status st = apply_override(doc, c.set);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(c.want), std::string::npos) << st.message();
+  }
+  json doc = base_doc();
+  ASSERT_TRUE(apply_override(doc, "/compression/2={\"scheme\": \"fp16\"}").ok());  // one past the end adds one
+  EXPECT_EQ(doc["compression"].size(), 3u);
+  ASSERT_TRUE(apply_override(doc, "/list/0/0=3").ok());  // new arrays from index 0
+  EXPECT_EQ(doc["list"], json::parse("[[3]]"));
+}
+
 TEST(Overrides, OverflowingValueIsAnInputErrorNotAnException) {
   Overrides ov;
   ov.sets = {"seed=1e999"};

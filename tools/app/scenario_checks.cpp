@@ -211,8 +211,8 @@ void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientP
     out.elements = gc.size_bytes / 4;
     const double need = 3.0 * g * static_cast<double>(out.elements) * 4;
     out.numerics = need <= static_cast<double>(gc.numerics_memory_bytes);
-    if (out.numerics && !check_machine_memory(need, "/gradients/size", fmt::format("the numerics on {} ranks", g), diag))
-      return;
+    const std::string purpose = fmt::format("the numerics on {} ranks", g);
+    if (out.numerics && !check_machine_memory(need, "/gradients/size", purpose, diag)) return;
     const std::vector<uint64_t> offsets =
         traces::synthetic_layer_offsets(gc.synthetic_spec(out.elements), static_cast<uint64_t>(s.seed));
     for (size_t l = 0; l + 1 < offsets.size(); ++l)

@@ -98,6 +98,20 @@ topo::ClusterSpec cluster_spec(const ClusterConfig& c) {
 
 namespace {
 
+// From tokens[first] on, the assignment creates what it names; a number there would make an array
+// with that many nulls before the value (nlohmann reads it as an index): only 0 is allowed.
+// (tokens[first] itself is a key when its parent is an object.)
+Status check_created_tokens(json::json_pointer walked, const std::vector<std::string>& tokens, size_t first,
+                            bool parent_is_object) {
+  for (size_t k = parent_is_object ? first + 1 : first; k < tokens.size(); ++k) {
+    if (k > first) walked /= tokens[k - 1];
+    const std::string& t = tokens[k];
+    if (!t.empty() && t != "0" && t.find_first_not_of("0123456789") == std::string::npos)
+      return invalid_argument(fmt::format("{}/{}: a new array starts at index 0, got '{}'", walked.to_string(), t, t));
+  }
+  return ok_status();
+}
+
 // An index into an array must name an entry or the one past the end (a new entry): nlohmann would
 // pad the array with nulls up to any index, and the error would surface at a null it made up.
 Status check_override_target(const json& doc, const std::string& pointer) {
@@ -126,8 +140,10 @@ Status check_override_target(const json& doc, const std::string& pointer) {
       at = &(*at)[index];
     } else if (at->is_object() && at->contains(token)) {
       at = &(*at)[token];
+    } else if (at->is_null() || at->is_object()) {
+      return check_created_tokens(walked, tokens, static_cast<size_t>(&token - tokens.data()), at->is_object());
     } else {
-      return ok_status();  // created from here on, or a type error the assignment reports
+      return ok_status();  // a type error the assignment reports
     }
     walked /= token;
   }
