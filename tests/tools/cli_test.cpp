@@ -32,6 +32,19 @@ const std::string kQuickstart = (kSourceDir / "scenarios" / "quickstart.json").s
 class Cli : public ::testing::Test {
  protected:
   Outcome run(const std::string& args) { return ccsim(args, scratch_); }
+  // `validate` and `run` of the quickstart with `options` both exit 2 with `want` on stderr, and
+  // run writes nothing.
+  void expect_quickstart_refused(const std::string& options, const std::string& want) {
+    const fs::path out = tmp_ / "refused";
+    for (const std::string& cmd : {"validate " + quote(kQuickstart), "run " + quote(kQuickstart) + " --out " +
+                                                                        quote(out.string())}) {
+      SCOPED_TRACE(cmd);
+      const Outcome o = run(cmd + " " + options);
+      EXPECT_EQ(o.code, 2) << show(o);
+      EXPECT_TRUE(contains(o.err, want)) << show(o);
+    }
+    EXPECT_FALSE(fs::exists(out));
+  }
   TempDir scratch_{"ccsim-cli-io"};
   TempDir tmp_{"ccsim-cli"};
 };
@@ -224,18 +237,10 @@ TEST_F(Cli, ArgumentsThatAreNotUtf8AreRefused) {
 TEST_F(Cli, RunsTooLargeToSimulateAreRefusedWithTheirEstimate) {
   // A ring all-reduce over 2^20 ranks (about 2.2e12 transfers per scheme) is refused at once, by
   // validate and run alike, at /cluster/nodes, with the estimate and the option that allows it.
-  const fs::path out = tmp_ / "huge";
-  for (const std::string cmd : {"validate " + quote(kQuickstart), "run " + quote(kQuickstart) + " --out " +
-                                                                     quote(out.string())}) {
-    SCOPED_TRACE(cmd);
-    const Outcome o = run(cmd + " --set cluster.nodes=1048576");
-    EXPECT_EQ(o.code, 2) << show(o);
-    EXPECT_TRUE(contains(o.err, kQuickstart + ": /cluster/nodes: the run would simulate 4.4e+12 transfers "
-                                              "(2199021158400 per collective of 1048576 ranks x 1 concurrent group(s) "
-                                              "x 2 scheme(s)), more than --max-flows 2e+08 allows"))
-        << show(o);
-  }
-  EXPECT_FALSE(fs::exists(out));
+  expect_quickstart_refused("--set cluster.nodes=1048576",
+                            kQuickstart + ": /cluster/nodes: the run would simulate 4.4e+12 transfers "
+                                          "(2199021158400 per collective of 1048576 ranks x 1 concurrent group(s) "
+                                          "x 2 scheme(s)), more than --max-flows 2e+08 allows");
   // 64 ranks: 2 x 64 x 63 = 8064 ring transfers per scheme, 16128 for the two schemes; the limit
   // is inclusive, and the option takes exponent forms.
   const std::string at64 = "validate " + quote(kQuickstart) + " --set cluster.nodes=64 --set gradients.size=64KB";
@@ -254,19 +259,13 @@ TEST_F(Cli, RunsPastTheEndOfSimulatedTimeAreRefused) {
   // The picosecond clock ends at 2^63 ps (9.2e6 s). 10^18 bytes per rank cannot be timed: validate
   // and run refuse it up front with a lower bound of its time (7/8 of each scheme's encoded copy
   // through rank 0's 12.5 GB/s: bf16 3.5e7 s, int8 with its scales 1.78e7 s), not with a crash.
+  expect_quickstart_refused("--set gradients.size=1000000000000000000",
+                            kQuickstart + ": /compression/0: the run needs at least 3.5e+07 s of simulated time "
+                                          "('bf16' on 8 ranks, through rank 0's links), past the end of the "
+                                          "simulated clock at 9.223e+06 s (about 107 days)");
+  expect_quickstart_refused("--set gradients.size=1000000000000000000",
+                            "/compression/1: the run needs at least 1.78e+07 s");
   const fs::path out = tmp_ / "far";
-  for (const std::string cmd : {"validate " + quote(kQuickstart), "run " + quote(kQuickstart) + " --out " +
-                                                                     quote(out.string())}) {
-    SCOPED_TRACE(cmd);
-    const Outcome o = run(cmd + " --set gradients.size=1000000000000000000");
-    EXPECT_EQ(o.code, 2) << show(o);
-    EXPECT_TRUE(contains(o.err, kQuickstart + ": /compression/0: the run needs at least 3.5e+07 s of simulated time "
-                                              "('bf16' on 8 ranks, through rank 0's links), past the end of the "
-                                              "simulated clock at 9.223e+06 s (about 107 days)"))
-        << show(o);
-    EXPECT_TRUE(contains(o.err, "/compression/1: the run needs at least 1.78e+07 s")) << show(o);
-  }
-  EXPECT_FALSE(fs::exists(out));
   // Where the bound is below the clock's end and the run is not (int8 at 4e17 bytes: bound 7e6 s,
   // the ring takes twice that), validate cannot tell; the run stops when an event would pass the
   // end of the clock and reports it, writing nothing.
@@ -284,17 +283,9 @@ TEST_F(Cli, RunsPastTheEndOfSimulatedTimeAreRefused) {
 TEST_F(Cli, NumericsBeyondTheMachinesMemoryAreRefused) {
   // gradients.numerics_memory may allow more than the machine holds: 8 ranks x 1 TB need 24 TB of
   // buffers, refused at once with the need and what runs instead.
-  const fs::path out = tmp_ / "mem";
-  for (const std::string cmd : {"validate " + quote(kQuickstart), "run " + quote(kQuickstart) + " --out " +
-                                                                     quote(out.string())}) {
-    SCOPED_TRACE(cmd);
-    const Outcome o = run(cmd + " --set gradients.size=1TB --set gradients.numerics_memory=100TB");
-    EXPECT_EQ(o.code, 2) << show(o);
-    EXPECT_TRUE(contains(o.err, kQuickstart + ": /gradients/size: the numerics on 8 ranks: about 24 TB of "
-                                              "gradient buffers are needed, more than this machine's"))
-        << show(o);
-  }
-  EXPECT_FALSE(fs::exists(out));
+  expect_quickstart_refused("--set gradients.size=1TB --set gradients.numerics_memory=100TB",
+                            kQuickstart + ": /gradients/size: the numerics on 8 ranks: about 24 TB of gradient "
+                                          "buffers are needed, more than this machine's");
 }
 
 TEST_F(Cli, ValidateAcceptsGoodFiles) {
