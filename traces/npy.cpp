@@ -48,21 +48,31 @@ namespace {
 Result<NpyHeader> parse_header(std::ifstream& in, const std::string& path) {
   char magic[6];
   in.read(magic, 6);
-  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0) return invalid_argument(fmt::format("{}: not a .npy file (bad magic)", path));
-  unsigned char ver[2];
+  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    return invalid_argument(fmt::format("{}: not a .npy file (bad magic)", path));
+  unsigned char ver[2] = {};
   in.read(reinterpret_cast<char*>(ver), 2);
+  if (!in) return invalid_argument(fmt::format("{}: truncated .npy header: the file ends in its version", path));
   uint32_t header_len = 0;
   if (ver[0] == 1) {
-    unsigned char l[2];
+    unsigned char l[2] = {};
     in.read(reinterpret_cast<char*>(l), 2);
     header_len = l[0] | (l[1] << 8);
   } else if (ver[0] == 2 || ver[0] == 3) {
-    unsigned char l[4];
+    unsigned char l[4] = {};
     in.read(reinterpret_cast<char*>(l), 4);
     header_len = l[0] | (l[1] << 8) | (l[2] << 16) | (static_cast<uint32_t>(l[3]) << 24);
   } else {
     return invalid_argument(fmt::format("{}: unsupported .npy version {}", path, ver[0]));
   }
+  if (!in) return invalid_argument(fmt::format("{}: truncated .npy header: the file ends in its length field", path));
+  // The length field is checked against the file before anything is allocated for it.
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  const auto at = static_cast<uint64_t>(in.tellg());
+  if (!in || ec || at > size || header_len > size - at)
+    return invalid_argument(fmt::format("{}: truncated .npy header: expected {} header bytes, file has {}", path,
+                                        header_len, !in || ec || at > size ? 0 : size - at));
   std::string header(header_len, '\0');
   in.read(header.data(), header_len);
   if (!in) return invalid_argument(fmt::format("{}: truncated .npy header", path));

@@ -572,6 +572,12 @@ const Broken kBroken[] = {
     {"NpyHeaderHidesTrailingBytes", Reader::kScenario, "scenario.json", "",
      [] { return with_npy("trailing.npy", npy("<f4", "(64,)", raw(ones(80)))); }, "trailing.npy",
      "/gradients/files/1:", "expected 384 bytes (64 values of 4 after a 128-byte header), found 448"},
+    {"NpyHeaderLengthPastTheFile", Reader::kScenario, "scenario.json", "",
+     [] {
+       // A version-2 header announcing 4 GiB - 256 bytes: refused before anything is allocated for it.
+       return with_npy("long_header.npy", std::string("\x93NUMPY\x02\x00\x00\xff\xff\xff", 12) + "{'descr': '<f4'}");
+     },
+     "long_header.npy", "/gradients/files/1:", "truncated .npy header: expected 4294967040 header bytes, file has 16"},
     {"NpyHeaderLiesAboutShape", Reader::kScenario, "scenario.json", "",
      [] { return with_npy("lying.npy", npy("<f4", "(100,)", raw(ones(64)))); }, "lying.npy", "/gradients/files/1:",
      "expected 100 values of 4 bytes, file is truncated"},
