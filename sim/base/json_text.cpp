@@ -88,10 +88,6 @@ class DuplicateKeys {
   std::string first_;
 };
 
-}  // namespace
-
-namespace {
-
 // "line L, column C: " of the literal a message quotes ("number overflow parsing '1e400'"): its
 // first occurrence in `text` outside strings; "" when there is none.
 std::string locate_literal(std::string_view text, const std::string& what) {
@@ -119,6 +115,25 @@ std::string locate_literal(std::string_view text, const std::string& what) {
   return "";
 }
 
+// Length of the valid UTF-8 sequence at `i` (1 to 4), or 0 where it is not one: a stray or
+// truncated sequence, an overlong form, a surrogate, a code point past U+10FFFF.
+size_t utf8_length(std::string_view text, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned c = b(i);
+  if (c < 0x80) return 1;
+  size_t len = 0;
+  unsigned cp = 0, min = 0;
+  if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
+  if (len == 0 || i + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  return cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) ? len : 0;
+}
+
 }  // namespace
 
 Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view name) {
@@ -144,29 +159,6 @@ Result<nlohmann::json> parse_json_text(std::string_view text, std::string_view n
     return invalid_argument(fmt::format("{}: invalid JSON: {}{}", name, locate_literal(text, what), what));
   }
 }
-
-namespace {
-
-// Length of the valid UTF-8 sequence at `i` (1 to 4), or 0 where it is not one: a stray or
-// truncated sequence, an overlong form, a surrogate, a code point past U+10FFFF.
-size_t utf8_length(std::string_view text, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned c = b(i);
-  if (c < 0x80) return 1;
-  size_t len = 0;
-  unsigned cp = 0, min = 0;
-  if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F, min = 0x80;
-  else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F, min = 0x800;
-  else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07, min = 0x10000;
-  if (len == 0 || i + len > text.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  return cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) ? len : 0;
-}
-
-}  // namespace
 
 Status check_utf8(std::string_view text, std::string_view name) {
   for (size_t i = 0; i < text.size();) {

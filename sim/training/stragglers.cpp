@@ -55,8 +55,8 @@ Result<EmpiricalCdf> EmpiricalCdf::load(const std::filesystem::path& path) {
     if (!doc["description"].is_string()) return err("/description", "a string", doc["description"]);
     cdf.description = doc["description"].get<std::string>();
   }
-  if (!doc.contains("points") || !doc["points"].is_array() || doc["points"].size() < 2)
-    return err("/points", "an array of at least two [value, probability] pairs", doc.value("points", json()));
+  if (!doc["points"].is_array() || doc["points"].size() < 2)
+    return err("/points", "an array of at least two [value, probability] pairs", doc["points"]);
   const json& pts = doc["points"];
   for (size_t i = 0; i < pts.size(); ++i) {
     const std::string p = fmt::format("/points/{}", i);

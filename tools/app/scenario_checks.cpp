@@ -575,7 +575,6 @@ void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, co
     const uint64_t m = plan.topology->num_ranks(), seg = static_cast<uint64_t>(s.sync.segment);
     uint64_t segments = 0;
     for (const auto& l : plan.layers) segments += (l.params + seg - 1) / seg;
-    per_unit = segments;
     const uint64_t flows = segments > UINT64_MAX / (m - 1) ? UINT64_MAX : segments * (m - 1);
     for (size_t i = 0; i < s.compression.size(); ++i) add(flows, m * static_cast<uint64_t>(s.workload.rounds));
     unit = fmt::format("{} segment(s) per worker per round, each to {} other worker(s), x {} rounds x {} scheme(s), "
@@ -606,19 +605,23 @@ void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, co
                            static_cast<double>(total), unit, static_cast<double>(max_flows)));
 }
 
-// Seconds a collective of `g` ranks needs at least: rank 0 sends, or receives, (g-1)/g of one
-// encoded copy of the tensor or more (all-reduce, reduce-scatter and all-gather both; broadcast and
-// reduce as root or not, one of them), through its links out or in, whichever are faster. 0 for a
-// scheme whose encoding a metadata phase fixes (left to the run-time check) and for g < 2.
-double collective_lower_bound_s(const algo::CompressorInfo& info, const CompressionConfig& cc,
-                                const std::vector<algo::LayerShape>& layout, uint64_t n, uint32_t g,
-                                const RunPlan& plan) {
+// Bytes per second rank 0's links carry out, or in, whichever is more.
+double rank0_capacity(const topo::Topology& topology) {
   double out = 0, in = 0;
-  for (const auto& l : plan.topology->links()) {
+  for (const auto& l : topology.links()) {
     if (l.from == 0) out += l.capacity_Bps;
     if (l.to == 0) in += l.capacity_Bps;
   }
-  const double capacity = std::max(out, in);
+  return std::max(out, in);
+}
+
+// Seconds a collective of `g` ranks needs at least: rank 0 sends, or receives, (g-1)/g of one
+// encoded copy of the tensor or more (all-reduce, reduce-scatter and all-gather both; broadcast and
+// reduce as root or not, one of them), through its links out or in (`capacity`: rank0_capacity). 0
+// for a scheme whose encoding a metadata phase fixes (left to the run-time check) and for g < 2.
+double collective_lower_bound_s(const algo::CompressorInfo& info, const CompressionConfig& cc,
+                                const std::vector<algo::LayerShape>& layout, uint64_t n, uint32_t g,
+                                double capacity, const RunPlan& plan) {
   if (g < 2 || capacity <= 0 || n == 0) return 0;
   auto comp = info.create(algo::Params(cc.params));
   comp->set_layout(layout);
@@ -634,6 +637,7 @@ double collective_lower_bound_s(const algo::CompressorInfo& info, const Compress
 // compute spread over pp x tp GPUs.
 void check_horizon(const Scenario& s, Diagnostics& diag, const RunPlan& plan) {
   const double end_s = SimTime::infinite().seconds();
+  const double capacity = rank0_capacity(*plan.topology);
   auto refuse = [&](const std::string& at, double need_s, const std::string& why) {
     if (need_s <= end_s) return;
     diag.add(at, fmt::format("the run needs at least {:.3g} s of simulated time ({}), past the end of the simulated "
@@ -647,7 +651,7 @@ void check_horizon(const Scenario& s, Diagnostics& diag, const RunPlan& plan) {
       if (plan.schemes[i].info != nullptr)
         refuse(at_entry(i),
                collective_lower_bound_s(*plan.schemes[i].info, s.compression[i], plan.gradients.layout,
-                                        plan.gradients.elements, g, plan),
+                                        plan.gradients.elements, g, capacity, plan),
                fmt::format("'{}' on {} ranks, through rank 0's links", s.compression[i].scheme, g));
     return;
   }
@@ -668,7 +672,8 @@ void check_horizon(const Scenario& s, Diagnostics& diag, const RunPlan& plan) {
     double comm = 0;
     if (plan.schemes[i].info != nullptr && s.sync.mode != SyncMode::kBroadcast)
       for (const algo::BucketShape& b : plan.schemes[i].buckets)
-        comm += collective_lower_bound_s(*plan.schemes[i].info, s.compression[i], b.layout, b.elements, m, plan);
+        comm += collective_lower_bound_s(*plan.schemes[i].info, s.compression[i], b.layout, b.elements, m, capacity,
+                                         plan);
     refuse(at_entry(i), (compute + comm) * rounds,
            fmt::format("{} rounds of at least {:.3g} s of compute and {:.3g} s of '{}' collectives", s.workload.rounds,
                        compute, comm, s.compression[i].scheme));
