@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "algorithms/collective_session.hpp"
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/check.hpp"
@@ -42,33 +43,25 @@ struct StepRun {
 Status run_bucket(const StudyScheme& scheme, const ErrorStudy& st, size_t b, uint64_t seed,
                   std::span<const std::span<const float>> ins, StepRun& out) {
   const TensorBucket& bucket = st.buckets[b];
-  CCSIM_ASSIGN_OR_RETURN(auto comp, CompressorRegistry::global().create(scheme.name, scheme.params));
-  comp->set_layout(bucket.layout);
   std::vector<std::span<const float>> bins;
   for (const auto& in : ins) bins.push_back(in.subspan(bucket.offset, bucket.count));
   // Each bucket draws its own random numbers (bucket 0 those of the whole tensor).
   const uint64_t bucket_seed = seed ^ (b * 0x9E3779B97F4A7C15ull);
-  CompressedCollective lowering(*comp, *st.collective, st.ranks, bucket.count, st.base);
-  std::vector<std::vector<float>> bufs;
-  Result<NumericsRound> round = internal_error("no round");
-  PlanReport plan;
+  CCSIM_ASSIGN_OR_RETURN(auto session, CollectiveSession::create(scheme.name, scheme.params, *st.collective, st.ranks,
+                                                                 bucket.count, st.base, bucket.layout, bucket_seed));
+  std::vector<std::vector<float>> bufs(st.ranks, std::vector<float>(bucket.count));
+  std::vector<std::span<float>> views(bufs.begin(), bufs.end());
+  Result<SessionRound> round = internal_error("no round");
   for (uint32_t r = 0; r <= st.warmup; ++r) {
-    const NumericsOptions options{bucket_seed, r, r == st.warmup};
-    CCSIM_ASSIGN_OR_RETURN(plan, lowering.plan(bins, options));
-    bufs.resize(st.ranks);
-    for (uint32_t k = 0; k < st.ranks; ++k) bufs[k].assign(bins[k].begin(), bins[k].end());
-    std::vector<std::span<float>> views(bufs.begin(), bufs.end());
-    round = lowering.run(views, options);
+    round = session->run(bins, views, r == st.warmup);
     CCSIM_RETURN_IF_ERROR(round.status());
   }
-  std::vector<std::span<const float>> bouts(bufs.begin(), bufs.end());
-  const std::vector<ErrorStats> berrs = operation_errors(round->schedule, bins, bouts);
-  CCSIM_RETURN_IF_ERROR(check_errors_finite(bins, berrs, scheme.name));
+  const std::vector<ErrorStats>& berrs = round->errors;
   for (uint32_t r = 0; r < st.ranks; ++r) add(out.errs[r], berrs[r]);
-  out.plan_bytes += plan.wire_bytes_per_rank;
+  out.plan_bytes += round->plan.wire_bytes_per_rank;
   out.wire_bytes += round->stats.wire_bytes;
-  out.tensor_bytes += lowering.tensor_wire_bytes();
-  out.unbiased = comp->unbiased();
+  out.tensor_bytes += round->tensor_wire_bytes;
+  out.unbiased = session->compressor().unbiased();
   for (size_t h = 0; h < round->stats.hop_errors.size(); ++h) add((*out.hops)[h], round->stats.hop_errors[h]);
   const uint64_t elements = st.buckets.size() == 1 ? 0 : st.inputs.front().front().size();
   for (uint32_t r = 0; r < st.ranks; ++r) {
