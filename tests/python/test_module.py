@@ -170,6 +170,22 @@ class Arithmetic(unittest.TestCase):
         for a, b in zip(r.outputs, s.outputs):
             self.assertTrue(np.array_equal(a, b))
 
+    def test_results_do_not_depend_on_the_thread_count(self):
+        tensors = normal_tensors(4, 1 << 16)
+        before = ccsim.threads()
+        try:
+            ccsim.set_threads(1)
+            one = ccsim.allreduce(tensors, scheme="dynamiq")
+            ccsim.set_threads(3)
+            three = ccsim.allreduce(tensors, scheme="dynamiq")
+        finally:
+            ccsim.set_threads(before)
+        self.assertEqual(one.vnmse, three.vnmse)
+        for a, b in zip(one.outputs, three.outputs):
+            self.assertTrue(np.array_equal(a.view(np.uint32), b.view(np.uint32)))
+        with self.assertRaises(ValueError):
+            ccsim.set_threads(0)
+
     def test_half_precision_inputs_give_what_their_fp32_values_give(self):
         half = [t.astype(np.float16) for t in normal_tensors(4, 2048)]
         a = ccsim.allreduce(half, scheme="mxfp8")
@@ -219,6 +235,7 @@ class BadInput(unittest.TestCase):
         self.assert_value_error("4 ranks of 1024", c.step, t[:3])
         self.assert_value_error("manifest", ccsim.load_dump, "/nonexistent-dump")
         self.assert_value_error("unknown option", ccsim.vnmse, gradients=str(DUMP), algos=["int8"], nosuch=1)
+        self.assert_value_error("ranks: expected", ccsim.vnmse, gradients=str(DUMP), algos=["int8"], ranks=-3)
         self.assert_value_error("--steps", ccsim.vnmse, gradients=str(DUMP), algos=["int8"], steps=[7])
         # The interpreter is intact after all of these.
         self.assertEqual(ccsim.allreduce(t, scheme="fp32").round, 0)

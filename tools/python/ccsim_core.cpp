@@ -19,6 +19,7 @@
 #include "algorithms/collective_session.hpp"
 #include "algorithms/registry.hpp"
 #include "kernels/quant/bf16_quant.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/quant/fp16_quant.hpp"
 #include "tools/app/vnmse.hpp"
 #include "topology/collectives/collectives.hpp"
@@ -279,24 +280,34 @@ py::dict vnmse(const py::dict& kwargs) {
   app::VnmseOptions o;
   for (const auto& [key, value] : kwargs) {
     const std::string k = key.cast<std::string>();
-    if (k == "gradients") o.gradients = value.cast<std::string>();
-    else if (k == "synthetic") o.synthetic = value.cast<std::string>();
-    else if (k == "structure") o.structure = value.cast<std::string>();
-    else if (k == "algos") o.algos = value.cast<std::vector<std::string>>();
-    else if (k == "params") o.params = value.cast<std::vector<std::string>>();
-    else if (k == "operation") o.operation = value.cast<std::string>();
-    else if (k == "collective") o.algorithm = value.cast<std::string>();
-    else if (k == "ranks") o.ranks = value.cast<uint32_t>();
-    else if (k == "steps") o.steps = value.cast<std::vector<uint64_t>>();
-    else if (k == "seeds") o.seeds = value.cast<uint32_t>();
-    else if (k == "warmup") o.warmup = value.cast<uint32_t>();
-    else if (k == "seed") o.seed = value.cast<uint64_t>();
-    else if (k == "gpus_per_node") o.gpus_per_node = value.cast<uint32_t>();
-    else if (k == "segments") o.segments = value.cast<uint32_t>();
-    else if (k == "max_elements") o.max_elements = value.cast<uint64_t>();
-    else if (k == "bucket") o.bucket = value.cast<uint64_t>();
-    else if (k == "ddp_bucket") o.ddp_bucket = value.cast<std::string>();
-    else if (k == "ddp_first_bucket") o.ddp_first_bucket = value.cast<std::string>();
+    auto set = [&, v = value](auto& field) {
+      try {
+        field = v.cast<std::remove_reference_t<decltype(field)>>();
+      } catch (const py::cast_error&) {
+        throw py::value_error(fmt::format("vnmse: {}: expected {}, got {}", k,
+                                          std::is_same_v<std::remove_reference_t<decltype(field)>, std::string>
+                                              ? "a string" : "a non-negative integer or a list of them",
+                                          py::repr(v).cast<std::string>()));
+      }
+    };
+    if (k == "gradients") set(o.gradients);
+    else if (k == "synthetic") set(o.synthetic);
+    else if (k == "structure") set(o.structure);
+    else if (k == "algos") set(o.algos);
+    else if (k == "params") set(o.params);
+    else if (k == "operation") set(o.operation);
+    else if (k == "collective") set(o.algorithm);
+    else if (k == "ranks") set(o.ranks);
+    else if (k == "steps") set(o.steps);
+    else if (k == "seeds") set(o.seeds);
+    else if (k == "warmup") set(o.warmup);
+    else if (k == "seed") set(o.seed);
+    else if (k == "gpus_per_node") set(o.gpus_per_node);
+    else if (k == "segments") set(o.segments);
+    else if (k == "max_elements") set(o.max_elements);
+    else if (k == "bucket") set(o.bucket);
+    else if (k == "ddp_bucket") set(o.ddp_bucket);
+    else if (k == "ddp_first_bucket") set(o.ddp_first_bucket);
     else throw py::value_error(fmt::format("vnmse: unknown option '{}'", k));
   }
   Result<app::VnmseReport> made = internal_error("not run");
@@ -411,6 +422,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("schemes", &schemes, "every registered compression scheme, with its parameters");
   m.def("collectives", &collectives, "every collective operation and algorithm");
   m.def("vnmse", [](py::kwargs kw) { return vnmse(kw); }, "`ccsim vnmse` with its options as keyword arguments");
+  m.def("threads", &ccsim::kern::worker_threads, "worker threads the numerics use");
+  m.def(
+      "set_threads",
+      [](int n) {
+        if (n < 1) throw py::value_error(fmt::format("threads: expected at least 1, got {}", n));
+        ccsim::kern::set_worker_threads(n);
+      },
+      py::arg("n"), "worker threads the numerics use (results do not depend on it)");
   m.def("ddp_buckets", &ddp_buckets, py::arg("sizes"), py::arg("bucket_cap"), py::arg("first_bucket_cap"),
         py::arg("bytes_per_param"));
   py::class_<Session>(m, "Session")

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from . import _core
 
-__all__ = ["schemes", "collectives", "allreduce", "Collective", "Result", "vnmse", "ddp_buckets", "load_dump",
+__all__ = ["schemes", "collectives", "set_threads", "threads", "allreduce", "Collective", "Result", "vnmse", "ddp_buckets", "load_dump",
            "Dump", "layer_shapes"]
 
 
@@ -27,6 +27,17 @@ def schemes() -> list[dict]:
     description, unbiased, determinism, params (name, description, default, min, max, choices,
     power_of_two)."""
     return _core.schemes()
+
+
+def set_threads(n: int) -> None:
+    """Worker threads the numerics use (default: one per core, or CCSIM_THREADS). Results are byte-identical
+    whatever the count; a multi-process run on one machine (a DDP job) may want 1 per process."""
+    _core.set_threads(int(n))
+
+
+def threads() -> int:
+    """Worker threads the numerics use."""
+    return _core.threads()
 
 
 def collectives() -> list[dict]:
