@@ -4,8 +4,11 @@
 #     gradients differ from the plain run's at every dumped step (the pretrained weights are used).
 #  3. --pretrain-steps without --pretrain-corpus is refused with exit 2 and writes nothing.
 # Every dump written is then loaded by `ccsim vnmse`, so the writer and the C++ reader stay in step.
-# Variables: PYTHON (an interpreter with PyTorch), SOURCE_DIR, CCSIM, OUT (a scratch directory).
-foreach(var PYTHON SOURCE_DIR CCSIM OUT)
+#  4. With --scheme dynamiq: the workers' gradients go through ccsim.torch.SimulatedDDP; the run
+#     reports its rounds and its dump is read back too.
+# Variables: PYTHON (an interpreter with PyTorch), SOURCE_DIR, CCSIM, OUT (a scratch directory),
+# PYTHONPATH (where the build put the ccsim package).
+foreach(var PYTHON SOURCE_DIR CCSIM OUT PYTHONPATH)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "train_gpt_smoke: -D${var}=... is required")
   endif()
@@ -15,6 +18,7 @@ set(licenses /usr/share/common-licenses)
 set(tiny --corpus ${licenses}/Apache-2.0 --tokenizer char --d-model 16 --layers 1 --heads 2 --block-size 16
          --shard-chunk 64 --workers 2 --micro-batch 2 --dump-steps 0 2 --dtype F32)
 file(REMOVE_RECURSE ${OUT})
+set(ENV{PYTHONPATH} ${PYTHONPATH})
 
 function(train name)
   execute_process(COMMAND ${PYTHON} ${SOURCE_DIR}/tools/gradients/train_gpt.py ${tiny} ${ARGN} --out ${OUT}/${name}
@@ -32,6 +36,7 @@ endfunction()
 train(plain)
 train(plain_again)
 train(pretrained --pretrain-corpus ${licenses}/GPL-3 --pretrain-steps 3 --pretrain-batch 2)
+train(compressed --scheme dynamiq --param budget=4 --log-every 1)
 
 foreach(w 0 1)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${OUT}/plain/worker${w}.safetensors
@@ -78,6 +83,21 @@ foreach(w 0 1)
   endforeach()
 endforeach()
 
+# Compression changes the updates, not the first gradient: step 0's local gradients are the plain
+# run's, step 2's are not (the weights they are taken at moved differently).
+foreach(w 0 1)
+  step_hex(${OUT}/plain/worker${w}.safetensors 0 a)
+  step_hex(${OUT}/compressed/worker${w}.safetensors 0 b)
+  if(NOT a STREQUAL b)
+    message(FATAL_ERROR "train_gpt_smoke: --scheme changed worker${w}'s gradient at step 0")
+  endif()
+  step_hex(${OUT}/plain/worker${w}.safetensors 1 a)
+  step_hex(${OUT}/compressed/worker${w}.safetensors 1 b)
+  if(a STREQUAL b)
+    message(FATAL_ERROR "train_gpt_smoke: worker${w}'s gradient at step 2 is the same with and without --scheme")
+  endif()
+endforeach()
+
 execute_process(COMMAND ${PYTHON} ${SOURCE_DIR}/tools/gradients/train_gpt.py ${tiny} --pretrain-steps 3
                         --out ${OUT}/refused
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -85,4 +105,4 @@ if(NOT rc EQUAL 2 OR NOT out MATCHES "--pretrain-corpus" OR EXISTS ${OUT}/refuse
   message(FATAL_ERROR "train_gpt_smoke: --pretrain-steps without --pretrain-corpus: exit ${rc}, expected 2 and "
                       "nothing written:\n${out}")
 endif()
-message("train_gpt_smoke: deterministic, pretraining recorded and used, bad options refused")
+message("train_gpt_smoke: deterministic, pretraining recorded and used, --scheme synchronizes through ccsim, bad options refused")

@@ -34,9 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
-import struct
 import sys
 import time
 from pathlib import Path
@@ -45,6 +43,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812 (the usual torch alias)
 from torch import nn
+
+try:
+    import ccsim.torch as ccsim_torch
+except ImportError:  # run from a source tree: the package the build made in build/python
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "build" / "python"))
+    try:
+        import ccsim.torch as ccsim_torch
+    except ImportError as e:
+        sys.exit(f"train_gpt.py: cannot import the ccsim Python package ({e}); build it (tools/test, or cmake "
+                 "--build build) and run with PYTHONPATH=BUILD/python")
 
 DEFAULT_CORPUS_DIR = Path("/usr/share/common-licenses")
 
@@ -253,33 +261,6 @@ def pretrain(model: nn.Module, bpe: Bpe | None, stoi: dict[str, int] | None, arg
 # ---- output --------------------------------------------------------------------------------------
 
 
-def write_safetensors(path: Path, tensors: list[tuple[str, np.ndarray, str]], metadata: dict[str, str]) -> None:
-    """Writes (name, uint16/float32 array, dtype) tensors back to back; header padded to 8 bytes."""
-    header: dict = {"__metadata__": metadata}
-    offset = 0
-    for name, arr, dtype in tensors:
-        size = arr.nbytes
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * ((8 - (8 + len(text)) % 8) % 8)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode("utf-8"))
-        for _, arr, _ in tensors:
-            f.write(np.ascontiguousarray(arr).tobytes())  # little-endian host (checked in main)
-    os.replace(tmp, path)
-
-
-def to_storage(vec: torch.Tensor, dtype: str) -> np.ndarray:
-    if dtype == "F32":
-        return vec.to(torch.float32).numpy()
-    if dtype == "F16":
-        return vec.to(torch.float16).view(torch.int16).numpy().view(np.uint16)
-    return vec.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)  # round to nearest even
-
-
 # ---- main ----------------------------------------------------------------------------------------
 
 
@@ -287,7 +268,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", nargs="+", type=Path, default=[DEFAULT_CORPUS_DIR],
                     help="text files or directories (every regular file inside, in name order); default: %(default)s")
-    ap.add_argument("--out", type=Path, required=True, help="dump directory to write (created if needed)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="dump directory to write (created if needed); without it nothing is written")
     ap.add_argument("--workers", type=int, default=8, help="simulated data-parallel workers (default %(default)s)")
     ap.add_argument("--micro-batch", type=int, default=32, help="sequences per worker per step (default %(default)s)")
     ap.add_argument("--tokenizer", choices=["char", "bpe"], default="char",
@@ -324,7 +306,19 @@ def main() -> int:
     ap.add_argument("--pretrain-lr", type=float, default=3e-3,
                     help="pretraining peak learning rate: 100 steps of warm-up, then cosine decay to zero "
                          "(default %(default)s)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="training steps (default: the last of --dump-steps plus one)")
+    ap.add_argument("--scheme", default=None,
+                    help="synchronize the workers' gradients through this ccsim compression scheme "
+                         "(ccsim.torch.SimulatedDDP, DDP's buckets) instead of exact averaging")
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="a parameter of --scheme (repeatable), e.g. --param budget=5")
+    ap.add_argument("--collective", default="ring", help="the all-reduce algorithm of --scheme (default %(default)s)")
+    ap.add_argument("--log-every", type=int, default=0,
+                    help="also print the losses every N steps (default: only at --dump-steps)")
     args = ap.parse_args()
+    if args.param and not args.scheme:
+        ap.error("--param goes with --scheme")
     if sys.byteorder != "little":
         sys.exit("train_gpt.py: safetensors data is little-endian; this writer assumes a little-endian host")
 
@@ -376,82 +370,100 @@ def main() -> int:
     print(f"model: {n_params} parameters in {len(params)} tensors; {args.workers} workers x "
           f"{args.micro_batch} x {args.block_size} tokens per step")
 
+    sync = None
+    if args.scheme:
+        params_given = {}
+        for kv in args.param:
+            key, _, value = kv.partition("=")
+            try:
+                params_given[key] = json.loads(value)
+            except json.JSONDecodeError:
+                params_given[key] = value
+        sync = ccsim_torch.SimulatedDDP(model, args.workers, scheme=args.scheme, params=params_given,
+                                        collective=args.collective, seed=args.seed)
+        print(f"sync: {args.scheme} {json.dumps(params_given)} on a {args.collective} all-reduce of "
+              f"{args.workers} workers, {len(sync.buckets)} DDP buckets")
     grads: dict[int, list[torch.Tensor]] = {}
     step_log: dict[int, dict] = {}
+    total_steps = args.steps if args.steps else dump_steps[-1] + 1
     t0 = time.time()
-    for step in range(dump_steps[-1] + 1):
-        local, losses = [], []
-        for w in range(args.workers):
-            x, y = sample_batch(data, shards[w], args.shard_chunk, args.micro_batch, args.block_size, gens[w])
-            model.zero_grad(set_to_none=True)
-            loss = model(x, y)
-            loss.backward()
-            local.append(torch.cat([p.grad.reshape(-1) for _, p in params]).clone())
-            losses.append(loss.item())
-        if step in dump_steps:
+    for step in range(total_steps):
+        if sync is None:
+            local, losses = [], []
+            for w in range(args.workers):
+                x, y = sample_batch(data, shards[w], args.shard_chunk, args.micro_batch, args.block_size, gens[w])
+                model.zero_grad(set_to_none=True)
+                loss = model(x, y)
+                loss.backward()
+                local.append(torch.cat([p.grad.reshape(-1) for _, p in params]).clone())
+                losses.append(loss.item())
+        else:
+            batches = [sample_batch(data, shards[w], args.shard_chunk, args.micro_batch, args.block_size, gens[w])
+                       for w in range(args.workers)]
+            losses = sync.backward(lambda w: model(*batches[w]))
+            local = sync.local_by_parameter()
+        logged = step in dump_steps or (args.log_every and (step % args.log_every == 0 or step == total_steps - 1))
+        if logged:
             with torch.no_grad():
                 val = sum(model(x, y).item() for x, y in val_batches) / len(val_batches)
-            grads[step] = local
+            if step in dump_steps:
+                grads[step] = local
             step_log[step] = {"train_loss": float(np.mean(losses)), "worker_loss": losses, "val_loss": val}
+            extra = ""
+            if sync is not None:
+                vn = [b["vnmse"] for b in sync.stats]
+                extra = (f", vNMSE {min(vn):.3g}..{max(vn):.3g} over buckets, "
+                         f"{sync.seconds['ccsim'] / (step + 1):.3f} s per round in ccsim")
             print(f"step {step:4d}: train loss {np.mean(losses):.4f} (workers {min(losses):.3f}..{max(losses):.3f}), "
-                  f"held-out loss {val:.4f}  [{time.time() - t0:.1f} s]")
-        avg = torch.stack(local).mean(dim=0)
-        offset = 0
-        for _, p in params:
-            p.grad = avg[offset : offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
+                  f"held-out loss {val:.4f}{extra}  [{time.time() - t0:.1f} s]")
+        if sync is None:
+            avg = torch.stack(local).mean(dim=0)
+            offset = 0
+            for _, p in params:
+                p.grad = avg[offset : offset + p.numel()].view_as(p).clone()
+                offset += p.numel()
         for g in opt.param_groups:
             g["lr"] = args.lr * min(1.0, (step + 1) / max(1, args.warmup))
         opt.step()
+    if sync is not None:
+        print(f"trained {total_steps} rounds in {time.time() - t0:.1f} s: {sync.seconds['compute'] / total_steps:.3f} s "
+              f"per round in forward/backward, {sync.seconds['ccsim'] / total_steps:.3f} s in ccsim; "
+              f"ranks agree: {sync.ranks_agree}")
+    if args.out is None:
+        return 0
 
     # ---- write the dump ----
-    args.out.mkdir(parents=True, exist_ok=True)
-    layers, offset = [], 0
-    for name, p in params:
-        layers.append({"name": name, "shape": list(p.shape), "offset": offset, "count": p.numel()})
-        offset += p.numel()
-    workers = [f"worker{w}.safetensors" for w in range(args.workers)]
+    writer = ccsim_torch.GradientDumpWriter(args.out, params, args.workers, args.dtype)
+    for s in dump_steps:
+        writer.add_step(s, grads[s], round(step_log[s]["train_loss"], 6))
     corpus_desc = ", ".join(str(p) for p in args.corpus)
     corpus_name = "Debian license texts" if args.corpus == [DEFAULT_CORPUS_DIR] else "Text corpus"
-    for w, fname in enumerate(workers):
-        tensors = [(f"step{s}", to_storage(grads[s][w], args.dtype), args.dtype) for s in dump_steps]
-        write_safetensors(args.out / fname, tensors, {"worker": str(w), "workers": str(args.workers),
-                                                      "steps": ",".join(map(str, dump_steps))})
     command = " ".join(["tools/gradients/train_gpt.py", *sys.argv[1:]])
-    manifest = {
-        "format": "ccsim-gradient-dump",
-        "version": 1,
-        "dtype": args.dtype,
-        "elements": n_params,
-        "workers": workers,
-        "steps": [{"step": s, "tensor": f"step{s}", "loss": round(step_log[s]["train_loss"], 6)} for s in dump_steps],
-        "layers": layers,
-        "provenance": {
-            "model": f"GPT-style decoder-only transformer, {token_desc}: {args.layers} pre-LN blocks, "
-                     f"d_model {args.d_model}, {args.heads} heads, MLP 4x with GELU, context {args.block_size}, "
-                     f"vocabulary {vocab}, learned positions, {'tied' if args.tied else 'untied'} head; {n_params} parameters",
-            "dataset": f"{corpus_name} ({corpus_desc}): {len(files)} files, {len(text)} characters"
-                       f"{'' if args.tokenizer == 'char' else f', {len(data)} tokens'}; "
-                       f"first {1 - args.val_fraction:.0%} cut into {args.shard_chunk}-{unit} chunks dealt "
-                       f"round-robin to the {args.workers} workers (disjoint shards), rest held out",
-            "generator": command,
-            "corpus_files": [f.name for f in files],
-            "training": {
-                "optimizer": "Adam(betas=(0.9, 0.99)), averaged gradient of all workers",
-                "lr": args.lr, "warmup_steps": args.warmup, "micro_batch_per_worker": args.micro_batch,
-                "sequence_length": args.block_size, "seed": args.seed, "torch": torch.__version__,
-            },
-            **({"pretraining": pretrain_desc} if pretrain_desc else {}),
-            "gradient": "each worker's local gradient of its own micro-batch mean cross-entropy, before averaging, "
-                        "at the parameters reached after `step` Adam updates; layers flattened in order",
-            "losses": {str(s): {"train": round(step_log[s]["train_loss"], 6),
-                                "held_out": round(step_log[s]["val_loss"], 6),
-                                "per_worker": [round(v, 6) for v in step_log[s]["worker_loss"]]} for s in dump_steps},
+    writer.close({
+        "model": f"GPT-style decoder-only transformer, {token_desc}: {args.layers} pre-LN blocks, "
+                 f"d_model {args.d_model}, {args.heads} heads, MLP 4x with GELU, context {args.block_size}, "
+                 f"vocabulary {vocab}, learned positions, {'tied' if args.tied else 'untied'} head; {n_params} parameters",
+        "dataset": f"{corpus_name} ({corpus_desc}): {len(files)} files, {len(text)} characters"
+                   f"{'' if args.tokenizer == 'char' else f', {len(data)} tokens'}; "
+                   f"first {1 - args.val_fraction:.0%} cut into {args.shard_chunk}-{unit} chunks dealt "
+                   f"round-robin to the {args.workers} workers (disjoint shards), rest held out",
+        "generator": command,
+        "corpus_files": [f.name for f in files],
+        "training": {
+            "optimizer": "Adam(betas=(0.9, 0.99)), averaged gradient of all workers"
+                         + (f", synchronized through ccsim {args.scheme} on a {args.collective} all-reduce"
+                            if sync is not None else ""),
+            "lr": args.lr, "warmup_steps": args.warmup, "micro_batch_per_worker": args.micro_batch,
+            "sequence_length": args.block_size, "seed": args.seed, "torch": torch.__version__,
         },
-    }
-    tmp = args.out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, args.out / "manifest.json")
+        **({"pretraining": pretrain_desc} if pretrain_desc else {}),
+        "gradient": "each worker's local gradient of its own micro-batch mean cross-entropy, before averaging, "
+                    "at the parameters reached after `step` Adam updates; layers flattened in order",
+        "losses": {str(s): {"train": round(step_log[s]["train_loss"], 6),
+                            "held_out": round(step_log[s]["val_loss"], 6),
+                            "per_worker": [round(v, 6) for v in step_log[s]["worker_loss"]]} for s in dump_steps},
+    })
+    workers = [f"worker{w}.safetensors" for w in range(args.workers)]
     total = sum((args.out / f).stat().st_size for f in workers + ["manifest.json"])
     print(f"wrote {args.out}: {len(workers)} worker files + manifest.json, {total} bytes")
     return 0

@@ -422,6 +422,13 @@ PYBIND11_MODULE(_core, m) {
   m.def("schemes", &schemes, "every registered compression scheme, with its parameters");
   m.def("collectives", &collectives, "every collective operation and algorithm");
   m.def("vnmse", [](py::kwargs kw) { return vnmse(kw); }, "`ccsim vnmse` with its options as keyword arguments");
+  m.def(
+      "check_scheme",
+      [](const std::string& scheme, const py::object& params) {
+        auto made = ccsim::algo::CompressorRegistry::global().create(scheme, to_json(params));
+        if (!made.ok()) raise(made.status().with_context(scheme));
+      },
+      py::arg("scheme"), py::arg("params"), "ValueError unless the scheme exists and takes these parameters");
   m.def("threads", &ccsim::kern::worker_threads, "worker threads the numerics use");
   m.def(
       "set_threads",

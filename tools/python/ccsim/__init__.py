@@ -163,6 +163,7 @@ class Collective:
             raise ValueError(f"scheme: expected a name (see ccsim.schemes()), got {scheme!r}")
         if params is not None and not isinstance(params, dict):
             raise ValueError(f"params: expected a dict of the scheme's parameters, got {params!r}")
+        _core.check_scheme(scheme, dict(params or {}))
         self.scheme, self.params, self.collective, self.op = scheme, dict(params or {}), collective, op
         self.seed, self.gpus_per_node, self.segments = int(seed), int(gpus_per_node), int(segments)
         self.layers = layer_shapes(layers)
