@@ -21,7 +21,8 @@ Default corpus: the license texts Debian ships in /usr/share/common-licenses (ev
 symlinks skipped, in name order) -- plain English prose present on every Debian machine.
 
 Needs Debian's python3-torch (apt-get install -y python3-torch) and NumPy; run it with the system
-interpreter. The shipped dump (docs/gradient-dumps.md) is
+interpreter (the ccsim Python package is found in build/python or on PYTHONPATH). The shipped dump
+(docs/gradient-dumps.md) is
 
     /usr/bin/python3 tools/gradients/train_gpt.py --tokenizer bpe --shard-chunk 256 --vocab 4096 \
         --d-model 64 --tied --micro-batch 1 --dump-steps 50 200 --out traces/data/gpt-bpe

@@ -154,7 +154,7 @@ class Session {
     const json p = params.is_none() ? json::object() : to_json(params);
     if (!p.is_object()) throw py::value_error("params: expected a dict of the scheme's parameters");
     auto made = algo::CollectiveSession::create(scheme, p, *collective_, ranks, elements, base, layout_, seed);
-    if (!made.ok()) raise(made.status().with_context(scheme));
+    if (!made.ok()) raise(made.status());
     session_ = std::move(*made);
   }
 
@@ -426,7 +426,7 @@ PYBIND11_MODULE(_core, m) {
       "check_scheme",
       [](const std::string& scheme, const py::object& params) {
         auto made = ccsim::algo::CompressorRegistry::global().create(scheme, to_json(params));
-        if (!made.ok()) raise(made.status().with_context(scheme));
+        if (!made.ok()) raise(made.status());
       },
       py::arg("scheme"), py::arg("params"), "ValueError unless the scheme exists and takes these parameters");
   m.def("threads", &ccsim::kern::worker_threads, "worker threads the numerics use");
