@@ -48,7 +48,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "traces"))
 import make_model_traces as gen  # noqa: E402  (the architecture table and the trace writer)
 
-import torch  # noqa: E402
+try:
+    import torch  # noqa: E402
+except ImportError:
+    print(f"profile_model.py: needs PyTorch, which {sys.executable} cannot import; Debian's python3-torch "
+          "(apt-get install -y python3-torch) installs it for /usr/bin/python3: run /usr/bin/python3 "
+          "tools/profile_model.py ...", file=sys.stderr)
+    sys.exit(2)
 import torch.nn.functional as F  # noqa: E402,N812
 from torch import nn  # noqa: E402
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -239,6 +240,23 @@ class BadInput(unittest.TestCase):
         self.assert_value_error("--steps", ccsim.vnmse, gradients=str(DUMP), algos=["int8"], steps=[7])
         # The interpreter is intact after all of these.
         self.assertEqual(ccsim.allreduce(t, scheme="fp32").round, 0)
+
+
+class ScriptsWithoutTorch(unittest.TestCase):
+    def test_the_torch_scripts_name_the_interpreter_to_use(self):
+        # A torch that cannot be imported, first on the path: what a Python without python3-torch sees.
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "torch").mkdir()
+            (Path(tmp) / "torch" / "__init__.py").write_text("raise ImportError('no torch here', name='torch')\n")
+            env = dict(os.environ, PYTHONPATH=tmp)
+            for script in ("tools/profile_model.py", "tools/gradients/train_gpt.py"):
+                run = subprocess.run([sys.executable, str(SOURCE / script), "--help"], capture_output=True, text=True,
+                                     env=env)
+                self.assertEqual(run.returncode, 2, script)
+                self.assertIn(sys.executable, run.stderr)
+                self.assertIn("python3-torch", run.stderr)
+                self.assertIn(f"/usr/bin/python3 {script}", run.stderr)
+                self.assertNotIn("Traceback", run.stderr)
 
 
 class Buckets(unittest.TestCase):

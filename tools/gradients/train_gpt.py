@@ -40,8 +40,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+try:
+    import numpy as np
+    import torch
+except ImportError as missing:
+    print(f"train_gpt.py: needs NumPy and PyTorch, and {sys.executable} cannot import {missing.name}; Debian's "
+          "python3-numpy and python3-torch (apt-get install -y python3-torch) install them for /usr/bin/python3: "
+          "run /usr/bin/python3 tools/gradients/train_gpt.py ...", file=sys.stderr)
+    sys.exit(2)
 import torch.nn.functional as F  # noqa: N812 (the usual torch alias)
 from torch import nn
 
