@@ -3,6 +3,7 @@
 #include "kernels/quant/bf16_quant.hpp"
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/json_text.hpp"
+#include "traces/dump_manifest.hpp"
 #include "traces/json_header.hpp"
 #include "traces/non_finite.hpp"
 #include "traces/npy.hpp"
@@ -102,13 +103,26 @@ void widen(const std::byte* src, TensorDtype dtype, std::span<float> out) {
   }
 }
 
+// A missing manifest (kNotFound): where `dir` holds per-worker files, the command that writes one.
+Status missing_manifest(const fs::path& dir, const fs::path& manifest_path) {
+  const DumpFileListing files = list_dump_files(dir);
+  const size_t npy = files.npy.size(), st = files.safetensors.size();
+  const std::string command = command_line({"ccsim", "manifest", dir.string()});
+  if (npy > 0 && st > 0)
+    return not_found(fmt::format("{} has no {}; `{}` writes one from per-worker files of one kind, and it holds {} .npy "
+                                 "and {} .safetensors files", dir.string(), kManifestName, command, npy, st));
+  if (npy + st > 0)
+    return not_found(fmt::format("{} has no {}; `{}` writes one from its {} {} file{}", dir.string(), kManifestName,
+                                 command, npy + st, npy > 0 ? ".npy" : ".safetensors", npy + st == 1 ? "" : "s"));
+  return not_found(fmt::format("{}: no such file (a gradient dump directory holds {} and one file per worker)",
+                               manifest_path.string(), kManifestName));
+}
+
 // The manifest's JSON (errors name the file).
 Result<json> read_manifest(const fs::path& manifest_path) {
   const std::string mname = manifest_path.string();
   std::error_code ec;
-  if (!fs::is_regular_file(manifest_path, ec))
-    return not_found(fmt::format("{}: no such file (a gradient dump directory holds {} and one file per worker)", mname,
-                                 kManifestName));
+  if (!fs::is_regular_file(manifest_path, ec)) return missing_manifest(manifest_path.parent_path(), manifest_path);
   std::ifstream in(manifest_path, std::ios::binary);
   if (!in) return io_error(fmt::format("{}: cannot open", mname));
   std::stringstream text;

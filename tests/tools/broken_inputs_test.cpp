@@ -713,7 +713,7 @@ const Broken kBroken[] = {
        f.erase(f.begin());
        return f;
      },
-     "dump/manifest.json", "", "no such file (a gradient dump directory holds manifest.json"},
+     "dump", "", "has no manifest.json; `ccsim manifest "},
     {"ManifestTruncated", Reader::kVnmse, "dump", "--ranks 4",
      [] { return dump_text(text(manifest(kWorkers)).substr(0, 200)); }, "dump/manifest.json", "line 14, column 5",
      "syntax error while parsing object - unexpected end of input"},

@@ -1,4 +1,4 @@
-// The ccsim command-line interface: run, validate, list, schema.
+// The ccsim command-line interface: run, validate, list, schema, bench, vnmse, bench-kernels, manifest.
 // Exit codes: 0 success, 1 runtime failure, 2 bad input (scenario, options, referenced files).
 
 #include <boost/program_options.hpp>
@@ -25,6 +25,7 @@
 #include "sim/base/units.hpp"
 #include "sim/sim_bench.hpp"
 #include "traces/device_profile.hpp"
+#include "traces/dump_manifest.hpp"
 #include "tools/app/kernel_table.hpp"
 #include "tools/app/outputs.hpp"
 #include "tools/app/run_collective.hpp"
@@ -60,6 +61,7 @@ const char* kTopUsage =
     "  bench             wall time of simulating large collectives (flow network + schedules)\n"
     "  vnmse             compression error of schemes on a gradient dump through a collective\n"
     "  bench-kernels     measure the compression kernels and write a device cost profile\n"
+    "  manifest DIR      write the manifest.json of a directory of per-worker .npy or .safetensors files\n"
     "\n"
     "options:\n"
     "  -h, --help        this help (`ccsim <command> --help` for a command's options)\n"
@@ -437,6 +439,56 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int cmd_manifest(const std::vector<std::string>& args) {
+  po::options_description desc("manifest options");
+  desc.add_options()("help,h", "show this help")
+      ("dir", po::value<std::string>()->required(), "directory of per-worker .npy or .safetensors gradient files")
+      ("params", po::value<std::string>(),
+       "parameter list (JSON array of {\"name\", \"shape\"} in flattening order) giving the layers (default: one "
+       "layer 'gradient')")
+      ("model", po::value<std::string>()->default_value(traces::ManifestOptions().model), "provenance.model")
+      ("dataset", po::value<std::string>()->default_value(traces::ManifestOptions().dataset), "provenance.dataset")
+      ("steps", po::value<std::string>(),
+       "training iterations of the dumped steps, comma-separated (default: rows 0..S-1 of 2-D .npy arrays, the "
+       "numbers in the tensor names of .safetensors files)")
+      ("force", "replace an existing manifest.json")
+      ("print", "print the manifest on stdout instead of writing it");
+  po::positional_options_description pos;
+  pos.add("dir", 1);
+  po::variables_map vm;
+  if (!parse(args, desc, pos, vm,
+             "usage: ccsim manifest DIR [--params FILE] [--model TEXT] [--dataset TEXT] [--steps N,N,...] [--force] "
+             "[--print]"))
+    return kExitOk;
+  const std::filesystem::path dir = vm["dir"].as<std::string>();
+  const std::filesystem::path path = dir / "manifest.json";
+  const bool print = vm.count("print") > 0;
+  std::error_code ec;
+  if (!print && vm.count("force") == 0 && std::filesystem::exists(path, ec))
+    return report(invalid_argument(fmt::format("{}: exists already; give --force to replace it (or --print to see "
+                                               "the new one)", path.string())));
+  traces::ManifestOptions o;
+  if (vm.count("params")) o.params = vm["params"].as<std::string>();
+  o.model = vm["model"].as<std::string>();
+  o.dataset = vm["dataset"].as<std::string>();
+  if (vm.count("steps")) o.steps = parse_steps(vm["steps"].as<std::string>());
+  std::vector<std::string> words = {"ccsim", "manifest"};
+  words.insert(words.end(), args.begin(), args.end());
+  o.generator = traces::command_line(words);
+  auto manifest = traces::make_dump_manifest(dir, o);
+  if (!manifest.ok()) return report(manifest.status());
+  const std::string summary = traces::manifest_summary(*manifest) + (o.params ? "" : " (--params FILE gives the "
+                                                                                     "model's layers)");
+  if (print) {
+    std::cout << traces::manifest_text(*manifest);
+    std::cerr << "ccsim: " << summary << "\n";
+    return kExitOk;
+  }
+  if (Status st = app::write_files_atomically({{path, traces::manifest_text(*manifest)}}); !st.ok()) return report(st);
+  std::cout << fmt::format("wrote {}: {}\n", path.string(), summary);
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -469,6 +521,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return cmd_bench(rest);
     if (cmd == "vnmse") return cmd_vnmse(rest);
     if (cmd == "bench-kernels") return cmd_bench_kernels(rest);
+    if (cmd == "manifest") return cmd_manifest(rest);
   } catch (const po::error& e) {
     std::cerr << "ccsim " << cmd << ": " << e.what() << " (see `ccsim " << cmd << " --help`)\n";
     return kExitBadInput;
