@@ -48,6 +48,9 @@ def run_ddp(scheme: str, tmp: Path, world: int = 2) -> list[dict]:
     return [pickle.loads(o.read_bytes()) for o in outs]
 
 
+COMPRESSED = ("dynamiq", "mxfp8", "powersgd")
+
+
 def bits(t) -> np.ndarray:
     return np.asarray(t, dtype=np.float32).view(np.uint32)
 
@@ -58,7 +61,7 @@ class CommHook(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         tmp = Path(cls.tmp.name)
-        cls.runs = {scheme: run_ddp(scheme, tmp) for scheme in ("none", "fp32", "dynamiq", "mxfp8")}
+        cls.runs = {scheme: run_ddp(scheme, tmp) for scheme in ("none", "fp32") + COMPRESSED}
 
     @classmethod
     def tearDownClass(cls):
@@ -75,25 +78,39 @@ class CommHook(unittest.TestCase):
                                                float(a.abs().max()), err_msg=f"rank {rank} step {step}")
 
     def test_compressed_buckets_match_the_module_bit_for_bit(self):
-        for scheme in ("dynamiq", "mxfp8"):
-            records = [r["record"] for r in self.runs[scheme]]
-            self.assertEqual(len(records[0]), len(records[1]))
-            self.assertGreater(len({index for index, _, _ in records[0]}), 1)  # several buckets
+        shapes = [list(g.shape) for g in self.runs["none"][0]["grads"][0]]
+        for scheme in COMPRESSED:
+            runs = self.runs[scheme]
+            calls = [run["calls"] for run in runs]
+            self.assertEqual(len(calls[0]), len(calls[1]))
+            self.assertGreater(len({call["index"] for call in calls[0]}), 1)  # several buckets
             for rank in range(2):
                 replay: dict = {}
-                for index, inputs, out in records[rank]:
-                    key = (index, inputs[0].numel())
+                for k, call in enumerate(calls[rank]):
+                    where = f"{scheme} rank {rank} step {call['step']} bucket {call['index']}"
+                    # The hook gathered every rank's own local bucket, in rank order.
+                    for r in range(2):
+                        self.assertEqual((calls[r][k]["step"], calls[r][k]["index"]), (call["step"], call["index"]))
+                        self.assertTrue(torch.equal(call["gathered"][r], calls[r][k]["local"]), where)
+                    key = (call["index"], call["local"].numel())
                     if key not in replay:
-                        replay[key] = ccsim.Collective(scheme, seed=ccsim.torch.bucket_seed(5, index))
-                    want = torch.from_numpy(replay[key].step(inputs).outputs[rank]).div_(2)
-                    self.assertTrue(np.array_equal(bits(want), bits(out)), f"{scheme} rank {rank} bucket {index}")
-            # Both ranks gathered the same buckets, and compression changed the training.
-            for (i0, in0, _), (i1, in1, _) in zip(records[0], records[1]):
-                self.assertEqual(i0, i1)
-                for a, b in zip(in0, in1):
-                    self.assertTrue(torch.equal(a, b))
-            last_plain = self.runs["none"][0]["grads"][-1][0]
-            self.assertFalse(torch.equal(self.runs[scheme][0]["grads"][-1][0], last_plain))
+                        replay[key] = ccsim.Collective(scheme, seed=ccsim.torch.bucket_seed(5, call["index"]),
+                                                       layers=[shapes[i] for i in call["params"]])
+                    want = torch.from_numpy(replay[key].step(call["gathered"]).outputs[rank]).div_(2)
+                    self.assertTrue(np.array_equal(bits(want), bits(call["out"])), where)
+                    # DDP put exactly the hook's result into the parameters' gradients.
+                    got = torch.cat([runs[rank]["grads"][call["step"]][i].reshape(-1) for i in call["params"]])
+                    self.assertTrue(np.array_equal(bits(want), bits(got)), where)
+                self.assertEqual(runs[rank]["stats"], sorted({call["index"] for call in calls[rank]}))
+            # Compression changed the training.
+            self.assertFalse(torch.equal(runs[0]["grads"][-1][0], self.runs["none"][0]["grads"][-1][0]), scheme)
+
+    def test_the_hook_passes_the_buckets_layers(self):
+        # PowerSGD compresses matrices only: as one row vector its result would be exact.
+        call = next(c for c in self.runs["powersgd"][0]["calls"] if len(c["params"]) > 1)
+        flat = ccsim.allreduce(call["gathered"], "powersgd", seed=ccsim.torch.bucket_seed(5, call["index"]))
+        self.assertEqual(flat.vnmse, 0.0)
+        self.assertFalse(np.array_equal(bits(torch.from_numpy(flat.outputs[0]).div_(2)), bits(call["out"])))
 
 
 def small_model() -> "nn.Module":
@@ -157,6 +174,13 @@ class Simulated(unittest.TestCase):
             ccsim.torch.comm_hook("int8", params=[1])
         with self.assertRaisesRegex(ValueError, "nosuch"):
             ccsim.torch.comm_hook("nosuch")
+        ddp = ccsim.torch.SimulatedDDP(small_model(), workers=3, scheme="fp32")
+        with self.assertRaisesRegex(ValueError, "worker_grads: expected 3 workers, got 2"):
+            ddp.synchronize([ddp.local_gradients()] * 2)
+        with tempfile.TemporaryDirectory() as tmp:
+            writer = ccsim.torch.GradientDumpWriter(tmp, small_model().named_parameters(), workers=3)
+            with self.assertRaisesRegex(ValueError, "worker_grads: expected 3 workers' gradients, got 2"):
+                writer.add_step(0, [torch.zeros(676)] * 2)
 
 
 @unittest.skipIf(torch is None, "needs python3-torch")

@@ -87,7 +87,8 @@ class CommHook:
         gathered = [torch.empty_like(buf) for _ in range(world)]
         dist.all_gather(gathered, buf, group=group)
         inputs = [g.detach().cpu() for g in gathered]
-        shapes = [list(p.shape) for p in bucket.parameters()]
+        # GradBucket.parameters() (torch >= 1.10) gives the layers; without it, one row vector.
+        shapes = [list(p.shape) for p in bucket.parameters()] if hasattr(bucket, "parameters") else []
         c = self._collective(bucket.index(), buf.numel(), shapes)
         result = c.step(inputs)
         out = torch.from_numpy(result.outputs[rank]).div_(world).to(device=buf.device, dtype=buf.dtype)
