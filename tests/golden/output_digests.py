@@ -11,6 +11,8 @@ varies between runs).
   output_digests.py --ccsim BIN --check tests/golden/output_digests.txt
                                                                compare; exit 1 naming every difference
   output_digests.py --ccsim BIN --record FILE                  write them
+  output_digests.py ... --readme README.md                     also compare the quickstart's console
+                                                               output with the one README.md shows
 
 Standard library only. A refactoring that must not change results keeps the recorded file as is; a
 change of results updates it in the same commit, as a reviewed diff.
@@ -40,13 +42,47 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data.replace(ROOT.encode(), b"$ROOT")).hexdigest()
 
 
-def run_one(ccsim: str, scenario: str, tmp: str) -> list:
+QUICKSTART = "scenarios/quickstart.json"
+README_OUT = "out/quickstart"  # the run's default folder, as README shows it
+
+
+def readme_block(readme: str) -> str:
+    """The console output README shows for the quickstart: the first fenced block after the
+    command `tools/ccsim run scenarios/quickstart.json`."""
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    at = text.index("tools/ccsim run " + QUICKSTART)
+    start = text.index("```\n", text.index("```\n", at) + 4) + 4
+    return text[start:text.index("```", start)]
+
+
+def without_wall_time(text: str) -> str:
+    return "".join(l for l in text.splitlines(keepends=True) if not l.lstrip().startswith("wall time"))
+
+
+def check_readme(console: str, out_dir: str, readme: str) -> list:
+    """Differences between the quickstart's console output and README's copy of it (the wall-time
+    line aside), as unified-diff lines."""
+    import difflib
+
+    got = without_wall_time(console.replace(out_dir, README_OUT))
+    want = without_wall_time(readme_block(readme))
+    return list(difflib.unified_diff(want.splitlines(), got.splitlines(), "README.md", "ccsim run", lineterm=""))
+
+
+def run_one(ccsim: str, scenario: str, tmp: str, readme: str | None = None) -> list:
     out_dir = os.path.join(tmp, scenario.replace("/", "_"))
     proc = subprocess.run([ccsim, "run", os.path.join(ROOT, scenario), "--out", out_dir], cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr.decode(errors="replace"))
         raise SystemExit(f"{scenario}: ccsim run exited {proc.returncode}")
+    if readme and scenario == QUICKSTART:
+        diff = check_readme(proc.stdout.decode(), out_dir, readme)
+        if diff:
+            print("\n".join(diff))
+            raise SystemExit(f"{readme}: the quickstart output it shows differs from what `ccsim run {scenario}` "
+                             "prints (above); update README.md")
     console = b"".join(line for line in proc.stdout.splitlines(keepends=True)
                        if not line.lstrip().startswith(b"wall time"))
     console = console.replace(out_dir.encode(), b"$OUT")
@@ -63,13 +99,14 @@ def main() -> int:
     ap.add_argument("--check", help="recorded digests to compare with")
     ap.add_argument("--record", help="file to write the digests to")
     ap.add_argument("--only", action="append", default=[], help="run only scenarios containing this text")
+    ap.add_argument("--readme", help="README.md whose quickstart output is compared with the run's")
     args = ap.parse_args()
     lines = []
     with tempfile.TemporaryDirectory(prefix="ccsim-digests-") as tmp:
         for s in scenarios():
             if args.only and not any(o in s for o in args.only):
                 continue
-            lines += run_one(os.path.abspath(args.ccsim), s, tmp)
+            lines += run_one(os.path.abspath(args.ccsim), s, tmp, args.readme)
     text = "\n".join(lines) + "\n"
     if args.record:
         with open(args.record, "w") as f:
