@@ -106,6 +106,20 @@ TEST_P(CollectiveTransfers, ClosedFormMatchesBuiltSchedule) {
   RecordProperty("shapes_run", ran);
 }
 
+// What `ccsim list` says of an algorithm's hops is what its schedule does: the description speaks
+// of fused decode-accumulate-encode hops exactly when the built schedule (8 ranks) has one.
+TEST_P(CollectiveTransfers, DescriptionNamesFusedHopsExactlyWhenTheScheduleHasThem) {
+  const CollectiveInfo& info = known_collectives()[GetParam()];
+  CollectiveOptions options;
+  options.gpus_per_node = 2;
+  if (!info.check(8, 1 << 12, options).ok()) GTEST_SKIP() << "no 8-rank schedule";
+  const Schedule schedule = info.build(8, 1 << 12, options);
+  const bool fused = std::any_of(schedule.ops().begin(), schedule.ops().end(), [](const Op& op) {
+    return op.kind == OpKind::kKernel && op.kernel == KernelKind::kDecodeAccumulateEncode;
+  });
+  EXPECT_EQ(info.description.find("fused decode-accumulate-encode") != std::string::npos, fused) << info.description;
+}
+
 // At the documented limit (2^20 ranks, 2^16 segments) the count is exact: every algorithm's
 // transfers are per segment, so it is 2^16 times the one-segment count, which cannot hold if a
 // product wrapped. Far beyond it the count saturates instead of wrapping, so it never drops.

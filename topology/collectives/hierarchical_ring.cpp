@@ -311,7 +311,8 @@ void register_hierarchical_ring(std::vector<CollectiveInfo>& out) {
         : op == CollectiveOp::kReduceScatter ? "intra-node ring then inter-node ring, (G-1)+(N-1) hops"
                                              : "inter-node ring then intra-node ring, messages forwarded unchanged";
     out.push_back(CollectiveInfo{
-        op, "hierarchical_ring", "two-level ring over nodes of gpus_per_node ranks; " + what,
+        op, "hierarchical_ring", "two-level ring over nodes of gpus_per_node ranks; " + what +
+            (op == CollectiveOp::kAllGather ? "" : "; fused decode-accumulate-encode at intermediate hops"),
         [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) -> Status {
           if (o.gpus_per_node < 1) return invalid_argument("hierarchical_ring needs gpus_per_node >= 1, got 0");
           if (ranks % o.gpus_per_node != 0)

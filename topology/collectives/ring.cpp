@@ -138,8 +138,8 @@ void register_ring(std::vector<CollectiveInfo>& out) {
     for (bool bidir : {false, true}) {
       out.push_back(CollectiveInfo{
           op, bidir ? "ring_bidir" : "ring",
-          bidir ? "ring, every shard halved and sent both ways (EQuARX full loop); " + what
-                : "unidirectional ring; " + what + "; fused decode-accumulate-encode at intermediate hops",
+          (bidir ? "ring, every shard halved and sent both ways (EQuARX full loop); " : "unidirectional ring; ") + what +
+              (op == CollectiveOp::kAllGather ? "" : "; fused decode-accumulate-encode at intermediate hops"),
           [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) { return check_common(ranks, elements, o); },
           [op, bidir](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
             return make_ring(op, ranks, elements, o, bidir);

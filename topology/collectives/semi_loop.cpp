@@ -198,7 +198,8 @@ void register_semi_loop(std::vector<CollectiveInfo>& out) {
         : op == CollectiveOp::kReduceScatter ? "each shard reduced by two chains meeting at its owner, floor(n/2) hops"
                                              : "each shard encoded once and forwarded both ways, floor(n/2) hops";
     out.push_back(CollectiveInfo{
-        op, "semi_loop", "EQuARX semi-loop ring using both directions (aggregation depth floor(n/2)); " + what,
+        op, "semi_loop", "EQuARX semi-loop ring using both directions (aggregation depth floor(n/2)); " + what +
+            (op == CollectiveOp::kAllGather ? "" : "; fused decode-accumulate-encode at intermediate hops"),
         [](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) { return check_common(ranks, elements, o); },
         [op](uint32_t ranks, uint64_t elements, const CollectiveOptions& o) {
           return make_semi_loop(op, ranks, elements, o);
