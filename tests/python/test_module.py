@@ -242,6 +242,17 @@ class BadInput(unittest.TestCase):
         self.assertEqual(ccsim.allreduce(t, scheme="fp32").round, 0)
 
 
+class DocumentedColumns(unittest.TestCase):
+    def test_vnmse_csv_columns_are_the_documented_ones(self):
+        text = (SOURCE / "docs" / "compression.md").read_text(encoding="utf-8")
+        section = text[text.index("### What `ccsim vnmse` reports: `vnmse.csv`"):]
+        section = section[:section.index("\n### ")]
+        documented = [line.split("|")[1].strip().strip("`") for line in section.splitlines()
+                      if line.startswith("| `")]
+        csv_text = ccsim.vnmse(synthetic="64", algos=["int8"])["csv"]
+        self.assertEqual(documented, csv_text.splitlines()[0].split(","))
+
+
 class ScriptsWithoutTorch(unittest.TestCase):
     def test_the_torch_scripts_name_the_interpreter_to_use(self):
         # A torch that cannot be imported, first on the path: what a Python without python3-torch sees.
