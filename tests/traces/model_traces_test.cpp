@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +49,27 @@ TEST(ModelTraces, EveryShippedTraceLoads) {
   std::set<std::string> expected(kTransformers.begin(), kTransformers.end());
   expected.insert({"resnet50-aqgb-4blocks.json", "resnet50-layers.json"});
   for (const std::string& f : expected) EXPECT_TRUE(found.count(f)) << "missing " << f;
+}
+
+// docs/compute-traces.md names every shipped trace: each estimated one in its table (as `file`),
+// each measured twin `<name>-measured-h200.json` by its row `| <name> |` in the measured table.
+TEST(ModelTraces, EveryShippedTraceIsInTheDocs) {
+  std::ifstream in(fs::path(CCSIM_SOURCE_DIR) / "docs" / "compute-traces.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
+  const std::string twin = "-measured-h200.json";
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(kModels)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    if (name.size() > twin.size() && name.ends_with(twin))
+      EXPECT_NE(doc.find("| " + name.substr(0, name.size() - twin.size()) + " |"), std::string::npos)
+          << name << " has no row in the measured table";
+    else
+      EXPECT_NE(doc.find("| `" + name + "` |"), std::string::npos) << name << " has no row in the table";
+  }
+  EXPECT_GE(files, 21);
 }
 
 // Narayanan et al. (SC'21), Section 5.1: a Megatron GPT of l layers, hidden size h, vocabulary V and
