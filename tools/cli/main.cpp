@@ -402,7 +402,7 @@ int cmd_vnmse(const std::vector<std::string>& args) {
   if (!parse(args, desc, pos, vm,
              "usage: ccsim vnmse (--gradients DIR | --synthetic RxC) --algo NAME[:K=V,..] [--param K=V ...] "
              "[--collective ring] "
-             "[--ranks N] [--steps 0,50] [--seeds K] [--warmup R] [--ddp-bucket 25MB]"))
+             "[--ranks N] [--steps 50,200] [--seeds K] [--warmup R] [--ddp-bucket 25MB]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
   app::VnmseOptions o;
