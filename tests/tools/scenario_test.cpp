@@ -594,6 +594,33 @@ TEST(RelativePaths, ResolveAgainstTheScenarioFolder) {
   EXPECT_TRUE(has_error(missing.status(), "../scn/s.json", "/gradients/files/0", {"\"g0.npy\"", "not found"}));
 }
 
+// "vs formula" compares what the ring formula models: the collective's network time. With free
+// kernels a scheme's metadata phase is left out of the comparison (bf16 and DynamiQ both meet the
+// formula); where kernels are timed there is no comparison at all.
+TEST(AnalyticFormula, ComparesTheCollectivesNetworkTimeOnly) {
+  json doc = base_doc();
+  doc["gradients"]["size"] = "4MB";
+  doc["compression"] = json::parse(R"([{"scheme": "bf16"}, {"scheme": "dynamiq"}])");
+  const auto ideal = run_scenario(load_scenario_json(doc, "case.json", ".").value());
+  ASSERT_TRUE(ideal.ok()) << ideal.status().message();
+  for (const auto& r : ideal->results) {
+    SCOPED_TRACE(r.scheme);
+    ASSERT_TRUE(std::isfinite(r.analytic_time_s));
+    EXPECT_NEAR(r.vs_analytic, 0.0, 1e-3);
+  }
+  EXPECT_GT(ideal->results[1].timing.plan_time_s, 0.0);  // DynamiQ's metadata phase is timed, and set aside
+  EXPECT_NE(results_csv(*ideal).find(fmt::format(",{},", ideal->results[1].vs_analytic)), std::string::npos);
+
+  doc["cluster"]["gpu"] = json::parse(R"({"kernel_cost": "roofline"})");
+  const auto timed = run_scenario(load_scenario_json(doc, "case.json", ".").value());
+  ASSERT_TRUE(timed.ok()) << timed.status().message();
+  for (const auto& r : timed->results) {
+    EXPECT_TRUE(std::isfinite(r.analytic_time_s));
+    EXPECT_TRUE(std::isnan(r.vs_analytic));
+  }
+  EXPECT_NE(format_summary(*timed, "out").find("not compared"), std::string::npos);
+}
+
 TEST(RelativePaths, AbsolutePathsAreKept) {
   TempDir dir;
   const fs::path npy = dir / "abs.npy";

@@ -152,6 +152,9 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, const st
   r.analytic_time_s = ring_formula(s, plan, report)
                           ? 2.0 * (g - 1) * (alpha + static_cast<double>(r.tensor_wire_bytes) / (g * bw))
                           : std::numeric_limits<double>::quiet_NaN();
+  r.vs_analytic = s.cluster.gpu.kernel_cost == sim::KernelCostMode::kIdeal
+                      ? (r.timing.time_s - r.timing.plan_time_s) / r.analytic_time_s - 1.0
+                      : std::numeric_limits<double>::quiet_NaN();
   r.vnmse = r.vnmse_max_rank = std::numeric_limits<double>::quiet_NaN();
   if (plan.gradients.numerics) CCSIM_RETURN_IF_ERROR(run_numerics(s, lowering, grads, report.groups, r));
   return r;
@@ -186,9 +189,12 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const Progress& pro
   const uint32_t g = report.group_size;
   const double alpha = plan.topology->route_latency_s(0, 1), bw = s.cluster.nic_bandwidth_Bps;
   report.analytic_desc = ring_formula(s, plan, report)
-                             ? fmt::format("2(n-1)(alpha + S/(nB)), n={}, alpha={} (rank-to-rank route), B={}", g,
+                             ? fmt::format("2(n-1)(alpha + S/(nB)), n={}, alpha={} (rank-to-rank route), B={}{}", g,
                                            format_quantity(alpha, UnitKind::kTime),
-                                           format_quantity(bw, UnitKind::kBandwidth))
+                                           format_quantity(bw, UnitKind::kBandwidth),
+                                           s.cluster.gpu.kernel_cost == sim::KernelCostMode::kIdeal
+                                               ? ""
+                                               : "; network only, so not compared with a run whose kernels are timed")
                              : "none for this collective/topology";
   std::vector<std::vector<float>> grads;
   if (plan.gradients.numerics) {

@@ -27,6 +27,10 @@ struct SchemeResult {
   sim::RoundTiming timing;         ///< the round's simulated time: plan_local and the metadata phase,
                                    ///< prepare, the collective, finish (sim/concurrent_groups.hpp)
   double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
+  /// What the closed form models against the run: the collective's time (the round's, less its
+  /// metadata phase) / analytic_time_s - 1. NaN without a closed form, and where kernels are timed
+  /// (kernel_cost other than ideal), since the formula models the network only.
+  double vs_analytic = 0;
   std::string kernel_cost;         ///< how this scheme's kernels were charged (KernelCostModel::describe)
   double vnmse = 0; ///< mean over ranks of ‖X − X̂_r‖² / ‖X‖² (NaN when numerics were skipped)
   double vnmse_max_rank = 0;       ///< worst rank's normalized error
