@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tests/tools/cli_run.hpp"
+#include "tests/tools/npy_bytes.hpp"
 #include "tests/tools/temp_dir.hpp"
 
 namespace ccsim {
@@ -154,15 +155,8 @@ std::string le64(uint64_t v) {
   return s;
 }
 
-// A .npy file (version 1.0): `header` the dict text as NumPy writes it, padded to 64 bytes.
-std::string npy(const std::string& descr, const std::string& shape, const std::string& data,
-                bool fortran = false) {
-  std::string h = fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': {}, }}", descr,
-                              fortran ? "True" : "False", shape);
-  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
-  h += '\n';
-  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xFF) + static_cast<char>(h.size() >> 8) +
-         h + data;
+std::string npy(const std::string& descr, const std::string& shape, const std::string& data, bool fortran = false) {
+  return test_files::npy_bytes(descr, shape, data, fortran);
 }
 
 std::vector<float> ones(size_t n) { return std::vector<float>(n, 1.0f); }

@@ -6,6 +6,7 @@
 
 #include "traces/dump_manifest.hpp"
 
+#include "tests/tools/npy_bytes.hpp"
 #include "tests/tools/temp_dir.hpp"
 #include "traces/gradient_dump.hpp"
 #include "traces/npy.hpp"
@@ -50,16 +51,7 @@ std::vector<float> rows(uint32_t w, size_t steps, uint64_t n = kElements) {
   return out;
 }
 
-// A version 1.0 .npy file: `descr`, the shape as NumPy writes it ("(24,)", "(2, 24)"), the raw data.
-std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data,
-                      bool fortran = false) {
-  std::string h = fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': {}, }}", descr,
-                              fortran ? "True" : "False", shape);
-  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
-  h += '\n';
-  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xFF) + static_cast<char>(h.size() >> 8) +
-         h + data;
-}
+using ccsim::test_files::npy_bytes;
 
 // `v` as float16 bytes.
 std::string f16_bytes(const std::vector<float>& v) {
