@@ -46,6 +46,11 @@ Status CompressedCollective::check_scheme(const Compressor& comp, topo::Collecti
                                           "factors, a compacted union or a padded rotation), which only an allreduce "
                                           "can do, not {}",
                                           comp.name(), reduced, elements, name));
+    if (comp.prepare_mixes_entries())
+      return invalid_argument(fmt::format("'{}' mixes the tensor's entries before the collective (a rotation of the "
+                                          "whole vector), so a shard of what it reduces means nothing alone: only "
+                                          "an allreduce can run it, not {}",
+                                          comp.name(), name));
     if (comp.plan_changes_length())
       return invalid_argument(fmt::format("'{}' reduces a vector whose length each round's plan decides (a compacted "
                                           "union, a controlled rank), which only an allreduce can do, not {}",

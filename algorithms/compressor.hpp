@@ -184,6 +184,10 @@ class Compressor {
   /// Whether a round's plan may change reduced_elements() (OmniReduce's compacted union, EDGC's
   /// controlled rank), so that only an all-reduce can run the scheme whatever the data (default: no).
   virtual bool plan_changes_length() const { return false; }
+  /// Whether prepare() mixes entries across the tensor (THC's rotation of the whole padded vector),
+  /// so that an entry or a shard of the reduced vector means nothing without all the others: only an
+  /// all-reduce, whose finish() sees the whole reduced vector, can run the scheme (default: no).
+  virtual bool prepare_mixes_entries() const { return false; }
 
  private:
   std::string params_ = "{}";

@@ -110,6 +110,9 @@ class ThcCompressor final : public UnfusedHopCompressor {
 
   /// Stochastic rounding on the lattice, and a linear rotation.
   bool unbiased() const override { return true; }
+  /// The rotation mixes each block of B entries, and the lattice and scale are the whole tensor's:
+  /// only an all-reduce runs THC (a reduce-scatter or all-gather of rotated shards gave vNMSE > 20).
+  bool prepare_mixes_entries() const override { return true; }
   /// Exactly specified fp32 rotation and lattice map, then integer arithmetic: bitwise CPU/GPU.
   Determinism determinism() const override { return Determinism::kBitwiseCpuGpu; }
 

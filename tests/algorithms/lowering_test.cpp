@@ -64,6 +64,25 @@ TEST(Lowering, OnlyAnAllReduceTakesAnotherLength) {
   }
 }
 
+// THC rotates its whole tensor before the collective: even where nothing is padded, a shard of the
+// rotated vector means nothing alone (a reduce-scatter or all-gather gave vNMSE > 20), so only an
+// all-reduce may run it. TLq-HS's 32-entry Hadamard blocks stay within a shard and are allowed.
+TEST(Lowering, OnlyAnAllReduceTakesAMixingPrepare) {
+  const uint64_t n = 4096;
+  auto thc = make("thc");
+  ASSERT_EQ(thc->reduced_elements(n), n);
+  auto tlq_hs = make("sdp4bit_tlq", {{"hadamard", true}});
+  EXPECT_TRUE(CompressedCollective::check_scheme(*thc, topo::CollectiveOp::kAllReduce, 4, n).ok());
+  for (const auto op : {topo::CollectiveOp::kReduceScatter, topo::CollectiveOp::kAllGather,
+                        topo::CollectiveOp::kBroadcast, topo::CollectiveOp::kAllToAll}) {
+    SCOPED_TRACE(topo::collective_op_name(op));
+    const Status st = CompressedCollective::check_scheme(*thc, op, 4, n);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("'thc' mixes the tensor's entries"), std::string::npos) << st.message();
+    EXPECT_TRUE(CompressedCollective::check_scheme(*tlq_hs, op, 4, n).ok());
+  }
+}
+
 // THC's aggregation fields must hold the sum of every rank's codes: the scheme's own limit, found
 // before any data exists, at its parameter.
 TEST(Lowering, SchemeLimitsOnTheGroupNameTheirParameter) {
