@@ -231,6 +231,11 @@ class BadInput(unittest.TestCase):
         self.assert_value_error("layers", ccsim.allreduce, t, scheme="powersgd", layers=[(10, 10)])
         self.assert_value_error("params", ccsim.Collective, "int8", params=[1, 2])
         self.assert_value_error("round", ccsim.allreduce, t, round=-1)
+        self.assert_value_error("seed: expected an integer", ccsim.allreduce, t, seed=-1)
+        self.assert_value_error("segments", ccsim.allreduce, t, segments=0)
+        self.assert_value_error("layers[0]: expected positive dimensions, got (0, 5)", ccsim.allreduce, t,
+                                layers=[(0, 5)])
+        self.assert_value_error("mixes the tensor's entries", ccsim.allreduce, t, scheme="thc", op="allgather")
         c = ccsim.Collective("int8")
         c.step(t)
         self.assert_value_error("4 ranks of 1024", c.step, t[:3])

@@ -113,6 +113,8 @@ def layer_shapes(layers: Iterable[Any] | None) -> list[tuple[int, int]]:
             except TypeError:
                 raise ValueError(f"layers[{i}]: expected an entry count, a shape or a dict with a 'shape', "
                                  f"got {layer!r}") from None
+        if any(d < 1 for d in shape):
+            raise ValueError(f"layers[{i}]: expected positive dimensions, got {tuple(shape)}")
         count = math.prod(shape)
         rows = shape[0] if shape else 1
         out.append((rows, count // rows if rows else 0))
@@ -164,6 +166,10 @@ class Collective:
         if params is not None and not isinstance(params, dict):
             raise ValueError(f"params: expected a dict of the scheme's parameters, got {params!r}")
         _core.check_scheme(scheme, dict(params or {}))
+        for name, value, low, high in (("seed", seed, 0, 2**64 - 1), ("gpus_per_node", gpus_per_node, 1, 2**20),
+                                       ("segments", segments, 1, 2**16)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name}: expected an integer in [{low}, {high}], got {value!r}")
         self.scheme, self.params, self.collective, self.op = scheme, dict(params or {}), collective, op
         self.seed, self.gpus_per_node, self.segments = int(seed), int(gpus_per_node), int(segments)
         self.layers = layer_shapes(layers)
