@@ -20,11 +20,6 @@
 namespace ccsim::algo {
 namespace {
 
-double ratio(const ErrorStats& e) {
-  if (e.sq_error == 0) return 0;
-  return e.sq_norm > 0 ? e.sq_error / e.sq_norm : std::numeric_limits<double>::infinity();
-}
-
 void add(ErrorStats& into, const ErrorStats& e) {
   into.sq_error += e.sq_error;
   into.sq_norm += e.sq_norm;
@@ -90,7 +85,7 @@ void accumulate(const StudyScheme& scheme, const ErrorStudy& st, size_t si, uint
   acc.per_seed[si].push_back(vnmse(run.errs));
   for (const auto& e : run.errs)
     row.mse += e.sq_error / static_cast<double>(elements) / (static_cast<double>(st.ranks) * st.seeds);
-  for (const auto& e : run.errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, ratio(e));
+  for (const auto& e : run.errs) row.vnmse_max_rank = std::max(row.vnmse_max_rank, relative_error(e));
   if (k == 0) {
     row.label = scheme.label;
     row.scheme = scheme.name;
@@ -132,11 +127,11 @@ void finish_row(const ErrorStudy& st, size_t si, Accumulated& acc) {
       sn += exact * exact;
     }
     row.bias = se == 0 ? 0 : se / sn;
-    for (const auto& e : acc.layer_sum[si]) row.layer_vnmse.push_back(ratio(e));
+    for (const auto& e : acc.layer_sum[si]) row.layer_vnmse.push_back(relative_error(e));
   }
   for (uint32_t h = 1; h <= st.ranks; ++h)
     row.hop_vnmse.push_back(acc.hop_sum[si][h].sq_norm > 0 || acc.hop_sum[si][h].sq_error > 0
-                                ? ratio(acc.hop_sum[si][h])
+                                ? relative_error(acc.hop_sum[si][h])
                                 : std::numeric_limits<double>::quiet_NaN());
 }
 

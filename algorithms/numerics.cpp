@@ -351,14 +351,15 @@ std::vector<ErrorStats> allreduce_layer_errors(std::span<const std::span<const f
   return out;
 }
 
+double relative_error(const ErrorStats& e) {
+  if (e.sq_error == 0) return 0;
+  return e.sq_norm > 0 ? e.sq_error / e.sq_norm : std::numeric_limits<double>::infinity();
+}
+
 double vnmse(std::span<const ErrorStats> per_rank) {
   if (per_rank.empty()) return 0;
   double sum = 0;
-  for (const auto& s : per_rank) {
-    if (s.sq_error == 0) continue;
-    if (!(s.sq_norm > 0)) return std::numeric_limits<double>::infinity();
-    sum += s.sq_error / s.sq_norm;
-  }
+  for (const auto& s : per_rank) sum += relative_error(s);
   return sum / static_cast<double>(per_rank.size());
 }
 

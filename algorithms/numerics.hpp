@@ -108,6 +108,8 @@ Status check_sum_in_range(std::span<const std::span<const float>> inputs);
 /// when the sum fits, that `scheme`'s result overflowed on inputs near that range (their largest |x|).
 Status check_errors_finite(std::span<const std::span<const float>> inputs, std::span<const ErrorStats> errors,
                            std::string_view scheme);
+/// One rank's ‖X − X̂‖² / ‖X‖²: 0 when the rank is exact (even if X = 0), +inf when X = 0 but it is not.
+double relative_error(const ErrorStats& e);
 /// vNMSE = mean over ranks of ‖X − X̂_r‖² / ‖X‖². Zero when every rank is exact (even if X = 0);
 /// +inf when X = 0 but some rank is not.
 double vnmse(std::span<const ErrorStats> per_rank);

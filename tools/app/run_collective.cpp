@@ -102,10 +102,7 @@ Status run_numerics(const Scenario& s, const algo::CompressedCollective& lowerin
   const std::vector<algo::ErrorStats> errs = algo::operation_errors(round.schedule, ins, outs);
   CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(ins, errs, r.scheme).at("/gradients"));
   r.vnmse_max_rank = 0;
-  for (const auto& e : errs) {
-    const algo::ErrorStats one[1] = {e};
-    r.vnmse_max_rank = std::max(r.vnmse_max_rank, algo::vnmse(one));
-  }
+  for (const auto& e : errs) r.vnmse_max_rank = std::max(r.vnmse_max_rank, algo::relative_error(e));
   r.vnmse = algo::vnmse(errs);
   return ok_status();
 }

@@ -25,6 +25,7 @@
 #include "topology/collectives/collectives.hpp"
 #include "traces/ddp_buckets.hpp"
 #include "traces/gradient_dump.hpp"
+#include "traces/non_finite.hpp"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -56,13 +57,9 @@ json to_json(const py::handle& obj) {
 }
 py::object from_json(const json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
 
-double ratio(const algo::ErrorStats& e) {
-  if (e.sq_error == 0) return 0;
-  return e.sq_norm > 0 ? e.sq_error / e.sq_norm : std::numeric_limits<double>::infinity();
-}
 py::object ratio_or_none(const algo::ErrorStats& e) {
   if (e.sq_error == 0 && e.sq_norm == 0) return py::none();
-  return py::float_(ratio(e));
+  return py::float_(algo::relative_error(e));
 }
 
 // One rank's tensor as fp32: a view of the caller's memory, or a widened copy.
@@ -104,9 +101,9 @@ std::vector<RankInput> read_inputs(const std::vector<py::buffer>& tensors, const
       throw py::value_error(fmt::format("tensors[{}]: expected {} entries as tensors[0] has, got {}", r,
                                         in[0].values.size(), x.values.size()));
     if (x.values.empty()) throw py::value_error(fmt::format("tensors[{}]: expected at least one entry", r));
-    for (size_t i = 0; i < x.values.size(); ++i)
-      if (!std::isfinite(x.values[i]))
-        throw py::value_error(fmt::format("tensors[{}][{}]: expected a finite value, got {}", r, i, x.values[i]));
+    if (const traces::NonFinite bad = traces::find_non_finite(x.values); bad.count > 0)
+      throw py::value_error(fmt::format("tensors[{}][{}]: expected finite values, got {} ({} non-finite entries)", r,
+                                        bad.first, bad.value, bad.count));
   }
   return in;
 }
@@ -202,12 +199,12 @@ class Session {
     double mse = 0, worst = 0;
     const auto entries = static_cast<double>(session_->elements());
     for (const algo::ErrorStats& e : round.errors) {
-      rank_vnmse.append(ratio(e));
-      worst = std::max(worst, ratio(e));
+      rank_vnmse.append(algo::relative_error(e));
+      worst = std::max(worst, algo::relative_error(e));
       mse += e.sq_error / entries / static_cast<double>(round.errors.size());
     }
     for (const algo::PlanDecision& d : round.decisions) decisions.append(decision_dict(d));
-    for (const algo::ErrorStats& e : layers) layer_vnmse.append(ratio(e));
+    for (const algo::ErrorStats& e : layers) layer_vnmse.append(algo::relative_error(e));
     out["outputs"] = outputs;
     out["round"] = round.round;
     out["vnmse"] = algo::vnmse(round.errors);
