@@ -85,9 +85,9 @@ Result<const CompressedCollective*> BucketCodecs::round(uint32_t round, uint32_t
   return codec.lowering.get();
 }
 
-uint64_t BucketCodecs::model_wire_bytes() const {
-  uint64_t bytes = 0;
-  for (size_t b = 0; b < buckets_.size(); ++b) bytes += codecs_[codec_of_[b]].lowering->tensor_wire_bytes();
+RoundBytes BucketCodecs::model_bytes() const {
+  RoundBytes bytes;
+  for (size_t b = 0; b < buckets_.size(); ++b) bytes += codecs_[codec_of_[b]].lowering->round_bytes();
   return bytes;
 }
 

@@ -95,8 +95,9 @@ class BucketCodecs {
   /// An error is internal (a validation gap).
   Result<const CompressedCollective*> round(uint32_t round, uint32_t bucket, std::vector<PlanDecision>& decisions);
 
-  /// One rank's whole model encoded once: the sum over buckets of their codec's tensor bytes.
-  uint64_t model_wire_bytes() const;
+  /// One rank's whole model in a round that plans: the sum over buckets of their codec's round
+  /// bytes (payload and metadata encoded once, the metadata phase).
+  RoundBytes model_bytes() const;
   /// Whether the scheme has a metadata phase (on the first bucket).
   bool planned() const { return planned_; }
   bool replanned() const { return planned_ && config_.replan_every > 0; }

@@ -39,11 +39,10 @@ Result<SessionRound> CollectiveSession::run(std::span<const std::span<const floa
   std::vector<std::span<const float>> ends(outputs.begin(), outputs.end());
   out.errors = operation_errors(round.schedule, inputs, ends);
   CCSIM_RETURN_IF_ERROR(check_errors_finite(inputs, out.errors, comp_->name()));
-  out.tensor_wire_bytes = lowering_->tensor_wire_bytes();
+  out.bytes = lowering_->round_bytes();
   out.stats = std::move(round.stats);
   out.decisions = comp_->plan_decisions();
-  out.bits_per_entry = 8.0 * static_cast<double>(out.tensor_wire_bytes + out.plan.wire_bytes_per_rank) /
-                       static_cast<double>(elements());
+  out.bits_per_entry = RoundBytes::bits(out.bytes.total(), elements());
   return out;
 }
 

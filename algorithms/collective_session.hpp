@@ -29,10 +29,10 @@ struct SessionRound {
   uint32_t round = 0;              ///< the round's number (its random streams)
   std::vector<ErrorStats> errors;  ///< per rank, against the exact result of the operation
   PlanReport plan;                 ///< the metadata phase
-  uint64_t tensor_wire_bytes = 0;  ///< one rank's reduced vector encoded once (leaf messages)
+  RoundBytes bytes;                ///< one rank's: the reduced vector encoded once, the metadata phase
   NumericsStats stats;             ///< wire bytes of every transfer, hop errors when asked
   std::vector<PlanDecision> decisions;  ///< what the scheme's controller fixed for this round
-  /// 8 · (tensor_wire_bytes + plan bytes per rank) / entries: bits per entry with the metadata phase.
+  /// 8 · bytes.total() / entries: bits per entry with the metadata phase.
   double bits_per_entry = 0;
 };
 

@@ -92,6 +92,13 @@ Result<PlanReport> CompressedCollective::plan(std::span<const std::span<const fl
   return report;
 }
 
+Result<PlanReport> CompressedCollective::commit_plan(PlanAccumulator& accumulated) {
+  CCSIM_ASSIGN_OR_RETURN(PlanReport report, accumulated.commit());
+  plan_bytes_ = report.wire_bytes_per_rank;
+  CCSIM_RETURN_IF_ERROR(fix());
+  return report;
+}
+
 Status CompressedCollective::fix() {
   reduced_ = comp_->reduced_elements(elements_);
   options_ = base_;
@@ -105,6 +112,7 @@ Status CompressedCollective::fix() {
                                       "have refused the input", collective_->algorithm, reduced_, comp_->name(),
                                       ranks_, st.message()));
   tensor_wire_bytes_ = algo::tensor_wire_bytes(*comp_, reduced_, ranks_, options_);
+  payload_bytes_ = algo::tensor_payload_bytes(*comp_, reduced_, ranks_, options_);
   return ok_status();
 }
 

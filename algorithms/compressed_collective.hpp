@@ -78,6 +78,9 @@ class CompressedCollective {
   /// Step 1 on data: the scheme's metadata phase over every rank's tensor (plan_round), then fix().
   /// Without a metadata phase only fix(). REQUIRES: inputs.size() == ranks(), each of elements().
   Result<PlanReport> plan(std::span<const std::span<const float>> inputs, const NumericsOptions& options);
+  /// Step 1 from statistics added one rank at a time (PlanAccumulator over ranks() ranks and
+  /// elements() entries, every rank added), then fix(): the same plan as plan() on the same data.
+  Result<PlanReport> commit_plan(PlanAccumulator& accumulated);
   /// Fixes the round from the compressor's current state (after its plan, if it has one): the
   /// reduced length, the shard cuts, the encoded tensor's bytes. An internal error if the collective
   /// cannot run them (check() should have refused the input).
@@ -88,6 +91,8 @@ class CompressedCollective {
   uint64_t reduced() const { return reduced_; }
   const topo::CollectiveOptions& options() const { return options_; }
   uint64_t tensor_wire_bytes() const { return tensor_wire_bytes_; }
+  /// After fix(): one rank's bytes of the round in parts (payload, metadata, metadata phase).
+  RoundBytes round_bytes() const { return {payload_bytes_, tensor_wire_bytes_ - payload_bytes_, plan_bytes_}; }
   /// The round ops the scheme runs now (plan_local, prepare, finish: those with memory traffic).
   std::vector<topo::KernelKind> round_ops() const;
   /// The round's timing phases, in order (file comment), bound to the compressor (the metadata
@@ -108,6 +113,7 @@ class CompressedCollective {
   uint64_t reduced_ = 0;
   topo::CollectiveOptions options_;
   uint64_t tensor_wire_bytes_ = 0;
+  uint64_t payload_bytes_ = 0;
 };
 
 }  // namespace ccsim::algo

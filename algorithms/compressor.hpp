@@ -107,6 +107,9 @@ class Compressor {
   void set_params(std::string params) { params_ = std::move(params); }
   /// Exact size in bytes of an encoded chunk, payload plus metadata.
   virtual uint64_t wire_bytes(const TensorSpec& spec, const HopContext& hop) const = 0;
+  /// The part of wire_bytes() that is the entries' codes; the rest is metadata sent with them
+  /// (block scales, norms, headers). Default: all of it (formats without in-band metadata).
+  virtual uint64_t payload_bytes(const TensorSpec& spec, const HopContext& hop) const { return wire_bytes(spec, hop); }
   /// Encodes x (spec.count elements) into out (wire_bytes(spec, hop) bytes). Randomness, if any,
   /// comes from `key` at element index spec.offset + i.
   virtual void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,

@@ -30,7 +30,8 @@ struct StepRun {
   std::vector<ErrorStats> errs;               // per rank
   std::vector<std::vector<float>> outs;       // per rank: what it ended with
   std::vector<ErrorStats>* hops = nullptr;    // per hop depth: the step's sums over seeds and buckets
-  uint64_t plan_bytes = 0, wire_bytes = 0, tensor_bytes = 0;
+  RoundBytes bytes;  // one rank's, summed over buckets
+  uint64_t wire_bytes = 0;
   bool unbiased = false;
 };
 
@@ -53,9 +54,8 @@ Status run_bucket(const StudyScheme& scheme, const ErrorStudy& st, size_t b, uin
   }
   const std::vector<ErrorStats>& berrs = round->errors;
   for (uint32_t r = 0; r < st.ranks; ++r) add(out.errs[r], berrs[r]);
-  out.plan_bytes += round->plan.wire_bytes_per_rank;
+  out.bytes += round->bytes;
   out.wire_bytes += round->stats.wire_bytes;
-  out.tensor_bytes += round->tensor_wire_bytes;
   out.unbiased = session->compressor().unbiased();
   for (size_t h = 0; h < round->stats.hop_errors.size(); ++h) add((*out.hops)[h], round->stats.hop_errors[h]);
   const uint64_t elements = st.buckets.size() == 1 ? 0 : st.inputs.front().front().size();
@@ -92,9 +92,12 @@ void accumulate(const StudyScheme& scheme, const ErrorStudy& st, size_t si, uint
     row.params = scheme.resolved;
     row.step = st.steps[si];
     row.unbiased = run.unbiased;
-    row.plan_bytes_per_rank = run.plan_bytes;
+    row.plan_bytes_per_rank = run.bytes.plan;
     row.wire_bytes = run.wire_bytes;
-    row.bits_per_entry = 8.0 * static_cast<double>(run.tensor_bytes + run.plan_bytes) / static_cast<double>(elements);
+    row.bits_per_entry = RoundBytes::bits(run.bytes.total(), elements);
+    row.payload_bits = RoundBytes::bits(run.bytes.payload, elements);
+    row.metadata_bits = RoundBytes::bits(run.bytes.metadata, elements);
+    row.plan_bits = RoundBytes::bits(run.bytes.plan, elements);
   }
   if (st.collective->operation != topo::CollectiveOp::kAllReduce) return;
   std::vector<std::span<const float>> outs(run.outs.begin(), run.outs.end());

@@ -52,6 +52,9 @@ struct ErrorRow {
   double bias = 0;             ///< ‖mean over seeds and ranks of X̂ − X‖² / ‖X‖² (allreduce; NaN otherwise)
   double bias_floor = 0;       ///< what an unbiased scheme's bias would be about: vnmse / seeds
   double bits_per_entry = 0;   ///< 8 · (one rank's tensor encoded once + metadata phase) / entries
+  double payload_bits = 0;     ///< its parts per entry: the entries' codes,
+  double metadata_bits = 0;    ///< the metadata sent with them,
+  double plan_bits = 0;        ///< and the metadata phase
   uint64_t plan_bytes_per_rank = 0;
   uint64_t wire_bytes = 0;     ///< all transfers of the collective (one seed)
   bool unbiased = false;       ///< what the scheme claims

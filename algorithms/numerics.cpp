@@ -56,6 +56,21 @@ uint64_t tensor_wire_bytes(const Compressor& compressor, uint64_t reduced, uint3
   return bytes;
 }
 
+double numerics_peak_bytes(const Compressor& compressor, uint64_t elements, uint32_t ranks) {
+  const auto n = static_cast<double>(elements), g = static_cast<double>(ranks);
+  const uint64_t reduced = compressor.reduced_elements(elements);
+  const double own = reduced == elements ? 0.0 : g * static_cast<double>(reduced) * 4;
+  return 2 * g * n * 4 + own + 3 * n * 4 + 64.0 * (1 << 20);
+}
+
+uint64_t tensor_payload_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
+                              const topo::CollectiveOptions& options) {
+  uint64_t bytes = 0;
+  for (const auto& c : topo::shard_split(reduced, ranks, options))
+    bytes += compressor.payload_bytes({c.offset, c.count}, {1, ranks});
+  return bytes;
+}
+
 void copy_unless_same(std::span<const float> from, std::span<float> to) {
   CCSIM_CHECK(from.size() == to.size(), "copy of {} elements into {}", from.size(), to.size());
   if (from.data() != to.data()) std::copy(from.begin(), from.end(), to.begin());
@@ -99,38 +114,50 @@ void bind_schedule(topo::Schedule& schedule, const Compressor& compressor) {
   bind_ops(schedule, compressor, schedule.id_base(), schedule.id_end());
 }
 
+PlanAccumulator::PlanAccumulator(Compressor& compressor, uint64_t elements, uint32_t ranks,
+                                 const NumericsOptions& options)
+    : comp_(&compressor), elements_(elements), ranks_(ranks), options_(options),
+      format_(compressor.plan_format(elements, ranks)) {}
+
+void PlanAccumulator::add(std::span<const float> x) {
+  CCSIM_CHECK(added_ < ranks_, "plan statistics of {} ranks for {}", added_ + 1, ranks_);
+  CCSIM_CHECK(x.size() == elements_, "rank inputs of {} and {} elements", elements_, x.size());
+  const uint32_t r = added_++;
+  if (format_.empty()) return;
+  PlanStats local;
+  local.sum.assign(format_.sum_entries, 0.0);
+  local.max.assign(format_.max_entries, 0.0f);
+  local.bits.assign(format_.bit_words, 0);
+  comp_->plan_local(x, r, kern::RngKey{options_.seed, options_.round, r, kPlanStream}, local);
+  CCSIM_CHECK(local.sum.size() == format_.sum_entries && local.max.size() == format_.max_entries &&
+                  local.bits.size() == format_.bit_words,
+              "{}: plan_local changed the statistics' sizes", comp_->name());
+  if (r == 0) {
+    combined_ = std::move(local);
+    return;
+  }
+  for (uint64_t i = 0; i < format_.sum_entries; ++i) combined_.sum[i] += local.sum[i];
+  for (uint64_t i = 0; i < format_.max_entries; ++i)
+    if (local.max[i] > combined_.max[i] || std::isnan(local.max[i])) combined_.max[i] = local.max[i];
+  for (uint64_t i = 0; i < format_.bit_words; ++i) combined_.bits[i] |= local.bits[i];
+}
+
+Result<PlanReport> PlanAccumulator::commit() {
+  CCSIM_CHECK(added_ == ranks_, "plan committed after {} of {} ranks", added_, ranks_);
+  PlanReport report;
+  if (format_.empty()) return report;
+  CCSIM_RETURN_IF_ERROR(comp_->plan_commit(combined_, elements_, ranks_));
+  report.ran = true;
+  report.wire_bytes_per_rank = format_.wire_bytes();
+  return report;
+}
+
 Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
                               const NumericsOptions& options) {
   CCSIM_CHECK(!inputs.empty());
-  const uint64_t elements = inputs[0].size();
-  const uint32_t ranks = static_cast<uint32_t>(inputs.size());
-  for (const auto& x : inputs) CCSIM_CHECK(x.size() == elements, "rank inputs of {} and {} elements", elements, x.size());
-  const PlanFormat format = compressor.plan_format(elements, ranks);
-  PlanReport report;
-  if (format.empty()) return report;
-  PlanStats combined;
-  for (uint32_t r = 0; r < ranks; ++r) {
-    PlanStats local;
-    local.sum.assign(format.sum_entries, 0.0);
-    local.max.assign(format.max_entries, 0.0f);
-    local.bits.assign(format.bit_words, 0);
-    compressor.plan_local(inputs[r], r, kern::RngKey{options.seed, options.round, r, kPlanStream}, local);
-    CCSIM_CHECK(local.sum.size() == format.sum_entries && local.max.size() == format.max_entries &&
-                    local.bits.size() == format.bit_words,
-                "{}: plan_local changed the statistics' sizes", compressor.name());
-    if (r == 0) {
-      combined = std::move(local);
-      continue;
-    }
-    for (uint64_t i = 0; i < format.sum_entries; ++i) combined.sum[i] += local.sum[i];
-    for (uint64_t i = 0; i < format.max_entries; ++i)
-      if (local.max[i] > combined.max[i] || std::isnan(local.max[i])) combined.max[i] = local.max[i];
-    for (uint64_t i = 0; i < format.bit_words; ++i) combined.bits[i] |= local.bits[i];
-  }
-  CCSIM_RETURN_IF_ERROR(compressor.plan_commit(combined, elements, ranks));
-  report.ran = true;
-  report.wire_bytes_per_rank = format.wire_bytes();
-  return report;
+  PlanAccumulator acc(compressor, inputs[0].size(), static_cast<uint32_t>(inputs.size()), options);
+  for (const auto& x : inputs) acc.add(x);
+  return acc.commit();
 }
 
 Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,

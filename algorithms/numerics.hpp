@@ -42,6 +42,39 @@ struct PlanReport {
   uint64_t wire_bytes_per_rank = 0;  ///< PlanFormat::wire_bytes(): what each rank contributes
 };
 
+/// Peak memory, in bytes, of one round's numerics on `ranks` ranks of `elements` entries each as a
+/// collective run holds it: every rank's input kept for the errors and the buffer the round runs in
+/// (2 · ranks · elements fp32), the scheme's own buffers where it reduces another length (THC's
+/// padded rotation, low-rank factors), the exact result and the errors (3 · elements fp32), and
+/// 64 MiB for the schedule, messages and the process. Within 5% of the peak resident size measured
+/// for every scheme on 4 and 16 ranks at 64 and 128 MB per rank (OmniReduce, whose compacted union
+/// is known only after its plan, up to 20% above).
+double numerics_peak_bytes(const Compressor& compressor, uint64_t elements, uint32_t ranks);
+
+/// Step 1 of a round one rank at a time, for tensors too large to hold every rank's at once: add()
+/// each rank's tensor in rank order (each plan_local() is that rank's alone), then commit(). The
+/// same arithmetic as plan_round, so the same plan, bit for bit.
+class PlanAccumulator {
+ public:
+  /// REQUIRES: the compressor outlives the accumulator.
+  PlanAccumulator(Compressor& compressor, uint64_t elements, uint32_t ranks, const NumericsOptions& options);
+  /// Rank `next_rank()`'s statistics. REQUIRES: x.size() == elements; fewer than `ranks` added.
+  void add(std::span<const float> x);
+  uint32_t next_rank() const { return added_; }
+  /// Combines what was added and fixes the compressor's plan (plan_commit).
+  /// REQUIRES: all `ranks` added.
+  Result<PlanReport> commit();
+
+ private:
+  Compressor* comp_;
+  uint64_t elements_;
+  uint32_t ranks_;
+  NumericsOptions options_;
+  PlanFormat format_;
+  PlanStats combined_;
+  uint32_t added_ = 0;
+};
+
 /// Step 1 of a round (algorithms/compressor.hpp): every rank's plan_local() on its input (key
 /// {seed, round, rank, kPlanStream}), combined in rank order, then plan_commit(). Call it before
 /// binding a schedule, since wire sizes may depend on the plan.
@@ -54,6 +87,32 @@ Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<
 /// vector (call after the round's plan: the cuts may depend on it).
 void set_shard_options(const Compressor& compressor, topo::CollectiveOp op, uint64_t reduced, uint32_t ranks,
                        topo::CollectiveOptions& options);
+
+/// One rank's bytes in a round, the parts of "bits per entry" wherever ccsim reports it: the
+/// entries' codes and the metadata sent with them (one copy of the tensor encoded, leaf messages),
+/// and the rank's share of the metadata phase.
+struct RoundBytes {
+  uint64_t payload = 0;   ///< the entries' codes (Compressor::payload_bytes)
+  uint64_t metadata = 0;  ///< scales, norms, headers sent with the codes
+  uint64_t plan = 0;      ///< the metadata phase (PlanFormat::wire_bytes), 0 where the scheme has none
+  uint64_t tensor() const { return payload + metadata; }
+  uint64_t total() const { return payload + metadata + plan; }
+  RoundBytes& operator+=(const RoundBytes& o) {
+    payload += o.payload;
+    metadata += o.metadata;
+    plan += o.plan;
+    return *this;
+  }
+  /// 8 · bytes / entries, for each part and the total.
+  static double bits(uint64_t bytes, uint64_t entries) {
+    return entries == 0 ? 0.0 : 8.0 * static_cast<double>(bytes) / static_cast<double>(entries);
+  }
+};
+
+/// The entries' codes in one rank's whole `reduced` vector encoded once (the payload part of
+/// tensor_wire_bytes).
+uint64_t tensor_payload_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
+                              const topo::CollectiveOptions& options);
 
 /// Bytes of one rank's whole `reduced` vector encoded once, shard by shard as `options` splits it
 /// (leaf messages): what one copy of the tensor costs on the wire.

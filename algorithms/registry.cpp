@@ -86,4 +86,27 @@ Result<std::unique_ptr<Compressor>> CompressorRegistry::create(const std::string
   return made;
 }
 
+namespace {
+
+// A parameter value as a label spells it: numbers in their shortest form, strings bare.
+std::string label_value(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
+  return v.dump();
+}
+
+}  // namespace
+
+std::string scheme_label(const std::string& scheme, const nlohmann::json& params) {
+  const CompressorInfo* info = CompressorRegistry::global().find(scheme);
+  if (info == nullptr || !params.is_object()) return scheme;
+  Diagnostics diag;
+  const nlohmann::json defaults = info->params.resolve(nlohmann::json::object(), "", diag);
+  std::string kv;
+  for (const auto& [k, v] : params.items())  // nlohmann's object keeps keys sorted
+    if (!defaults.contains(k) || defaults.at(k) != v)
+      kv += fmt::format("{}{}={}", kv.empty() ? "" : ",", k, label_value(v));
+  return kv.empty() ? scheme : fmt::format("{}({})", scheme, kv);
+}
+
 }  // namespace ccsim::algo

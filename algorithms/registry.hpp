@@ -63,6 +63,12 @@ class CompressorRegistry {
   std::vector<CompressorInfo> infos_;
 };
 
+/// The one name of a scheme instance in every output: `scheme` alone when `params` sets nothing
+/// away from its defaults, else "scheme(k=v,...)" with the non-default parameters in key order,
+/// numbers in their shortest form (3, not 3.0; 0.5), strings bare: "dynamiq(budget=3)",
+/// "int8(block=128,rounding=nearest)". Unknown schemes and non-object params give `scheme`.
+std::string scheme_label(const std::string& scheme, const nlohmann::json& params);
+
 /// Adds every built-in compressor to `registry`.
 void register_builtin_compressors(CompressorRegistry& registry);
 

@@ -56,7 +56,7 @@ std::vector<uint64_t> synthetic_layer_offsets(const SyntheticGradientSpec& spec,
 }
 
 void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t seed,
-                                  std::span<const std::span<float>> workers) {
+                                  std::span<const std::span<float>> workers, uint32_t first_worker) {
   for (const auto& w : workers) CCSIM_CHECK(w.size() == spec.elements, "worker buffer has {} elements, want {}", w.size(), spec.elements);
   if (spec.elements == 0 || workers.empty()) return;
   const std::vector<uint64_t> off = synthetic_layer_offsets(spec, seed);
@@ -105,7 +105,8 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
         if (i + 1 < end) shared[i + 1 - begin] = a_shared * z1;
       }
       for (size_t w = 0; w < workers.size(); ++w) {
-        const kern::RngKey own_key{seed, 0, static_cast<uint32_t>(w + 1), kStreamNoise};
+        const auto worker = static_cast<uint32_t>(first_worker + w + 1);
+        const kern::RngKey own_key{seed, 0, worker, kStreamNoise};
         float* out = workers[w].data();
         for (uint64_t i = begin; i < end; i += 2) {
           float z0, z1;
@@ -116,7 +117,7 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
         }
         if (!own_envelope) continue;
         // The worker's own envelope factor, one per span.
-        const kern::RngKey own_env_key{seed, 0, static_cast<uint32_t>(w + 1), kStreamEnvelope};
+        const kern::RngKey own_env_key{seed, 0, worker, kStreamEnvelope};
         for (uint64_t i = begin; i < end;) {
           const uint64_t run_end = std::min(end, (i / span + 1) * span);
           const float factor = std::exp(sigma_own * normal_at(own_env_key, i / span));

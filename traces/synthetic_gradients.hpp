@@ -55,7 +55,9 @@ void visit(V& v, SyntheticGradientSpec& c) {
 /// Layer boundaries: `layers + 1` offsets from 0 to `elements` (deterministic in `seed`).
 std::vector<uint64_t> synthetic_layer_offsets(const SyntheticGradientSpec& spec, uint64_t seed);
 
-/// Fills `workers[w]` (each `spec.elements` long) with worker w's gradient.
-void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t seed, std::span<const std::span<float>> workers);
+/// Fills `workers[w]` (each `spec.elements` long) with worker `first_worker + w`'s gradient: any
+/// subset of the workers, one at a time if need be, gives the same values as all at once.
+void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t seed, std::span<const std::span<float>> workers,
+                                  uint32_t first_worker = 0);
 
 }  // namespace ccsim::traces

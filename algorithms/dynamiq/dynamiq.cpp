@@ -200,9 +200,13 @@ Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elemen
     std::stable_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(full),
                      [&](uint32_t a, uint32_t b) { return widths_[a] < widths_[b]; });
   block_offset_.assign(n + 1, 0);
-  for (uint64_t k = 0; k < n; ++k)
+  meta_offset_.assign(n + 1, 0);
+  for (uint64_t k = 0; k < n; ++k) {
     block_offset_[k + 1] = block_offset_[k] + kern::dynamiq_sg_bytes(sg_count(order_[k]), widths_[order_[k]],
                                                                       options_.group, options_.hierarchical);
+    meta_offset_[k + 1] =
+        meta_offset_[k] + kern::dynamiq_meta_bytes(sg_count(order_[k]), options_.group, options_.hierarchical);
+  }
   return ok_status();
 }
 
@@ -264,6 +268,11 @@ uint64_t DynamiqCompressor::wire_bytes(const TensorSpec& spec, const HopContext&
   CCSIM_CHECK(can_implement(spec).ok(), "{}", can_implement(spec).message());
   const uint64_t S = options_.super_group;
   return block_offset_[(spec.offset + spec.count + S - 1) / S] - block_offset_[spec.offset / S];
+}
+
+uint64_t DynamiqCompressor::payload_bytes(const TensorSpec& spec, const HopContext& hop) const {
+  const uint64_t S = options_.super_group, k0 = spec.offset / S, k1 = (spec.offset + spec.count + S - 1) / S;
+  return wire_bytes(spec, hop) - (meta_offset_[k1] - meta_offset_[k0]);
 }
 
 void DynamiqCompressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop,

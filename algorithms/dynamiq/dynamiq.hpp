@@ -79,6 +79,8 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
 
   std::string_view name() const override { return "dynamiq"; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext& hop) const override;
+  /// wire_bytes() less the super-groups' scales in front of their codes.
+  uint64_t payload_bytes(const TensorSpec& spec, const HopContext& hop) const override;
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;
   void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
@@ -149,6 +151,7 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
   std::vector<float> mean_;           // μ_j per original super-group
   std::vector<uint32_t> order_;       // order_[k] = original super-group at reordered position k
   std::vector<uint64_t> block_offset_;  // bytes before reordered super-group k's block; size n + 1
+  std::vector<uint64_t> meta_offset_;   // scale bytes before reordered super-group k's block; size n + 1
   std::vector<double> log2_thresholds_;
   double payload_budget_ = 0;  // b̄ of the last plan
   double log2_c_ = 0;          // log2 C found by the last bisection (valid when log2_thresholds_ is not empty)

@@ -42,6 +42,9 @@ class EquarxCompressor final : public UnfusedHopCompressor {
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext& hop) const override {
     return quantized(hop) ? kern::group_quant_bytes(spec.count, format_) : 4 * spec.count;
   }
+  uint64_t payload_bytes(const TensorSpec& spec, const HopContext& hop) const override {
+    return quantized(hop) ? kern::packed_bytes(spec.count, format_.bits) : 4 * spec.count;
+  }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;
   void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,

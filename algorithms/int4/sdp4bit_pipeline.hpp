@@ -67,6 +67,9 @@ class Sdp4bitTlqCompressor final : public UnfusedHopCompressor {
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext& hop) const override {
     return kern::group_quant_bytes(spec.count, format(hop));
   }
+  uint64_t payload_bytes(const TensorSpec& spec, const HopContext& hop) const override {
+    return kern::packed_bytes(spec.count, format(hop).bits);
+  }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;
   void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
@@ -112,6 +115,9 @@ class Sdp4bitWeightCompressor final : public UnfusedHopCompressor {
   std::string_view name() const override { return differences_ ? "sdp4bit_qwd" : "sdp4bit_qw"; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::group_quant_bytes(spec.count, format_);
+  }
+  uint64_t payload_bytes(const TensorSpec& spec, const HopContext&) const override {
+    return kern::packed_bytes(spec.count, format_.bits);
   }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;

@@ -22,6 +22,7 @@ class BlockInt8Compressor final : public UnfusedHopCompressor {
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::block_int8_bytes(spec.count, block_);
   }
+  uint64_t payload_bytes(const TensorSpec& spec, const HopContext&) const override { return spec.count; }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;
   void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop, std::span<float> out) override;

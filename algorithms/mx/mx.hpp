@@ -87,6 +87,9 @@ class MxCompressor final : public UnfusedHopCompressor {
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::mx_bytes(spec.count, options_.format);
   }
+  uint64_t payload_bytes(const TensorSpec& spec, const HopContext&) const override {
+    return kern::packed_bytes(spec.count, options_.format.element_bits());
+  }
   /// Also counts the overflows of the global scale (see the file comment). Thread-safe counter.
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;

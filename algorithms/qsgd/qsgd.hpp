@@ -33,6 +33,9 @@ class QsgdCompressor final : public UnfusedHopCompressor {
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::qsgd_bytes(spec.count, bucket_, bits_);
   }
+  uint64_t payload_bytes(const TensorSpec& spec, const HopContext&) const override {
+    return kern::packed_bytes(spec.count, bits_);
+  }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;
   void decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,

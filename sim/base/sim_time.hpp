@@ -28,7 +28,7 @@ class Duration {
   static constexpr Duration min() { return Duration(std::numeric_limits<int64_t>::min()); }
 
   constexpr int64_t ps() const { return ps_; }
-  constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
+  constexpr double seconds() const { return static_cast<double>(ps_) / 1e12; }  // correctly rounded
 
   constexpr Duration operator+(Duration o) const { return Duration(saturating_add(ps_, o.ps_)); }
   constexpr Duration operator-(Duration o) const { return Duration(saturating_sub(ps_, o.ps_)); }
@@ -69,7 +69,7 @@ class SimTime {
   static constexpr SimTime infinite() { return SimTime(std::numeric_limits<int64_t>::max()); }
 
   constexpr int64_t ps() const { return ps_; }
-  constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
+  constexpr double seconds() const { return static_cast<double>(ps_) / 1e12; }  // correctly rounded
 
   constexpr SimTime operator+(Duration d) const { return SimTime(Duration::saturating_add(ps_, d.ps())); }
   constexpr Duration operator-(SimTime o) const { return Duration::from_ps(Duration::saturating_sub(ps_, o.ps_)); }

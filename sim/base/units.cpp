@@ -105,7 +105,20 @@ std::string format_quantity(double value, UnitKind kind) {
   };
   switch (kind) {
     case UnitKind::kTime: return pick({{1e-12, "ps"}, {1e-9, "ns"}, {1e-6, "us"}, {1e-3, "ms"}, {1.0, "s"}});
-    case UnitKind::kBytes: return pick({{1.0, "B"}, {1e3, "KB"}, {1e6, "MB"}, {1e9, "GB"}, {1e12, "TB"}});
+    case UnitKind::kBytes: {
+      // A whole number of KiB, MiB, GiB or TiB that is no whole number of the decimal unit (a
+      // power-of-two setting such as 8 GiB) prints in the binary unit: "8 GiB", not "8.59 GB".
+      static constexpr Step kBinary[] = {{1099511627776.0, "TiB"}, {1073741824.0, "GiB"}, {1048576.0, "MiB"},
+                                         {1024.0, "KiB"}};
+      static constexpr double kDecimal[] = {1e12, 1e9, 1e6, 1e3};
+      for (size_t k = 0; k < 4; ++k)
+        if (std::fabs(value) >= kBinary[k].factor) {
+          if (std::fmod(value, kBinary[k].factor) == 0 && std::fmod(value, kDecimal[k]) != 0)
+            return fmt::format("{:.4g} {}", value / kBinary[k].factor, kBinary[k].name);
+          break;
+        }
+      return pick({{1.0, "B"}, {1e3, "KB"}, {1e6, "MB"}, {1e9, "GB"}, {1e12, "TB"}});
+    }
     case UnitKind::kBandwidth:
       return pick({{1.0, "B/s"}, {1e3, "KB/s"}, {1e6, "MB/s"}, {1e9, "GB/s"}, {1e12, "TB/s"}});
   }

@@ -134,6 +134,7 @@ FlowId FlowNetwork::start_flow(std::span<const uint32_t> route, double bytes, Du
   Flow& f = flows_[id];
   f.route_off = off;
   f.route_len = len;
+  f.size = bytes;
   f.remaining = bytes;
   f.rate = 0;
   f.cap = rate_cap_Bps;
@@ -164,7 +165,6 @@ void FlowNetwork::flush_link(LinkState& L) {
   if (now == L.last_change) return;
   const double dt = (now - L.last_change).seconds();
   if (L.load > 0) {
-    L.stats.bytes += L.load * dt;
     L.stats.busy_s += dt;
     if (bin_ > Duration::zero()) {
       auto& bins = timeline_[&L - links_.data()];
@@ -188,6 +188,13 @@ const std::vector<LinkStats>& FlowNetwork::link_stats() {
   for (size_t l = 0; l < links_.size(); ++l) {
     flush_link(links_[l]);
     stats_out_[l] = links_[l].stats;
+    double bytes = links_[l].done_bytes;
+    for (FlowId id : links_[l].flows) {
+      const Flow& f = flows_[id];
+      const double sent_since = f.rate * (engine_.now() - f.last).seconds();
+      bytes += f.size - std::max(0.0, f.remaining - sent_since);
+    }
+    stats_out_[l].bytes = bytes;
   }
   return stats_out_;
 }
@@ -382,6 +389,7 @@ void FlowNetwork::complete(FlowId id) {
     const uint32_t l = route_pool_[f.route_off + i];
     const uint32_t p = pos_pool_[f.route_off + i];
     LinkState& L = links_[l];
+    L.done_bytes += f.size;
     const FlowId moved = L.flows.back();
     L.flows[p] = moved;
     L.flows.pop_back();

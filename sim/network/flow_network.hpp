@@ -38,7 +38,8 @@ struct LinkSpec {
 
 /// Per-link counters.
 struct LinkStats {
-  double bytes = 0;         ///< bytes carried so far (integral of the link's load)
+  double bytes = 0;         ///< bytes carried so far: the sizes of the flows completed across the link
+                            ///< (exact), plus what the flows still on it have sent
   double busy_s = 0;        ///< time with at least one flow on the link
   uint32_t max_flows = 0;   ///< most flows sharing the link at once
 };
@@ -93,6 +94,7 @@ class FlowNetwork {
   struct Flow {
     uint32_t route_off = 0;
     uint32_t route_len = 0;
+    double size = 0;       // bytes the flow carries in all
     double remaining = 0;  // bytes left at time `last`
     double rate = 0;
     double cap = kNoCap;
@@ -109,7 +111,8 @@ class FlowNetwork {
     std::vector<FlowId> flows;  // active flows crossing the link
     double load = 0;            // sum of their rates
     SimTime last_change;
-    LinkStats stats;
+    LinkStats stats;            // busy time and peak sharing; bytes are summed by link_stats()
+    double done_bytes = 0;      // sizes of the completed flows that crossed the link
     double rem = 0;             // solver scratch
     uint32_t cnt = 0;
     uint32_t version = 0;

@@ -62,6 +62,43 @@ TEST(Registry, MadeCompressorsCarryTheirResolvedParameters) {
   EXPECT_EQ(nlohmann::json::parse((*d)->params())["global_scaling"], "block");
 }
 
+// One spelling of a scheme instance: non-default parameters only, keys in order, numbers in their
+// shortest form whatever JSON type they came as.
+TEST(Registry, LabelsNameTheNonDefaultParametersInOneSpelling) {
+  EXPECT_EQ(scheme_label("dynamiq", {{"budget", 3}}), "dynamiq(budget=3)");
+  EXPECT_EQ(scheme_label("dynamiq", {{"budget", 3.0}}), "dynamiq(budget=3)");
+  EXPECT_EQ(scheme_label("dynamiq", {{"budget", 3.5}}), "dynamiq(budget=3.5)");
+  EXPECT_EQ(scheme_label("dynamiq", {{"budget", 5}}), "dynamiq");  // the default
+  EXPECT_EQ(scheme_label("int8", {{"rounding", "nearest"}, {"block", 128}}), "int8(block=128,rounding=nearest)");
+  EXPECT_EQ(scheme_label("mxfp8", nlohmann::json::object()), "mxfp8");
+  // A made compressor's resolved parameters (every one present) give the same label.
+  auto made = CompressorRegistry::global().create("dynamiq", {{"budget", 3}});
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ(scheme_label("dynamiq", nlohmann::json::parse((*made)->params())), "dynamiq(budget=3)");
+  EXPECT_EQ(scheme_label("nosuch", {{"a", 1}}), "nosuch");
+}
+
+// payload_bytes is the codes' part of wire_bytes: at most all of it, and for the formats with
+// block scales exactly the packed codes.
+TEST(Registry, PayloadIsTheCodesPartOfTheWireBytes) {
+  auto& reg = CompressorRegistry::global();
+  for (const auto& info : reg.all()) {
+    auto comp = reg.create(info.name, nlohmann::json::object());
+    ASSERT_TRUE(comp.ok());
+    if ((*comp)->plan_format(4096, 4).wire_bytes() > 0 || (*comp)->reduced_elements(4096) != 4096) continue;
+    const TensorSpec spec{0, 4096};
+    EXPECT_LE((*comp)->payload_bytes(spec, {1, 4}), (*comp)->wire_bytes(spec, {1, 4})) << info.name;
+  }
+  auto int8 = reg.create("int8", {{"block", 256}});
+  EXPECT_EQ((*int8)->payload_bytes({0, 4096}, {1, 4}), 4096u);
+  EXPECT_EQ((*int8)->wire_bytes({0, 4096}, {1, 4}) - (*int8)->payload_bytes({0, 4096}, {1, 4}), 4u * 16);
+  auto mx = reg.create("mxfp8", nlohmann::json::object());
+  EXPECT_EQ((*mx)->payload_bytes({0, 4096}, {1, 4}), 4096u);
+  EXPECT_EQ((*mx)->wire_bytes({0, 4096}, {1, 4}) - (*mx)->payload_bytes({0, 4096}, {1, 4}), 2u * 4096 / 32);
+  auto fp32 = reg.create("fp32", nlohmann::json::object());
+  EXPECT_EQ((*fp32)->payload_bytes({0, 4096}, {1, 4}), 4u * 4096);
+}
+
 struct Case {
   const char* name;
   nlohmann::json params;

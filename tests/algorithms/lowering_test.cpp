@@ -192,9 +192,14 @@ TEST(BucketCodecs, ShareByBucketSizeAndReplanEveryKRounds) {
       }
     // Shared by size: buckets 0 and 1 have one codec unless the scheme re-plans.
     EXPECT_EQ(of_bucket[0] == of_bucket[1], every == 0);
-    uint64_t bytes = 0;
-    for (const CompressedCollective* c : of_bucket) bytes += c->tensor_wire_bytes();
-    EXPECT_EQ(codecs->model_wire_bytes(), bytes);
+    uint64_t bytes = 0, plan = 0;
+    for (const CompressedCollective* c : of_bucket) {
+      bytes += c->tensor_wire_bytes();
+      plan += c->plan_bytes();
+    }
+    EXPECT_EQ(codecs->model_bytes().tensor(), bytes);
+    EXPECT_EQ(codecs->model_bytes().plan, plan);
+    EXPECT_GT(plan, 0u);
   }
 }
 

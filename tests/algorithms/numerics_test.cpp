@@ -54,6 +54,54 @@ TEST(RingNumerics, DeliversTheExactSumOnIntegers) {
   }
 }
 
+// The synthetic generator gives any worker alone what it gives all at once (a run plans metadata
+// phases one rank at a time from it).
+TEST(SyntheticGradients, OneWorkerAtATimeEqualsAllAtOnce) {
+  traces::SyntheticGradientSpec spec;
+  spec.elements = 40000;
+  spec.envelope_correlation = 0.5;  // each worker's own envelope too
+  std::vector<std::vector<float>> all(4, std::vector<float>(spec.elements));
+  auto v = views(all);
+  traces::generate_synthetic_gradients(spec, 9, v);
+  for (uint32_t w = 0; w < 4; ++w) {
+    std::vector<float> one(spec.elements);
+    const std::span<float> view(one);
+    traces::generate_synthetic_gradients(spec, 9, std::span<const std::span<float>>(&view, 1), w);
+    EXPECT_EQ(one, all[w]) << "worker " << w;
+  }
+}
+
+// A metadata phase accumulated one rank at a time fixes the same plan as plan_round on all ranks
+// at once: the same bytes on the wire, and the same encoded messages.
+TEST(PlanAccumulator, EqualsPlanningEveryRankAtOnce) {
+  for (const char* name : {"dynamiq", "mxfp8", "thc", "omnireduce"}) {
+    SCOPED_TRACE(name);
+    traces::SyntheticGradientSpec spec;
+    spec.elements = 1 << 16;
+    std::vector<std::vector<float>> bufs(4, std::vector<float>(spec.elements));
+    auto v = views(bufs);
+    traces::generate_synthetic_gradients(spec, 21, v);
+    const std::vector<std::span<const float>> ins(bufs.begin(), bufs.end());
+    auto a = make(name), b = make(name);
+    ASSERT_TRUE(plan_round(*a, ins, {3, 0}).ok());
+    PlanAccumulator acc(*b, spec.elements, 4, {3, 0});
+    for (const auto& x : ins) acc.add(x);
+    const auto report = acc.commit();
+    ASSERT_TRUE(report.ok()) << report.status().message();
+    EXPECT_TRUE(report->ran);
+    const uint64_t n = a->reduced_elements(spec.elements);
+    ASSERT_EQ(n, b->reduced_elements(spec.elements));
+    const TensorSpec whole{0, n};
+    ASSERT_EQ(a->wire_bytes(whole, {1, 4}), b->wire_bytes(whole, {1, 4}));
+    std::vector<float> x(n);
+    a->prepare(bufs[1], x, 1, 4, {3, 0, 1, kPrepareStream});
+    std::vector<uint8_t> ea(a->wire_bytes(whole, {1, 4})), eb(ea.size());
+    a->encode(x, whole, {1, 4}, {3, 0, 1, 7}, ea);
+    b->encode(x, whole, {1, 4}, {3, 0, 1, 7}, eb);
+    EXPECT_EQ(ea, eb);
+  }
+}
+
 TEST(RingNumerics, EveryRankEndsWithTheSameValues) {
   for (const char* name : {"bf16", "int8"}) {
     auto comp = make(name);

@@ -55,6 +55,13 @@ TEST(Units, FormatPicksReadableUnit) {
   EXPECT_EQ(format_quantity(12.5e9, UnitKind::kBandwidth), "12.5 GB/s");
   EXPECT_EQ(format_quantity(1.28e-3, UnitKind::kTime), "1.28 ms");
   EXPECT_EQ(format_quantity(256e6, UnitKind::kBytes), "256 MB");
+  // Whole binary units print as such; anything else in decimal units.
+  EXPECT_EQ(format_quantity(8.0 * (1 << 30), UnitKind::kBytes), "8 GiB");
+  EXPECT_EQ(format_quantity(25.0 * (1 << 20), UnitKind::kBytes), "25 MiB");
+  EXPECT_EQ(format_quantity(4096, UnitKind::kBytes), "4 KiB");
+  EXPECT_EQ(format_quantity(1.5 * (1 << 30), UnitKind::kBytes), "1.611 GB");
+  EXPECT_EQ(format_quantity(1024000, UnitKind::kBytes), "1.024 MB");
+  EXPECT_EQ(format_quantity(2e9, UnitKind::kBytes), "2 GB");
 }
 
 TEST(SimTime, PicosecondArithmeticIsExact) {

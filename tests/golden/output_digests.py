@@ -11,8 +11,8 @@ varies between runs).
   output_digests.py --ccsim BIN --check tests/golden/output_digests.txt
                                                                compare; exit 1 naming every difference
   output_digests.py --ccsim BIN --record FILE                  write them
-  output_digests.py ... --readme README.md                     also compare the quickstart's console
-                                                               output with the one README.md shows
+  output_digests.py ... --readme README.md                     also compare the console output of every
+                                                               run README.md shows with the tool's
 
 Standard library only. A refactoring that must not change results keeps the recorded file as is; a
 change of results updates it in the same commit, as a reviewed diff.
@@ -43,30 +43,40 @@ def digest(data: bytes) -> str:
 
 
 QUICKSTART = "scenarios/quickstart.json"
-README_OUT = "out/quickstart"  # the run's default folder, as README shows it
 
 
-def readme_block(readme: str) -> str:
-    """The console output README shows for the quickstart: the first fenced block after the
-    command `tools/ccsim run scenarios/quickstart.json`."""
+def readme_blocks(readme: str) -> dict:
+    """The console outputs README shows: for every fenced `sh` block that is one command
+    `tools/ccsim run SCENARIO`, the next fenced block when it is a run's console output (it starts
+    with "ccsim "), by scenario."""
+    import re
+
     with open(readme, encoding="utf-8") as f:
         text = f.read()
-    at = text.index("tools/ccsim run " + QUICKSTART)
-    start = text.index("```\n", text.index("```\n", at) + 4) + 4
-    return text[start:text.index("```", start)]
+    out = {}
+    for m in re.finditer(r"```sh\ntools/ccsim run (\S+)\n```\n", text):
+        start = text.find("\n```\n", m.end() - 1)
+        if start < 0:
+            continue
+        body = start + 5
+        if text.startswith("ccsim ", body):
+            out[m.group(1)] = text[body:text.index("```", body)]
+    return out
 
 
 def without_wall_time(text: str) -> str:
     return "".join(l for l in text.splitlines(keepends=True) if not l.lstrip().startswith("wall time"))
 
 
-def check_readme(console: str, out_dir: str, readme: str) -> list:
-    """Differences between the quickstart's console output and README's copy of it (the wall-time
-    line aside), as unified-diff lines."""
+def check_readme(console: str, out_dir: str, block: str) -> list:
+    """Differences between a run's console output and README's copy of it (the wall-time line
+    aside; the run's output folder written as README's), as unified-diff lines."""
     import difflib
+    import re
 
-    got = without_wall_time(console.replace(out_dir, README_OUT))
-    want = without_wall_time(readme_block(readme))
+    shown = re.search(r"outputs\s+(\S+)/\{", block)
+    got = without_wall_time(console.replace(out_dir, shown.group(1) if shown else out_dir))
+    want = without_wall_time(block)
     return list(difflib.unified_diff(want.splitlines(), got.splitlines(), "README.md", "ccsim run", lineterm=""))
 
 
@@ -77,11 +87,12 @@ def run_one(ccsim: str, scenario: str, tmp: str, readme: str | None = None) -> l
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr.decode(errors="replace"))
         raise SystemExit(f"{scenario}: ccsim run exited {proc.returncode}")
-    if readme and scenario == QUICKSTART:
-        diff = check_readme(proc.stdout.decode(), out_dir, readme)
+    block = readme_blocks(readme).get(scenario) if readme else None
+    if block is not None:
+        diff = check_readme(proc.stdout.decode(), out_dir, block)
         if diff:
             print("\n".join(diff))
-            raise SystemExit(f"{readme}: the quickstart output it shows differs from what `ccsim run {scenario}` "
+            raise SystemExit(f"{readme}: the output it shows for `ccsim run {scenario}` differs from what the tool "
                              "prints (above); update README.md")
     console = b"".join(line for line in proc.stdout.splitlines(keepends=True)
                        if not line.lstrip().startswith(b"wall time"))
@@ -99,7 +110,7 @@ def main() -> int:
     ap.add_argument("--check", help="recorded digests to compare with")
     ap.add_argument("--record", help="file to write the digests to")
     ap.add_argument("--only", action="append", default=[], help="run only scenarios containing this text")
-    ap.add_argument("--readme", help="README.md whose quickstart output is compared with the run's")
+    ap.add_argument("--readme", help="README.md whose runs' console outputs are compared with the tool's")
     args = ap.parse_args()
     lines = []
     with tempfile.TemporaryDirectory(prefix="ccsim-digests-") as tmp:

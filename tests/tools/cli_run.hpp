@@ -4,6 +4,7 @@
 /// shell quoting, captured stdout/stderr and exit code, and a sorted listing of an output folder.
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -46,6 +47,14 @@ inline Outcome ccsim(const std::string& args, const TempDir& scratch) {
   std::filesystem::remove(out);
   std::filesystem::remove(err);
   return o;
+}
+
+/// The largest resident size, in bytes, any finished child of this process reached (ccsim runs
+/// through a shell, which waits for it, so they count).
+inline double peak_child_rss_bytes() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024;
 }
 
 /// An outcome for failure messages.

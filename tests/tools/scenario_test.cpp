@@ -199,7 +199,7 @@ TEST_P(TopologyScenario, RunsEndToEnd) {
     }
   }
   const std::string links = links_csv(*report);
-  EXPECT_EQ(links.rfind("scheme,link,from,to,", 0), 0u);
+  EXPECT_EQ(links.rfind("label,link,from,to,", 0), 0u);
   if (loaded->scenario.outputs.link_timeline_bin_s > 0) {
     EXPECT_NE(links_timeline_csv(*report).find('\n'), std::string::npos);
   }

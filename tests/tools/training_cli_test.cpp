@@ -102,7 +102,7 @@ double num(const std::map<std::string, std::string>& row, const std::string& key
 std::vector<std::map<std::string, std::string>> rows_of(const Csv& csv, const std::string& scheme) {
   std::vector<std::map<std::string, std::string>> out;
   for (const auto& r : csv.rows)
-    if (r.at("scheme") == scheme) out.push_back(r);
+    if (r.at("label") == scheme) out.push_back(r);
   return out;
 }
 
@@ -200,7 +200,7 @@ TEST_F(Training, SmallScenarioWritesConsistentReproducibleOutputs) {
   EXPECT_EQ(summary["workers"], kWorkers);
   ASSERT_EQ(summary["results"].size(), schemes.size());
   std::map<std::string, json> by_scheme;
-  for (const json& r : summary["results"]) by_scheme[r["scheme"].get<std::string>()] = r;
+  for (const json& r : summary["results"]) by_scheme[r["label"].get<std::string>()] = r;
   for (const auto& scheme : schemes) {
     ASSERT_TRUE(by_scheme.count(scheme)) << scheme;
     EXPECT_EQ(by_scheme[scheme]["rounds_completed"], kRounds) << scheme;
@@ -229,9 +229,9 @@ TEST_F(Training, SmallScenarioWritesConsistentReproducibleOutputs) {
   const Csv results = parse_csv(read_file(a / "results.csv"));
   ASSERT_EQ(results.rows.size(), schemes.size());
   for (const auto& row : results.rows) {
-    SCOPED_TRACE(row.at("scheme"));
+    SCOPED_TRACE(row.at("label"));
     EXPECT_EQ(num(row, "rounds_completed"), kRounds);
-    EXPECT_DOUBLE_EQ(num(row, "round_s"), by_scheme[row.at("scheme")]["round_s"].get<double>());
+    EXPECT_DOUBLE_EQ(num(row, "round_s"), by_scheme[row.at("label")]["round_s"].get<double>());
   }
 
   // The same command again writes byte-identical files.
@@ -335,7 +335,7 @@ TEST_F(Training, AqgbUniformOrdersRoundsAndUtilization) {
   ASSERT_EQ(o.code, 0) << show(o);
   const Csv results = parse_csv(read_file(out / "results.csv"));
   std::map<std::string, std::map<std::string, std::string>> by;
-  for (const auto& r : results.rows) by[r.at("scheme")] = r;
+  for (const auto& r : results.rows) by[r.at("label")] = r;
   ASSERT_TRUE(by.count("fp32") && by.count("qsgd") && by.count("aqgb")) << read_file(out / "results.csv");
   for (const auto& [scheme, r] : by) EXPECT_EQ(num(r, "simulated_s"), 30.0) << scheme;
 
@@ -356,7 +356,7 @@ TEST_F(Training, AqgbUniformOrdersRoundsAndUtilization) {
   for (const auto& r : controller.rows) {
     if (r.at("quantity") != "stage1_bits") continue;
     ++stage1;
-    EXPECT_EQ(r.at("scheme"), "aqgb");
+    EXPECT_EQ(r.at("label"), "aqgb");
     const double bits = num(r, "value");
     EXPECT_GE(bits, 4.0) << "q_floor 0.125 of 32 bits";
     EXPECT_LE(bits, 32.0);
@@ -543,7 +543,7 @@ TEST_F(Training, ShardedRoundsTimeGradientAndWeightCollectivesSeparately) {
   EXPECT_NEAR(base["weight_comm_s"].get<double>(), 1.2e-3, 1e-9);
   // int8 gradients and 4-bit weight differences: about a quarter and an eighth of the time.
   const json& q = summary["results"][1];
-  EXPECT_EQ(q["scheme"], "int8+sdp4bit_qwd");
+  EXPECT_EQ(q["label"], "int8+sdp4bit_qwd");
   EXPECT_LT(q["grad_comm_s"].get<double>(), 0.3 * base["grad_comm_s"].get<double>());
   EXPECT_LT(q["weight_comm_s"].get<double>(), 0.3 * base["weight_comm_s"].get<double>());
   EXPECT_LT(q["round_s"].get<double>(), base["round_s"].get<double>());
@@ -686,7 +686,7 @@ TEST_F(Training, PipelineStagesSyncStaggeredAndStageAlignedRanksCutExposedComm) 
   ASSERT_EQ(stages.rows.size(), 3u * 4 * 4);
   // Every round: the last stage's sync starts first, the first stage's last (EDGC Fig. 8).
   std::map<std::pair<std::string, std::string>, std::vector<double>> starts;
-  for (const auto& r : stages.rows) starts[{r.at("scheme"), r.at("round")}].push_back(num(r, "sync_start_s"));
+  for (const auto& r : stages.rows) starts[{r.at("label"), r.at("round")}].push_back(num(r, "sync_start_s"));
   for (const auto& [key, v] : starts) {
     ASSERT_EQ(v.size(), 4u);
     for (size_t st = 1; st < 4; ++st) EXPECT_GT(v[st - 1], v[st]) << key.first << " round " << key.second;
@@ -725,7 +725,7 @@ TEST_F(Training, PipelineStagesSyncStaggeredAndStageAlignedRanksCutExposedComm) 
   const Csv alog = parse_csv(read_file(alg1_out / "controller.csv"));
   std::map<std::pair<std::string, uint32_t>, double> alg1_rank, stage0_rank;
   for (const auto& r : alog.rows) {
-    const auto key = std::make_pair(r.at("scheme"), static_cast<uint32_t>(num(r, "round")));
+    const auto key = std::make_pair(r.at("label"), static_cast<uint32_t>(num(r, "round")));
     if (r.at("quantity") == "alg1_rank") alg1_rank[key] = num(r, "value");
     if (r.at("quantity") == "rank" && r.at("stage") == "0") stage0_rank[key] = num(r, "value");
   }
@@ -739,7 +739,7 @@ TEST_F(Training, PipelineStagesSyncStaggeredAndStageAlignedRanksCutExposedComm) 
   }
   const json ares = json::parse(read_file(alg1_out / "summary.json"))["results"];
   ASSERT_EQ(ares.size(), 2u);
-  EXPECT_EQ(ares[0]["scheme"], "edgc(entropy,first_stage)");
+  EXPECT_EQ(ares[0]["label"], "edgc(entropy,first_stage)");
   for (size_t st = 1; st < 4; ++st)
     EXPECT_GE(ares[0]["stage_rank"][st].get<double>(), ares[0]["stage_rank"][st - 1].get<double>());
   // Warming up, the stages send their gradients uncompressed (fp32): as much as the fp32 run above.

@@ -145,9 +145,10 @@ const Check kChecks[] = {
     {"AlltoallBlocks", "collective",
      R"({"collective": {"operation": "alltoall", "algorithm": "direct"}, "gradients": {"size": "40B"}})",
      "/collective/algorithm", "alltoall needs elements divisible by the ranks"},
-    {"MetadataWithoutNumerics", "collective",
+    {"MetadataPhaseBeyondTheLimit", "collective",
      R"({"gradients": {"numerics_memory": "1KB"}, "compression": [{"scheme": "dynamiq"}]})", "/compression/0",
-     "'dynamiq' agrees on metadata from the gradients each round, but they are not loaded"},
+     "'dynamiq' plans its metadata phase on each rank's whole gradient, one rank at a time: about 67.17 MB, more "
+     "than gradients.numerics_memory 1 KB; set gradients.numerics_memory to at least 67.17 MB"},
     {"AlltoallSchemeBlocks", "collective",
      R"({"cluster": {"gpus_per_node": 2, "nodes": 2}, "collective": {"operation": "alltoall", "algorithm": "direct"},
          "gradients": {"size": "4000B"}, "compression": [{"scheme": "int8"}]})",

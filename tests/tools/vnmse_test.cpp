@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "algorithms/registry.hpp"
 #include "tools/app/vnmse.hpp"
 
 namespace ccsim::app {
@@ -41,9 +43,19 @@ TEST(Vnmse, EachDynamiqTechniqueLowersTheErrorAsInTable6) {
       "hierarchical=false,group=32,correlated=false",  // + variable bit widths
       "correlated=false",                              // + hierarchical scales
       ""};                                             // + correlated rounding (= dynamiq)
+  // The row labels: the scheme and its non-default parameters, keys in order (algo::scheme_label).
   auto label = [](const std::string& a) {
     const size_t c = a.find(':');
-    return c == std::string::npos ? a : a.substr(0, c) + "(" + a.substr(c + 1) + ")";
+    nlohmann::json params = nlohmann::json::object();
+    for (size_t at = c + 1; c != std::string::npos && at < a.size();) {
+      const size_t end = std::min(a.find(',', at), a.size()), eq = a.find('=', at);
+      const std::string k = a.substr(at, eq - at), v = a.substr(eq + 1, end - eq - 1);
+      params[k] = v == "true" ? nlohmann::json(true) : v == "false" ? nlohmann::json(false)
+                  : std::isdigit(static_cast<unsigned char>(v[0])) ? nlohmann::json(std::stod(v))
+                                                                   : nlohmann::json(v);
+      at = end + 1;
+    }
+    return algo::scheme_label(a.substr(0, c), params);
   };
   for (uint32_t ranks : {4u, 8u}) {
     VnmseOptions o;

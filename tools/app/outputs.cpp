@@ -20,6 +20,10 @@ double display_zero(double x) { return std::fabs(x) < 1e-9 ? 0.0 : x; }
 
 std::string fmt_num(double v) { return std::isfinite(v) ? fmt::format("{}", v) : (v > 0 ? "inf" : "nan"); }
 
+// A simulated time (or a sum or difference of them) in seconds, on the engine's picosecond grid:
+// 0.35949584, not the 0.3594958400000001 that subtracting two doubles leaves.
+std::string sec(double s) { return std::isfinite(s) ? fmt::format("{}", std::round(s * 1e12) / 1e12) : fmt_num(s); }
+
 // One run's link counters as links.csv / links_timeline.csv list them.
 struct LinkCsvRun {
   std::string label;                                   // the scheme
@@ -30,14 +34,14 @@ struct LinkCsvRun {
 
 // links.csv: per run and link, bytes, busy time, utilization, peak sharing.
 std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs) {
-  std::string out = "scheme,link,from,to,capacity_Bps,bytes,busy_s,utilization,max_flows\n";
+  std::string out = "label,link,from,to,capacity_Bps,bytes,busy_s,utilization,max_flows\n";
   for (const auto& r : runs)
     for (size_t l = 0; l < r.links->size(); ++l) {
       const LinkRow& row = rows[l];
       const sim::LinkStats& st = (*r.links)[l];
       const double util = r.duration_s > 0 ? st.bytes / (row.capacity_Bps * r.duration_s) : 0.0;
       out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(r.label), l, row.from, row.to, row.capacity_Bps,
-                         st.bytes, st.busy_s, util, st.max_flows);
+                         st.bytes, sec(st.busy_s), util, st.max_flows);
     }
   return out;
 }
@@ -45,7 +49,7 @@ std::string link_rows_csv(const std::vector<LinkRow>& rows, const std::vector<Li
 // links_timeline.csv: per run, link and non-empty bin of width `bin`, bytes and utilization.
 std::string link_timeline_csv(const std::vector<LinkRow>& rows, const std::vector<LinkCsvRun>& runs, double bin) {
   if (!(bin > 0)) return {};
-  std::string out = "scheme,link,from,to,bin_start_s,bytes,utilization\n";
+  std::string out = "label,link,from,to,bin_start_s,bytes,utilization\n";
   for (const auto& r : runs)
     for (size_t l = 0; l < r.timeline->size(); ++l)
       for (size_t b = 0; b < (*r.timeline)[l].size(); ++b) {
@@ -53,7 +57,7 @@ std::string link_timeline_csv(const std::vector<LinkRow>& rows, const std::vecto
         if (bytes <= 0) continue;
         const LinkRow& row = rows[l];
         out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(r.label), l, row.from, row.to,
-                           static_cast<double>(b) * bin, bytes, bytes / (row.capacity_Bps * bin));
+                           sec(static_cast<double>(b) * bin), bytes, bytes / (row.capacity_Bps * bin));
       }
   return out;
 }
@@ -79,10 +83,10 @@ Status write_run_folder(const std::string& dir, const LoadedScenario& loaded, co
 // controller.csv: per run, its decisions; `who` names the column of ControlDecision::worker.
 std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
                           const std::string& who) {
-  std::string out = fmt::format("scheme,round,{},layer,time_s,controller,quantity,value,detail\n", who);
+  std::string out = fmt::format("label,round,{},layer,time_s,controller,quantity,value,detail\n", who);
   for (const auto& [scheme, decisions] : runs)
     for (const auto& d : *decisions)
-      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(scheme), d.round, d.worker, d.layer, d.time_s,
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(scheme), d.round, d.worker, d.layer, sec(d.time_s),
                          d.controller, d.quantity, d.value, csv_field(d.detail));
   return out;
 }
@@ -133,11 +137,15 @@ json summary_json(const RunReport& report) {
   const Scenario& s = report.loaded.scenario;
   json results = json::array();
   for (const auto& r : report.results) {
-    json j = {{"scheme", r.scheme},
+    json j = {{"label", r.label},
+         {"scheme", r.scheme},
               {"params", r.params},
               {"bits_per_element", r.bits_per_element},
+              {"payload_bits_per_element", algo::RoundBytes::bits(r.bytes.payload, report.elements)},
+              {"metadata_bits_per_element", algo::RoundBytes::bits(r.bytes.metadata, report.elements)},
+              {"plan_bits_per_element", algo::RoundBytes::bits(r.bytes.plan, report.elements)},
               {"tensor_wire_bytes", r.tensor_wire_bytes},
-              {"plan_bytes_per_rank", r.plan_bytes_per_rank},
+              {"plan_bytes_per_rank", r.bytes.plan},
               {"plan_time_s", r.timing.plan_time_s},
               {"wire_bytes_total", r.timing.wire_bytes},
               {"transfers", r.timing.transfers},
@@ -172,6 +180,8 @@ json summary_json(const RunReport& report) {
               {"tensor_bytes", report.elements * 4},
               {"gradients", report.gradients_desc},
               {"numerics", report.numerics_note},
+              {"vnmse_elements", report.vnmse_elements},
+              {"numerics_memory_estimate_bytes", report.loaded.plan->gradients.sample_need_bytes},
               {"kernel_cost", report.kernel_cost_desc},
               {"analytic_model", report.analytic_desc},
               {"results", results}};
@@ -180,21 +190,24 @@ json summary_json(const RunReport& report) {
 std::string results_csv(const RunReport& report) {
   const Scenario& s = report.loaded.scenario;
   std::string out =
-      "scenario,scheme,params,ranks,group_size,groups,operation,algorithm,elements,bits_per_element,tensor_wire_bytes,"
-      "wire_bytes_total,transfers,time_s,time_min_s,analytic_time_s,time_vs_analytic,kernel_time_s,round_kernel_time_s,"
-      "vnmse,vnmse_max_rank,unbiased\n";
+      "scenario,label,scheme,params,ranks,group_size,groups,operation,algorithm,elements,bits_per_element,"
+      "payload_bits_per_element,metadata_bits_per_element,plan_bits_per_element,tensor_wire_bytes,plan_bytes_per_rank,"
+      "wire_bytes_total,transfers,time_s,time_min_s,plan_time_s,analytic_time_s,time_vs_analytic,kernel_time_s,"
+      "round_kernel_time_s,vnmse,vnmse_max_rank,vnmse_elements,unbiased\n";
   auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{}", x); };
+  const uint64_t n = report.elements;
   for (const auto& r : report.results) {
-    const bool has = std::isfinite(r.analytic_time_s);
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, r.scheme,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},", s.name, csv_field(r.label), r.scheme,
                        csv_field(r.params.dump()), report.ranks, report.group_size, report.groups,
-                       topo::collective_op_name(s.collective.operation), s.collective.algorithm, report.elements,
-                       r.bits_per_element,
-                       r.tensor_wire_bytes, r.timing.wire_bytes, r.timing.transfers, r.timing.time_s, r.timing.time_min_s,
-                       has ? fmt::format("{}", r.analytic_time_s) : "",
-                       num(r.vs_analytic), r.timing.kernel_time_s,
-                       r.timing.round_kernel_time_s, num(r.vnmse),
-                       num(r.vnmse_max_rank), r.unbiased ? "true" : "false");
+                       topo::collective_op_name(s.collective.operation), s.collective.algorithm, n);
+    out += fmt::format("{},{},{},{},{},{},", r.bits_per_element, algo::RoundBytes::bits(r.bytes.payload, n),
+                       algo::RoundBytes::bits(r.bytes.metadata, n), algo::RoundBytes::bits(r.bytes.plan, n),
+                       r.tensor_wire_bytes, r.bytes.plan);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.timing.wire_bytes, r.timing.transfers,
+                       sec(r.timing.time_s), sec(r.timing.time_min_s), sec(r.timing.plan_time_s),
+                       num(r.analytic_time_s), num(r.vs_analytic), sec(r.timing.kernel_time_s),
+                       sec(r.timing.round_kernel_time_s), num(r.vnmse),
+                       num(r.vnmse_max_rank), report.vnmse_elements, r.unbiased ? "true" : "false");
   }
   return out;
 }
@@ -202,7 +215,7 @@ std::string results_csv(const RunReport& report) {
 namespace {
 std::vector<LinkCsvRun> link_runs(const RunReport& report) {
   std::vector<LinkCsvRun> runs;
-  for (const auto& r : report.results) runs.push_back({r.scheme, &r.links, &r.timeline, r.timing.time_s});
+  for (const auto& r : report.results) runs.push_back({r.label, &r.links, &r.timeline, r.timing.time_s});
   return runs;
 }
 }  // namespace
@@ -231,26 +244,42 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
   out += fmt::format("  numerics    {}\n", report.numerics_note);
   out += fmt::format("  kernels     {}\n", report.kernel_cost_desc);
   out += fmt::format("  analytic    {}\n\n", report.analytic_desc);
-  out += fmt::format("  {:<8} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", "scheme", "bits/elem",
-                     "wire/rank", "time", "analytic", "vs formula", "vNMSE", "kernels", "round ops");
+  size_t w = 8;
+  for (const auto& r : report.results) w = std::max(w, r.label.size());
+  out += fmt::format("  {:<{}} {:>9} {:>12} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", "scheme", w,
+                     "bits/elem", "wire/rank", "time", "meta phase", "analytic", "vs formula", "vNMSE", "kernels",
+                     "round ops");
   for (const auto& r : report.results) {
     const bool has = std::isfinite(r.analytic_time_s);
     out += fmt::format(
-        "  {:<8} {:>9.3f} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", r.scheme, r.bits_per_element,
+        "  {:<{}} {:>9.3f} {:>12} {:>12} {:>12} {:>12} {:>10} {:>11} {:>12} {:>12}\n", r.label, w, r.bits_per_element,
         format_quantity(static_cast<double>(r.timing.wire_bytes) / static_cast<double>(report.ranks), UnitKind::kBytes),
-        format_quantity(r.timing.time_s, UnitKind::kTime), has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
+        format_quantity(r.timing.time_s, UnitKind::kTime),
+        r.bytes.plan > 0 ? format_quantity(r.timing.plan_time_s, UnitKind::kTime) : "-",
+        has ? format_quantity(r.analytic_time_s, UnitKind::kTime) : "-",
         std::isfinite(r.vs_analytic) ? fmt::format("{:+.4f}%", display_zero(100.0 * r.vs_analytic)) : "-",
         std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
         format_quantity(r.timing.kernel_time_s, UnitKind::kTime), format_quantity(r.timing.round_kernel_time_s, UnitKind::kTime));
   }
   if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
-    for (const auto& r : report.results) out += fmt::format("  {:<8} kernels: {}\n", r.scheme, r.kernel_cost);
+    for (const auto& r : report.results) out += fmt::format("  {:<{}} kernels: {}\n", r.label, w, r.kernel_cost);
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,links.csv{}}}\n", out_dir,
                      s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
   return out;
 }
 
 // ---- data-parallel training runs ------------------------------------------------------------------
+
+namespace {
+// A training result's part of its bits per element: 0 payload, 1 metadata, 2 metadata phase (AQGB's
+// broadcast, which has no bucket bytes: all payload).
+double part_bits(const TrainingResult& r, int part) {
+  const uint64_t total = r.bytes.total();
+  if (total == 0) return part == 0 ? r.bits_per_element : 0.0;
+  const uint64_t bytes = part == 0 ? r.bytes.payload : part == 1 ? r.bytes.metadata : r.bytes.plan;
+  return r.bits_per_element * static_cast<double>(bytes) / static_cast<double>(total);
+}
+}  // namespace
 
 json training_summary_json(const TrainingReport& report) {
   const Scenario& s = report.loaded.scenario;
@@ -270,11 +299,15 @@ json training_summary_json(const TrainingReport& report) {
   json results = json::array();
   for (const auto& r : report.results) {
     results.push_back(
-        {{"scheme", r.scheme},
+        {{"label", r.label},
+         {"scheme", r.scheme},
          {"params", r.params},
          {"sync", r.sync_desc},
          {"kernel_cost", r.kernel_cost},
          {"bits_per_element", r.bits_per_element},
+         {"payload_bits_per_element", part_bits(r, 0)},
+         {"metadata_bits_per_element", part_bits(r, 1)},
+         {"plan_bits_per_element", part_bits(r, 2)},
          {"rounds_completed", r.summary.rounds_completed},
          {"simulated_s", r.summary.end_s},
          {"measured_rounds", r.summary.measured_rounds},
@@ -303,61 +336,66 @@ namespace {
 
 std::string training_results_csv(const TrainingReport& report) {
   std::string out =
-      "scheme,bits_per_element,rounds_completed,simulated_s,round_s,throughput_rounds_per_s,compute_s,exposed_comm_s,"
-      "compression_overhead_s,t_wait_s,t_wait_normalized,t_overlap_s,row_cluster_mean,uplink_utilization,"
-      "wire_bytes_per_round,grad_comm_s,weight_comm_s\n";
+      "label,scheme,params,bits_per_element,payload_bits_per_element,metadata_bits_per_element,plan_bits_per_element,"
+      "rounds_completed,simulated_s,round_s,throughput_rounds_per_s,compute_s,exposed_comm_s,compression_overhead_s,"
+      "t_wait_s,t_wait_normalized,t_overlap_s,row_cluster_mean,uplink_utilization,wire_bytes_per_round,grad_comm_s,"
+      "weight_comm_s\n";
   for (const auto& r : report.results)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.scheme), r.bits_per_element,
-                       r.summary.rounds_completed, r.summary.end_s, r.summary.round_s,
-                       r.summary.round_s > 0 ? fmt_num(1.0 / r.summary.round_s) : "nan", r.summary.compute_s,
-                       r.summary.exposed_comm_s, r.summary.compression_overhead_s, r.summary.wait_s,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.label),
+                       r.scheme, csv_field(r.params.dump()), r.bits_per_element, part_bits(r, 0),
+                       part_bits(r, 1), part_bits(r, 2),
+                       r.summary.rounds_completed, sec(r.summary.end_s), sec(r.summary.round_s),
+                       r.summary.round_s > 0 ? fmt_num(1.0 / r.summary.round_s) : "nan", sec(r.summary.compute_s),
+                       sec(r.summary.exposed_comm_s), sec(r.summary.compression_overhead_s), sec(r.summary.wait_s),
                        r.summary.compute_s > 0 ? fmt_num(r.summary.wait_s / r.summary.compute_s) : "nan",
-                       r.summary.overlap_s, fmt_num(r.summary.row_cluster), r.summary.uplink_utilization,
-                       r.wire_bytes_per_round, r.grad_comm_s, r.weight_comm_s);
+                       sec(r.summary.overlap_s), fmt_num(r.summary.row_cluster), r.summary.uplink_utilization,
+                       r.wire_bytes_per_round, sec(r.grad_comm_s), sec(r.weight_comm_s));
   return out;
 }
 
 std::string rounds_csv(const TrainingReport& report) {
   std::string out =
-      "scheme,round,worker,factor,start_s,end_s,duration_s,compute_s,t_wait_s,t_comm_s,t_overlap_s,row,compression_s,"
+      "label,round,worker,factor,start_s,end_s,duration_s,compute_s,t_wait_s,t_comm_s,t_overlap_s,row,compression_s,"
       "compression_overhead_s,exposed_comm_s\n";
   for (const auto& res : report.results)
     for (const auto& r : res.summary.rounds)
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), r.round, r.worker,
-                         r.factor, r.start_s, r.end_s, r.duration(), r.compute_s, r.wait_s, r.comm_s, r.overlap_s,
-                         fmt_num(r.row()), r.compression_s, r.compression_overhead_s, r.exposed_comm_s);
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(res.label), r.round, r.worker,
+                         r.factor, sec(r.start_s), sec(r.end_s), sec(r.duration()), sec(r.compute_s), sec(r.wait_s),
+                         sec(r.comm_s), sec(r.overlap_s), fmt_num(r.row()), sec(r.compression_s),
+                         sec(r.compression_overhead_s), sec(r.exposed_comm_s));
   return out;
 }
 
 std::string cluster_rounds_csv(const TrainingReport& report) {
-  std::string out = "scheme,round,complete_s,duration_max_s,t_wait_max_s,t_overlap_min_s,row_cluster\n";
+  std::string out = "label,round,complete_s,duration_max_s,t_wait_max_s,t_overlap_min_s,row_cluster\n";
   for (const auto& res : report.results)
     for (const auto& c : res.summary.cluster_rounds)
-      out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(res.scheme), c.round, fmt_num(c.complete_s),
-                         c.duration_max_s, c.wait_max_s, c.overlap_min_s, fmt_num(c.row));
+      out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(res.label), c.round, sec(c.complete_s),
+                         sec(c.duration_max_s), sec(c.wait_max_s), sec(c.overlap_min_s), fmt_num(c.row));
   return out;
 }
 
 std::string controller_csv(const TrainingReport& report) {
   std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>> runs;
-  for (const auto& res : report.results) runs.emplace_back(res.scheme, &res.decisions);
+  for (const auto& res : report.results) runs.emplace_back(res.label, &res.decisions);
   return decisions_csv(runs, "worker");
 }
 
 std::string buckets_csv(const TrainingReport& report) {
-  std::string out = "scheme,round,bucket,ready_s,start_s,end_s,gradient_s,weights_s,wire_bytes\n";
+  std::string out = "label,round,bucket,ready_s,start_s,end_s,gradient_s,weights_s,wire_bytes\n";
   for (const auto& res : report.results)
     for (const auto& b : res.buckets)
-      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), b.round, b.bucket, b.ready_s, b.start_s,
-                         b.end_s, b.time_except("weights"), b.time_in("weights"), b.wire_bytes);
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.label), b.round, b.bucket, sec(b.ready_s),
+                         sec(b.start_s), sec(b.end_s), sec(b.time_except("weights")), sec(b.time_in("weights")),
+                         b.wire_bytes);
   return out;
 }
 
 std::string tenants_csv(const TrainingReport& report) {
-  std::string out = "scheme,tenant,iterations,bytes\n";
+  std::string out = "label,tenant,iterations,bytes\n";
   for (const auto& res : report.results)
     for (const auto& t : res.tenants)
-      out += fmt::format("{},{},{},{}\n", csv_field(res.scheme), t.name, t.iterations, t.bytes);
+      out += fmt::format("{},{},{},{}\n", csv_field(res.label), t.name, t.iterations, t.bytes);
   return out;
 }
 
@@ -365,7 +403,7 @@ std::string tenants_csv(const TrainingReport& report) {
 
 Status write_training_outputs(const TrainingReport& report, const std::string& dir) {
   std::vector<LinkCsvRun> links;
-  for (const auto& r : report.results) links.push_back({r.scheme, &r.links, &r.timeline, r.summary.end_s});
+  for (const auto& r : report.results) links.push_back({r.label, &r.links, &r.timeline, r.summary.end_s});
   return write_run_folder(dir, report.loaded, training_summary_json(report),
                           {{"results.csv", training_results_csv(report)},
                            {"rounds.csv", rounds_csv(report)},
@@ -388,13 +426,13 @@ std::string format_training_summary(const TrainingReport& report, const std::str
   out += fmt::format("  tenants     {}\n", report.tenants_desc);
   out += fmt::format("  kernels     {}\n\n", report.kernel_cost_desc);
   size_t w = 8;
-  for (const auto& r : report.results) w = std::max(w, r.scheme.size());
+  for (const auto& r : report.results) w = std::max(w, r.label.size());
   out +=
       fmt::format("  {:<{}} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>6}\n", "scheme", w, "bits/elem",
                   "rounds", "round", "compute", "exposed", "compress", "T_wait", "T_wait/c", "ROW", "util");
   for (const auto& r : report.results) {
     out += fmt::format(
-        "  {:<{}} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.scheme, w,
+        "  {:<{}} {:>9.3f} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.3f} {:>7} {:>5.1f}%\n", r.label, w,
         r.bits_per_element, r.summary.rounds_completed, format_quantity(r.summary.round_s, UnitKind::kTime),
         format_quantity(r.summary.compute_s, UnitKind::kTime),
         format_quantity(r.summary.exposed_comm_s, UnitKind::kTime),
@@ -405,7 +443,7 @@ std::string format_training_summary(const TrainingReport& report, const std::str
         100.0 * r.summary.uplink_utilization);
   }
   for (const auto& r : report.results) {
-    out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+    out += fmt::format("  {:<{}} sync: {}\n", r.label, w, r.sync_desc);
     if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
       out += fmt::format("  {:<{}} kernels: {}\n", "", w, r.kernel_cost);
     if (s.sync.mode != SyncMode::kBroadcast)
@@ -440,7 +478,8 @@ json parallel_summary_json(const ParallelReport& report) {
               {"warmup_rounds", s.workload.warmup_rounds}};
   json results = json::array();
   for (const auto& r : report.results)
-    results.push_back({{"scheme", r.scheme},
+    results.push_back({{"label", r.label},
+         {"scheme", r.scheme},
                        {"sync", r.sync_desc},
                        {"kernel_cost", r.kernel_cost},
                        {"rounds_completed", r.summary.rounds_completed},
@@ -460,33 +499,36 @@ json parallel_summary_json(const ParallelReport& report) {
 namespace {
 
 std::string parallel_results_csv(const ParallelReport& report) {
-  std::string out = "scheme,rounds_completed,round_s,compute_s,exposed_comm_s,wire_bytes_per_round\n";
+  std::string out = "label,scheme,rounds_completed,round_s,compute_s,exposed_comm_s,wire_bytes_per_round\n";
   for (const auto& r : report.results)
-    out += fmt::format("{},{},{},{},{},{}\n", csv_field(r.scheme), r.summary.rounds_completed, r.summary.round_s,
-                       r.summary.compute_s, r.summary.exposed_comm_s, r.summary.wire_bytes_per_round);
+    out += fmt::format("{},{},{},{},{},{},{}\n", csv_field(r.label), r.scheme, r.summary.rounds_completed,
+                       sec(r.summary.round_s), sec(r.summary.compute_s), sec(r.summary.exposed_comm_s),
+                       r.summary.wire_bytes_per_round);
   return out;
 }
 
 std::string stages_csv(const ParallelReport& report) {
-  std::string out = "scheme,round,stage,backward_end_s,sync_start_s,sync_end_s,sync_s,exposed_s,rank,wire_bytes,"
+  std::string out = "label,round,stage,backward_end_s,sync_start_s,sync_end_s,sync_s,exposed_s,rank,wire_bytes,"
                     "compute_busy_s,micro_backward_s\n";
   for (const auto& res : report.results)
     for (const auto& row : res.summary.stages) {
       const auto& r = row.record;
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), r.round, r.stage,
-                         r.backward_end_s, r.sync_start_s, r.sync_end_s, r.sync_end_s - r.sync_start_s, row.exposed_s,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(res.label), r.round, r.stage,
+                         sec(r.backward_end_s), sec(r.sync_start_s), sec(r.sync_end_s),
+                         sec(r.sync_end_s - r.sync_start_s), sec(row.exposed_s),
                          row.rank >= 0 ? fmt::format("{}", row.rank) : std::string(), r.sync_wire_bytes,
-                         r.compute_busy_s, r.micro_backward_s);
+                         sec(r.compute_busy_s), sec(r.micro_backward_s));
     }
   return out;
 }
 
 std::string parallel_rounds_csv(const ParallelReport& report) {
-  std::string out = "scheme,round,start_s,backward_end_s,sync_end_s,end_s,duration_s,exposed_comm_s,compute_s\n";
+  std::string out = "label,round,start_s,backward_end_s,sync_end_s,end_s,duration_s,exposed_comm_s,compute_s\n";
   for (const auto& res : report.results)
     for (const auto& r : res.summary.rounds)
-      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.scheme), r.round, r.start_s, r.backward_end_s,
-                         r.sync_end_s, r.end_s, r.duration(), r.exposed_comm_s, r.compute_s);
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(res.label), r.round, sec(r.start_s),
+                         sec(r.backward_end_s), sec(r.sync_end_s), sec(r.end_s), sec(r.duration()),
+                         sec(r.exposed_comm_s), sec(r.compute_s));
   return out;
 }
 
@@ -496,8 +538,8 @@ Status write_parallel_outputs(const ParallelReport& report, const std::string& d
   std::vector<LinkCsvRun> links;
   std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>> decisions;
   for (const auto& r : report.results) {
-    links.push_back({r.scheme, &r.links, &r.timeline, r.summary.end_s});
-    decisions.emplace_back(r.scheme, &r.decisions);
+    links.push_back({r.label, &r.links, &r.timeline, r.summary.end_s});
+    decisions.emplace_back(r.label, &r.decisions);
   }
   return write_run_folder(dir, report.loaded, parallel_summary_json(report),
                           {{"results.csv", parallel_results_csv(report)},
@@ -522,7 +564,7 @@ std::string format_parallel_summary(const ParallelReport& report, const std::str
   out += fmt::format("  rounds      {} (averages skip {} warm-up round(s))\n\n", s.workload.rounds,
                      s.workload.warmup_rounds);
   size_t w = 8;
-  for (const auto& r : report.results) w = std::max(w, r.scheme.size());
+  for (const auto& r : report.results) w = std::max(w, r.label.size());
   out +=
       fmt::format("  {:<{}} {:>10} {:>10} {:>10}   per stage: sync start (from round start) / sync / exposed / rank\n",
                   "scheme", w, "round", "compute", "exposed");
@@ -534,13 +576,13 @@ std::string format_parallel_summary(const ParallelReport& report, const std::str
                       format_quantity(r.summary.stage_sync_s[i], UnitKind::kTime),
                       format_quantity(r.summary.stage_exposed_s[i], UnitKind::kTime),
                       r.summary.stage_rank[i] > 0 ? fmt::format(" / {:.1f}", r.summary.stage_rank[i]) : std::string()));
-    out += fmt::format("  {:<{}} {:>10} {:>10} {:>10}   {}\n", r.scheme, w,
+    out += fmt::format("  {:<{}} {:>10} {:>10} {:>10}   {}\n", r.label, w,
                        format_quantity(r.summary.round_s, UnitKind::kTime),
                        format_quantity(r.summary.compute_s, UnitKind::kTime),
                        format_quantity(r.summary.exposed_comm_s, UnitKind::kTime), fmt::join(st, "; "));
   }
   for (const auto& r : report.results) {
-    out += fmt::format("  {:<{}} sync: {}\n", r.scheme, w, r.sync_desc);
+    out += fmt::format("  {:<{}} sync: {}\n", r.label, w, r.sync_desc);
     if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
       out += fmt::format("  {:<{}} kernels: {}\n", "", w, r.kernel_cost);
   }

@@ -16,12 +16,13 @@
 namespace ccsim::app {
 namespace {
 
-// Group 0's per-rank gradients: the synthetic generator's, or worker w reading files[w % files].
-Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, const GradientPlan& plan, uint32_t ranks) {
+// Group 0's per-rank gradients of `elements` entries: the synthetic generator's, or worker w
+// reading files[w % files].
+Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, uint64_t elements, uint32_t ranks) {
   const GradientsConfig& g = s.gradients;
   std::vector<std::vector<float>> grads(ranks);
   if (g.source == GradientSource::kSynthetic) {
-    const traces::SyntheticGradientSpec spec = g.synthetic_spec(plan.elements);
+    const traces::SyntheticGradientSpec spec = g.synthetic_spec(elements);
     std::vector<std::span<float>> views;
     for (auto& v : grads) {
       v.resize(spec.elements);
@@ -33,9 +34,9 @@ Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, const 
   std::vector<std::vector<float>> loaded;
   for (const std::string& file : g.files) {
     CCSIM_ASSIGN_OR_RETURN(traces::NpyArray arr, traces::read_npy(file));
-    if (arr.values.size() != plan.elements)
+    if (arr.values.size() != elements)
       return io_error(fmt::format("{}: now holds {} values, {} when the scenario was checked", file,
-                                  arr.values.size(), plan.elements));
+                                  arr.values.size(), elements));
     CCSIM_RETURN_IF_ERROR(traces::check_finite_npy(file, arr.values));
     loaded.push_back(std::move(arr.values));
   }
@@ -43,17 +44,40 @@ Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, const 
   return grads;
 }
 
-std::string gradients_desc(const Scenario& s, const GradientPlan& plan) {
+std::string gradients_desc(const Scenario& s) {
   const GradientsConfig& g = s.gradients;
   if (g.source == GradientSource::kNpy)
     return fmt::format("{} .npy file(s), worker w reads file w mod {}", g.files.size(), g.files.size());
-  if (!plan.numerics) return "synthetic (not generated: numerics skipped)";
   const traces::SyntheticGradientSpec& y = g.synthetic;
   const std::string shared = y.envelope_correlation < 1.0
                                  ? fmt::format(" correlated {} between ranks", y.envelope_correlation)
                                  : std::string();
   return fmt::format("synthetic ({} layers, scales over {} decades, correlation {}, envelope sigma {}{})", y.layers,
                      y.scale_decades, y.correlation, y.envelope_sigma, shared);
+}
+
+// The limit the numerics were sized to, as the console names it.
+std::string limit_of(const Scenario& s, const GradientPlan& gp) {
+  const std::string q = format_quantity(gp.limit_bytes, UnitKind::kBytes);
+  return gp.limit_bytes < static_cast<double>(s.gradients.numerics_memory_bytes)
+             ? fmt::format("half this machine's memory, {}", q)
+             : fmt::format("gradients.numerics_memory {}", q);
+}
+
+// What the numerics ran on: every rank's whole gradient, or a sample, and why.
+std::string numerics_note(const Scenario& s, const GradientPlan& gp, const RunReport& report) {
+  const std::string where = report.groups == 1 ? fmt::format("all {} ranks", report.group_size)
+                                               : fmt::format("group 0 (ranks {}..)", report.loaded.plan->groups.front().front());
+  if (!gp.sampled()) return fmt::format("vNMSE on the whole tensor, on {}", where);
+  if (gp.sample_elements == 0)
+    return fmt::format("vNMSE not measured: even 4 KB per rank on {} would need about {}, more than {}; metadata "
+                       "phases planned on the whole gradient, one rank at a time",
+                       where, format_quantity(gp.sample_need_bytes, UnitKind::kBytes), limit_of(s, gp));
+  return fmt::format("vNMSE on a {} synthetic sample per rank of the same distribution, on {} (the whole {} would "
+                     "need about {}, more than {}); metadata phases planned on the whole gradient, one rank at a time",
+                     format_quantity(4.0 * static_cast<double>(gp.sample_elements), UnitKind::kBytes), where,
+                     format_quantity(4.0 * static_cast<double>(gp.elements), UnitKind::kBytes),
+                     format_quantity(gp.full_need_bytes, UnitKind::kBytes), limit_of(s, gp));
 }
 
 // The report's description of the run (everything but the schemes' results).
@@ -74,12 +98,9 @@ void describe(const LoadedScenario& loaded, RunReport& report) {
                                         report.ranks / (s.parallelism.tp * s.parallelism.pp), s.parallelism.order);
   report.kernel_cost_desc = plan.costs.describe();
   report.elements = plan.gradients.elements;
-  report.gradients_desc = gradients_desc(s, plan.gradients);
-  const uint32_t g = report.group_size;
-  report.numerics_note = !plan.gradients.numerics ? numerics_skipped_note(s, g, report.elements)
-                         : report.groups == 1
-                             ? fmt::format("numerics on all {} ranks", g)
-                             : fmt::format("numerics on group 0 (ranks {}..)", plan.groups.front().front());
+  report.gradients_desc = gradients_desc(s);
+  report.numerics_note = numerics_note(s, plan.gradients, report);
+  report.vnmse_elements = plan.gradients.sample_elements;
 }
 
 // The ring all-reduce's closed form, where it applies (one switch, one GPU per node, one group).
@@ -90,15 +111,31 @@ bool ring_formula(const Scenario& s, const RunPlan& plan, const RunReport& repor
 }
 
 // Group 0's numerics: the round run on real buffers, vNMSE against what the operation defines.
-Status run_numerics(const Scenario& s, const algo::CompressedCollective& lowering,
+// On a sample, a fresh instance of the scheme plans and runs the sample's round.
+Status run_numerics(const LoadedScenario& loaded, size_t i, algo::CompressedCollective& lowering,
                     const std::vector<std::vector<float>>& grads, uint32_t groups, SchemeResult& r) {
+  const Scenario& s = loaded.scenario;
+  const GradientPlan& gp = loaded.plan->gradients;
+  std::unique_ptr<algo::Compressor> own;
+  std::unique_ptr<algo::CompressedCollective> sample;
+  const algo::NumericsOptions options{static_cast<uint64_t>(s.seed), 0};
+  const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
+  if (gp.sampled()) {
+    CCSIM_ASSIGN_OR_RETURN(own, algo::CompressorRegistry::global().create(s.compression[i].scheme,
+                                                                          s.compression[i].params));
+    own->set_layout(gp.sample_layout);
+    sample = std::make_unique<algo::CompressedCollective>(*own, *loaded.plan->collective, lowering.ranks(),
+                                                          gp.sample_elements, loaded.plan->base);
+    if (sample->plan_bytes() > 0) CCSIM_RETURN_IF_ERROR(sample->plan(ins, options).status());
+    else CCSIM_RETURN_IF_ERROR(sample->fix());
+  }
+  const algo::CompressedCollective& run = sample ? *sample : lowering;
   std::vector<std::vector<float>> work(grads);
   std::vector<std::span<float>> views(work.begin(), work.end());
-  std::vector<std::span<const float>> ins(grads.begin(), grads.end()), outs(work.begin(), work.end());
-  CCSIM_ASSIGN_OR_RETURN(const algo::NumericsRound round,
-                         lowering.run(views, {static_cast<uint64_t>(s.seed), 0}));
-  CCSIM_CHECK(round.stats.wire_bytes * groups == r.timing.wire_bytes, "numerics sent {} bytes, timing {} over {} groups",
-              round.stats.wire_bytes, r.timing.wire_bytes, groups);
+  std::vector<std::span<const float>> outs(work.begin(), work.end());
+  CCSIM_ASSIGN_OR_RETURN(const algo::NumericsRound round, run.run(views, options));
+  CCSIM_CHECK(sample || round.stats.wire_bytes * groups == r.timing.wire_bytes,
+              "numerics sent {} bytes, timing {} over {} groups", round.stats.wire_bytes, r.timing.wire_bytes, groups);
   const std::vector<algo::ErrorStats> errs = algo::operation_errors(round.schedule, ins, outs);
   CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(ins, errs, r.scheme).at("/gradients"));
   r.vnmse_max_rank = 0;
@@ -107,40 +144,85 @@ Status run_numerics(const Scenario& s, const algo::CompressedCollective& lowerin
   return ok_status();
 }
 
-// One scheme: its round planned (on group 0's data when it has a metadata phase), timed on every
-// group at once, then its numerics.
-Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, const std::vector<std::vector<float>>& grads,
-                                const RunReport& report) {
+// A compression entry's scheme and its lowering on the whole tensor (planned by plan_schemes).
+struct Lowered {
+  std::unique_ptr<algo::Compressor> comp;
+  std::unique_ptr<algo::CompressedCollective> lowering;
+};
+
+Result<std::vector<Lowered>> lower_schemes(const LoadedScenario& loaded, uint32_t g, uint64_t elements) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  std::vector<Lowered> out(s.compression.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    CCSIM_ASSIGN_OR_RETURN(out[i].comp, algo::CompressorRegistry::global().create(s.compression[i].scheme,
+                                                                                 s.compression[i].params));
+    out[i].comp->set_layout(plan.gradients.layout);
+    out[i].lowering =
+        std::make_unique<algo::CompressedCollective>(*out[i].comp, *plan.collective, g, elements, plan.base);
+  }
+  return out;
+}
+
+// Every scheme's round fixed: those with a metadata phase planned on the whole gradient, from
+// `grads` when they hold it, else generated one rank at a time (the same plan, bit for bit).
+Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
+                    const std::vector<std::vector<float>>& grads, std::vector<Lowered>& schemes) {
+  const algo::NumericsOptions options{static_cast<uint64_t>(s.seed), 0};
+  std::vector<algo::PlanAccumulator> streams;
+  std::vector<size_t> streamed;
+  for (size_t i = 0; i < schemes.size(); ++i) {
+    algo::CompressedCollective& l = *schemes[i].lowering;
+    if (l.plan_bytes() == 0) {
+      CCSIM_RETURN_IF_ERROR(l.fix());
+    } else if (!gp.sampled()) {
+      const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
+      CCSIM_RETURN_IF_ERROR(l.plan(ins, options).status());
+    } else {
+      streams.emplace_back(*schemes[i].comp, gp.elements, g, options);
+      streamed.push_back(i);
+    }
+  }
+  if (streams.empty()) return ok_status();
+  std::vector<float> rank(gp.elements);
+  const std::span<float> view(rank);
+  for (uint32_t r = 0; r < g; ++r) {
+    traces::generate_synthetic_gradients(s.gradients.synthetic_spec(gp.elements), static_cast<uint64_t>(s.seed),
+                                         std::span<const std::span<float>>(&view, 1), r);
+    for (auto& acc : streams) acc.add(rank);
+  }
+  for (size_t k = 0; k < streams.size(); ++k) {
+    CCSIM_RETURN_IF_ERROR(schemes[streamed[k]].lowering->commit_plan(streams[k]).status());
+  }
+  return ok_status();
+}
+
+// One planned scheme timed on every group at once, then its numerics.
+Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered& lowered,
+                                const std::vector<std::vector<float>>& grads, const RunReport& report) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[i];
-  CCSIM_ASSIGN_OR_RETURN(auto comp, algo::CompressorRegistry::global().create(cc.scheme, cc.params));
-  comp->set_layout(plan.gradients.layout);
+  algo::CompressedCollective& lowering = *lowered.lowering;
   const uint32_t g = report.group_size;
-  algo::CompressedCollective lowering(*comp, *plan.collective, g, report.elements, plan.base);
   SchemeResult r;
+  r.label = plan.schemes[i].label;
   r.scheme = cc.scheme;
   r.params = cc.params;
-  r.unbiased = comp->unbiased();
-  if (lowering.plan_bytes() > 0) {
-    const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
-    CCSIM_ASSIGN_OR_RETURN(const algo::PlanReport p, lowering.plan(ins, {static_cast<uint64_t>(s.seed), 0}));
-    r.plan_bytes_per_rank = p.wire_bytes_per_rank;
-  } else {
-    CCSIM_RETURN_IF_ERROR(lowering.fix());
-  }
+  r.unbiased = lowered.comp->unbiased();
   r.tensor_wire_bytes = lowering.tensor_wire_bytes();
-  r.bits_per_element = 8.0 * static_cast<double>(r.tensor_wire_bytes) / static_cast<double>(report.elements);
+  r.bytes = lowering.round_bytes();
+  r.bits_per_element = algo::RoundBytes::bits(r.bytes.total(), report.elements);
 
   sim::Engine engine;
   sim::FlowNetwork network(engine, sim::link_specs(*plan.topology));
   if (s.outputs.link_timeline_bin_s > 0) network.record_timeline(Duration::from_seconds(s.outputs.link_timeline_bin_s));
   sim::ConcurrentGroups groups(engine, network, *plan.topology, plan.groups);
   const std::vector<topo::KernelKind> round = lowering.round_ops();
-  r.kernel_cost = plan.costs.scheme(cc.scheme, comp->params()).describe(round);
+  r.kernel_cost = plan.costs.scheme(cc.scheme, lowered.comp->params()).describe(round);
   r.timing = sim::time_round(groups, sim::group_phases(lowering.phases(), plan.costs));
   if (engine.passed_horizon())
-    return sim::past_horizon_error(fmt::format("the {} collective of '{}'", s.collective.algorithm, cc.scheme))
+    return sim::past_horizon_error(fmt::format("the {} collective of '{}'", s.collective.algorithm, r.label))
         .at("/gradients");
   r.events = engine.events_processed();
   r.links = network.link_stats();
@@ -153,7 +235,7 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, const st
                       ? (r.timing.time_s - r.timing.plan_time_s) / r.analytic_time_s - 1.0
                       : std::numeric_limits<double>::quiet_NaN();
   r.vnmse = r.vnmse_max_rank = std::numeric_limits<double>::quiet_NaN();
-  if (plan.gradients.numerics) CCSIM_RETURN_IF_ERROR(run_numerics(s, lowering, grads, report.groups, r));
+  if (plan.gradients.sample_elements > 0) CCSIM_RETURN_IF_ERROR(run_numerics(loaded, i, lowering, grads, report.groups, r));
   return r;
 }
 
@@ -193,13 +275,19 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const Progress& pro
                                                ? ""
                                                : "; network only, so not compared with a run whose kernels are timed")
                              : "none for this collective/topology";
+  const GradientPlan& gp = plan.gradients;
+  CCSIM_ASSIGN_OR_RETURN(std::vector<Lowered> schemes, lower_schemes(loaded, g, gp.elements));
   std::vector<std::vector<float>> grads;
-  if (plan.gradients.numerics) {
-    CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, plan.gradients, g));
+  if (!gp.sampled()) {
+    CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.elements, g));
+  }
+  CCSIM_RETURN_IF_ERROR(plan_schemes(s, gp, g, grads, schemes));
+  if (gp.sampled() && gp.sample_elements > 0) {
+    CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.sample_elements, g));
   }
   for (size_t i = 0; i < s.compression.size(); ++i) {
-    if (progress) progress(i, s.compression.size(), s.compression[i].scheme);
-    CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, grads, report));
+    if (progress) progress(i, s.compression.size(), report.loaded.plan->schemes[i].label);
+    CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, report));
     report.results.push_back(std::move(r));
   }
   return report;

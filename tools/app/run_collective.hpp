@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/numerics.hpp"
 #include "sim/base/status.hpp"
 #include "sim/network/flow_network.hpp"
 #include "sim/concurrent_groups.hpp"
@@ -21,9 +22,10 @@ namespace ccsim::app {
 struct SchemeResult {
   std::string scheme;
   nlohmann::json params;
+  std::string label;               ///< the entry's name in every output
   uint64_t tensor_wire_bytes = 0;  ///< S: one rank's whole tensor encoded once
-  uint64_t plan_bytes_per_rank = 0;  ///< the scheme's metadata phase: bytes each rank contributes (0: none)
-  double bits_per_element = 0;     ///< 8·S / elements
+  algo::RoundBytes bytes;          ///< one rank's bytes: payload and metadata (= S), metadata phase
+  double bits_per_element = 0;     ///< 8 · bytes.total() / elements
   sim::RoundTiming timing;         ///< the round's simulated time: plan_local and the metadata phase,
                                    ///< prepare, the collective, finish (sim/concurrent_groups.hpp)
   double analytic_time_s = 0;      ///< closed form where one exists (NaN otherwise)
@@ -54,7 +56,8 @@ struct RunReport {
   uint32_t group_size = 0;         ///< ranks per collective instance
   uint32_t groups = 0;             ///< concurrent instances (one per parallelism group)
   std::string group_desc;
-  std::string numerics_note;       ///< why numerics ran on what they ran on, or were skipped
+  std::string numerics_note;       ///< what the numerics ran on, and why
+  uint64_t vnmse_elements = 0;     ///< per rank, the entries the vNMSE was measured on
   std::vector<LinkRow> link_rows;
   uint64_t elements = 0;
   std::string topology_desc;

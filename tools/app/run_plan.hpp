@@ -34,6 +34,7 @@ enum class RunKind : uint8_t {
 
 /// One compression entry, looked up.
 struct SchemePlan {
+  std::string label;  ///< the entry's name in every output (entry_label)
   const algo::CompressorInfo* info = nullptr;
   const topo::CollectiveInfo* collective = nullptr;  ///< the collective it runs on (training: per entry)
   const topo::CollectiveInfo* weights = nullptr;     ///< sharded training: the weight all-gather
@@ -43,8 +44,17 @@ struct SchemePlan {
 /// Where a collective run's gradients come from and how big they are.
 struct GradientPlan {
   uint64_t elements = 0;                  ///< per rank
-  bool numerics = false;                  ///< whether group 0's buffers fit (they are loaded)
+  /// Per rank, what the numerics (vNMSE) run on: `elements` where every rank's buffers fit the
+  /// limit (gradients.numerics_memory and this machine's memory), else a synthetic sample of the
+  /// same distribution that fits (0: not even 1024 entries per rank fit, and the run times only);
+  /// metadata phases are planned on the whole gradient either way.
+  uint64_t sample_elements = 0;
+  double full_need_bytes = 0;             ///< the whole tensor's numerics need (largest over the schemes)
+  double sample_need_bytes = 0;           ///< the sample's (of 1024 entries when none fits)
+  double limit_bytes = 0;                 ///< what the numerics may hold
+  bool sampled() const { return sample_elements != elements; }
   std::vector<algo::LayerShape> layout;   ///< the tensor's layers
+  std::vector<algo::LayerShape> sample_layout;  ///< the sample's (the tensor's when not sampled)
   std::string desc;                       ///< "synthetic (...)" / ".npy files ..."
 };
 

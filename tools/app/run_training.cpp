@@ -57,7 +57,7 @@ std::string bucketed_desc(const Scenario& s, const CompressionConfig& cc, const 
 }
 
 Result<std::unique_ptr<BucketedSync>> make_bucketed(const LoadedScenario& loaded, size_t ci,
-                                                    sim::TrainingJob*& job, double& bits_per_element) {
+                                                    sim::TrainingJob*& job, algo::RoundBytes& bytes) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[ci];
@@ -69,8 +69,7 @@ Result<std::unique_ptr<BucketedSync>> make_bucketed(const LoadedScenario& loaded
   config.replan_every = static_cast<uint32_t>(s.sync.replan_every);
   CCSIM_ASSIGN_OR_RETURN(algo::BucketCodecs grads, algo::BucketCodecs::make(config, sp.buckets, plan.synthetic));
   b->grads = std::make_unique<algo::BucketCodecs>(std::move(grads));
-  bits_per_element =
-      8.0 * static_cast<double>(b->grads->model_wire_bytes()) / static_cast<double>(plan.trace->params());
+  bytes = b->grads->model_bytes();
   if (sp.weights != nullptr) {
     const std::vector<algo::BucketShape> flat = algo::bucket_shapes(nullptr, plan.buckets, plan.layer_params, 0);
     config = {cc.weights.scheme, cc.weights.params, sp.weights, config.ranks, config.base, 0};
@@ -116,15 +115,6 @@ std::unique_ptr<sim::BroadcastControl> broadcast_control(const Scenario& s, cons
   return std::make_unique<sim::FixedBroadcastBits>(cc.scheme, bits);
 }
 
-std::string training_label(const CompressionConfig& cc, SyncMode mode) {
-  std::string label = cc.controller.kind == ControllerKind::kNone
-                          ? scheme_label(cc.scheme, cc.params)
-                          : std::string(enum_name<ControllerKind>(kControllerKinds, cc.controller.kind));
-  if (mode == SyncMode::kSharded && cc.weights.scheme != "bf16")
-    label += fmt::format("+{}", scheme_label(cc.weights.scheme, cc.weights.params));
-  return label;
-}
-
 // One scheme's data-parallel run.
 Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, TrainingReport& report) {
   const Scenario& s = loaded.scenario;
@@ -133,7 +123,8 @@ Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, Tra
   const CompressionConfig& cc = s.compression[ci];
   const uint32_t m = plan.topology->num_ranks();
   TrainingResult res;
-  res.scheme = training_label(cc, s.sync.mode);
+  res.label = plan.schemes[ci].label;
+  res.scheme = cc.scheme;
   res.params = cc.params;
   Network net(s, plan, ci);
   report.tenants_desc = net.tenants->describe();
@@ -149,7 +140,8 @@ Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, Tra
         *control);
     sync = broadcast.get();
   } else {
-    CCSIM_ASSIGN_OR_RETURN(bucketed, make_bucketed(loaded, ci, job_ptr, res.bits_per_element));
+    CCSIM_ASSIGN_OR_RETURN(bucketed, make_bucketed(loaded, ci, job_ptr, res.bytes));
+    res.bits_per_element = algo::RoundBytes::bits(res.bytes.total(), plan.trace->params());
     sync = bucketed->sync.get();
   }
   res.sync_desc = sync->describe();
@@ -210,20 +202,14 @@ algo::StageCodecs::Config stage_config(const Scenario& s, const RunPlan& plan, c
   return c;
 }
 
-std::string parallel_label(const CompressionConfig& cc) {
-  if (cc.controller.kind != ControllerKind::kEdgc) return scheme_label(cc.scheme, cc.params);
-  return fmt::format("edgc({},{})",
-                     cc.scheme == "edgc" ? std::string("entropy") : fmt::format("{}", cc.params.value("rank", 4)),
-                     enum_name<algo::EdgcAnchor>(algo::kEdgcAnchors, cc.controller.anchor));
-}
-
 // One scheme's 3D-parallel run.
 Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_t ci, ParallelReport& report) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[ci];
   ParallelResult res;
-  res.scheme = parallel_label(cc);
+  res.label = plan.schemes[ci].label;
+  res.scheme = cc.scheme;
   Network net(s, plan, ci);
   report.tenants_desc = net.tenants->describe();
   CCSIM_ASSIGN_OR_RETURN(algo::StageCodecs codecs, algo::StageCodecs::make(stage_config(s, plan, cc), plan.synthetic));
@@ -286,17 +272,6 @@ std::string trace_line(const traces::ComputeTrace& trace, bool parallel) {
 
 }  // namespace
 
-std::string scheme_label(const std::string& scheme, const json& params) {
-  const auto* info = algo::CompressorRegistry::global().find(scheme);
-  if (info == nullptr || !params.is_object()) return scheme;
-  Diagnostics diag;
-  const json defaults = info->params.resolve(json::object(), "", diag);
-  std::vector<std::string> kv;
-  for (const auto& [k, v] : params.items())
-    if (!defaults.contains(k) || defaults.at(k) != v)
-      kv.push_back(fmt::format("{}={}", k, v.is_string() ? v.get<std::string>() : v.dump()));
-  return kv.empty() ? scheme : fmt::format("{}({})", scheme, fmt::join(kv, ","));
-}
 
 Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress& progress) {
   const Scenario& s = loaded.scenario;

@@ -25,11 +25,15 @@ namespace ccsim::app {
 
 /// What one compression scheme produced in a data-parallel run.
 struct TrainingResult {
-  std::string scheme;                ///< label: the scheme, with its explicit parameters if any
+  std::string label;                 ///< the entry's name in every output
+  std::string scheme;
   nlohmann::json params;
   std::string sync_desc;
   std::string kernel_cost;           ///< how its kernels were charged (KernelCostModel::describe)
-  double bits_per_element = 0;       ///< wire bits per gradient entry (mean over the run for adaptive schemes)
+  /// Bits per gradient entry of a round (its parts too): one rank's buckets encoded once and, where
+  /// the scheme plans, the metadata phase (AQGB's broadcast: the mean over the run, payload only).
+  double bits_per_element = 0;
+  algo::RoundBytes bytes;            ///< bucketed syncs: one rank's bytes of a round that plans
   sim::TrainingSummary summary;      ///< rounds, their means, ROW, uplink utilization
   double wire_bytes_per_round = 0;   ///< sent by all workers, mean per completed round
   /// Bucketed syncs, mean per measured round (summed over buckets; not the exposed part): the
@@ -58,6 +62,7 @@ struct TrainingReport {
 
 /// What one compression scheme produced in a 3D-parallel run.
 struct ParallelResult {
+  std::string label;  ///< the entry's name in every output
   std::string scheme;
   std::string sync_desc;
   std::string kernel_cost;  ///< how its kernels were charged (KernelCostModel::describe)
@@ -86,8 +91,5 @@ struct ParallelReport {
 Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress& progress = {});
 /// Runs a loaded 3D-parallel training scenario (plan kind kParallel).
 Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const Progress& progress = {});
-
-/// "scheme(k=v,...)" with the parameters that differ from the scheme's defaults.
-std::string scheme_label(const std::string& scheme, const nlohmann::json& params);
 
 }  // namespace ccsim::app

@@ -148,6 +148,7 @@ struct WeightsConfig {
 struct CompressionConfig {
   std::string scheme;
   nlohmann::json params = nlohmann::json::object();
+  std::string label;          ///< the entry's name in every output ("": entry_label's default)
   std::string algorithm;      ///< training: the gradient collective's algorithm ("": collective.algorithm)
   ControllerConfig controller;
   WeightsConfig weights;      ///< sync.mode sharded: the weight all-gather
@@ -305,6 +306,9 @@ template <class V>
 void visit(V& v, CompressionConfig& c) {
   v.required_choice("scheme", c.scheme, compressor_names(), "compression scheme (see `ccsim list`)");
   v.table("params", c.params, compressor_params(c.scheme), "scheme parameters (see `ccsim list`)");
+  v.string("label", c.label,
+           "the entry's name on the console and in every output file (empty: the scheme and its non-default "
+           "parameters, e.g. dynamiq(budget=3)); unique among the entries");
   v.choice("algorithm", c.algorithm, algorithm_names_or_default(),
            "training runs: the algorithm of this scheme's gradient collective (empty: collective.algorithm), e.g. "
            "two_level for a reduce-scatter whose format changes between node levels");

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -188,38 +190,46 @@ void check_collective_section(const Scenario& s, Diagnostics& diag, RunPlan& pla
                                                   group_size, st.message()));
 }
 
+// Every entry's label names it alone (outputs key their rows by it).
+void check_labels(const Scenario& s, const RunPlan& plan, Diagnostics& diag) {
+  for (size_t i = 0; i < plan.schemes.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (plan.schemes[i].label == plan.schemes[j].label) {
+        diag.add(at_entry(i) + (s.compression[i].label.empty() ? "" : "/label"),
+                 fmt::format("expected a label no other entry has, got '{}', entry {}'s too; give one of them a "
+                             "\"label\"", plan.schemes[i].label, j));
+        break;
+      }
+}
+
 // ---- collective runs -----------------------------------------------------------------------------
+
+// This machine's physical memory in bytes (infinite where the system does not say).
+double machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<double>::infinity();
+  return static_cast<double>(pages) * static_cast<double>(page);
+}
 
 // False, with an input error at `at`, when `need` bytes of gradient buffers exceed this machine's
 // physical memory (gradients.numerics_memory may allow more than the machine has).
 bool check_machine_memory(double need, const std::string& at, const std::string& purpose, Diagnostics& diag) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return true;
-  const double have = static_cast<double>(pages) * static_cast<double>(page);
+  const double have = machine_memory_bytes();
   if (need <= have) return true;
   diag.add(at, fmt::format("{}: about {} of gradient buffers are needed, more than this machine's {} of memory; "
-                           "a smaller gradient, or gradients.numerics_memory below the need (numerics skipped, "
-                           "timing only), runs here",
+                           "a smaller gradient runs here",
                            purpose, format_quantity(need, UnitKind::kBytes), format_quantity(have, UnitKind::kBytes)));
   return false;
 }
 
-// The tensor: a synthetic size (numerics when group 0's buffers fit) or .npy files of one size.
+// The tensor: a synthetic size or .npy files of one size (the numerics are sized by size_numerics).
 void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientPlan& out) {
   const GradientsConfig& gc = s.gradients;
   if (gc.source == GradientSource::kSynthetic) {
     out.elements = gc.size_bytes / 4;
-    const double need = 3.0 * g * static_cast<double>(out.elements) * 4;
-    out.numerics = need <= static_cast<double>(gc.numerics_memory_bytes);
-    const std::string purpose = fmt::format("the numerics on {} ranks", g);
-    if (out.numerics && !check_machine_memory(need, "/gradients/size", purpose, diag)) return;
-    const std::vector<uint64_t> offsets =
-        traces::synthetic_layer_offsets(gc.synthetic_spec(out.elements), static_cast<uint64_t>(s.seed));
-    for (size_t l = 0; l + 1 < offsets.size(); ++l)
-      out.layout.push_back({offsets[l], offsets[l + 1] - offsets[l], offsets[l + 1] - offsets[l], 1});
+    out.layout = synthetic_layout(s, out.elements);
     return;
   }
-  out.numerics = true;
   for (size_t i = 0; i < gc.files.size(); ++i) {
     const std::string at = fmt::format("/gradients/files/{}", i);
     auto h = traces::read_npy_header(gc.files[i]);
@@ -230,6 +240,9 @@ void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientP
                                       "size", gc.files[i], h->elements, gc.files[0], out.elements));
     out.elements = h->elements;
   }
+  if (!check_machine_memory(3.0 * g * static_cast<double>(out.elements) * 4, "/gradients/files",
+                            fmt::format("the numerics on {} ranks", g), diag))
+    return;
   std::vector<std::vector<float>> values;  // the values too: run reads them (non_finite.hpp)
   for (size_t i = 0; i < gc.files.size(); ++i) {
     auto arr = traces::read_npy(gc.files[i]);
@@ -244,6 +257,87 @@ void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientP
     return diag.add("/gradients/files", fmt::format("{} (rank r reads file r mod {}): {}", gc.files[0],
                                                     values.size(), st.message()));
   out.layout = {{0, out.elements, out.elements, 1}};
+  out.sample_elements = out.elements;
+  out.sample_layout = out.layout;
+}
+
+// What a scheme's metadata phase holds when planned one rank at a time: that rank's whole gradient,
+// its statistics and the combined ones (doubles), and 64 MiB of the rest.
+double stream_plan_bytes(const algo::Compressor& comp, uint64_t elements, uint32_t g) {
+  const algo::PlanFormat f = comp.plan_format(elements, g);
+  return static_cast<double>(elements) * 4 + 2.0 * static_cast<double>(8 * f.sum_entries + 4 * f.max_entries +
+                                                                       8 * f.bit_words) + 64.0 * (1 << 20);
+}
+
+// The largest gradients.size (a multiple of 4 KB) whose `need` fits `limit`, 0 if none.
+uint64_t largest_size(double limit, const std::function<double(uint64_t)>& need, uint64_t upto) {
+  uint64_t lo = 0, hi = upto / 4096;  // in units of 1024 elements
+  while (lo < hi) {
+    const uint64_t mid = (lo + hi + 1) / 2;
+    if (need(mid * 1024) <= limit) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo * 4096;
+}
+
+// Which limit binds, as a refusal names it.
+std::string limit_desc(const Scenario& s, double limit) {
+  const auto set = static_cast<double>(s.gradients.numerics_memory_bytes);
+  return limit < set ? fmt::format("half this machine's memory, {}", format_quantity(limit, UnitKind::kBytes))
+                     : fmt::format("gradients.numerics_memory {}", format_quantity(set, UnitKind::kBytes));
+}
+
+// How much of a synthetic tensor the numerics hold (GradientPlan::sample_elements; .npy files: all
+// of them, whose memory check_gradients checked): all of it where every scheme's estimate
+// (algo::numerics_peak_bytes) fits the limit, else the largest 1/2^k of it that does, a sample of
+// the same distribution. A scheme with a metadata phase plans it on the whole gradient one rank at
+// a time, which must fit too.
+void size_numerics(const Scenario& s, uint32_t g, const std::vector<std::unique_ptr<algo::Compressor>>& comps,
+                   Diagnostics& diag, GradientPlan& out) {
+  const uint64_t n = out.elements;
+  // At most half this machine's memory, whatever numerics_memory allows: the rest is the system's.
+  out.limit_bytes = std::min(static_cast<double>(s.gradients.numerics_memory_bytes), machine_memory_bytes() / 2);
+  auto need = [&](uint64_t elements) {
+    double m = 0;
+    for (const auto& c : comps)
+      if (c != nullptr) m = std::max(m, algo::numerics_peak_bytes(*c, elements, g));
+    return m;
+  };
+  out.full_need_bytes = out.sample_need_bytes = need(n);
+  out.sample_elements = n;
+  out.sample_layout = out.layout;
+  if (out.full_need_bytes <= out.limit_bytes || s.gradients.source != GradientSource::kSynthetic) return;
+  for (size_t i = 0; i < comps.size(); ++i) {
+    if (comps[i] == nullptr || comps[i]->plan_format(n, g).empty()) continue;
+    const double stream = stream_plan_bytes(*comps[i], n, g);
+    if (stream <= out.limit_bytes) continue;
+    const uint64_t fits = largest_size(
+        out.limit_bytes, [&](uint64_t e) { return stream_plan_bytes(*comps[i], e, g); }, n * 4);
+    diag.add(at_entry(i), fmt::format("'{}' plans its metadata phase on each rank's whole gradient, one rank at a "
+                                      "time: about {}, more than {}; set gradients.numerics_memory to at least {}{}{}",
+                                      comps[i]->name(), format_quantity(stream, UnitKind::kBytes),
+                                      limit_desc(s, out.limit_bytes), format_quantity(stream, UnitKind::kBytes),
+                                      stream > machine_memory_bytes() / 2 ? " on a machine with twice that memory" : "",
+                                      fits == 0 ? std::string() : fmt::format(", or gradients.size to at most {}",
+                                          format_quantity(static_cast<double>(fits), UnitKind::kBytes))));
+  }
+  // A scale model: the tensor halved until it fits, so that its layers keep their proportions and
+  // a scheme's padding (THC's power of two) its share.
+  uint64_t sample = n / 2;
+  while (sample >= 1024 && need(sample) > out.limit_bytes) sample /= 2;
+  if (sample < 1024) sample = 0;
+  out.sample_elements = sample;  // 0: not even 1024 entries per rank fit, so the run times only
+  out.sample_need_bytes = need(std::max<uint64_t>(sample, 1024));
+  out.sample_layout = sample == 0 ? std::vector<algo::LayerShape>{} : synthetic_layout(s, sample);
+}
+
+// A compression entry's scheme on the collective, with the tensor's layout (null when the entry
+// has errors already).
+std::unique_ptr<algo::Compressor> entry_compressor(const Scenario& s, size_t i, const RunPlan& plan,
+                                                   std::span<const algo::LayerShape> layout) {
+  auto comp = plan.schemes[i].info->create(algo::Params(s.compression[i].params));
+  comp->set_layout(layout);
+  return comp;
 }
 
 void check_collective_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
@@ -255,17 +349,25 @@ void check_collective_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
   if (Status st = plan.collective->check(g, n, plan.base); !st.ok())
     return diag.add("/collective/algorithm", fmt::format("{} cannot run {} elements on {} ranks: {}",
                                                          s.collective.algorithm, n, g, st.message()));
+  std::vector<std::unique_ptr<algo::Compressor>> comps(s.compression.size());
   for (size_t i = 0; i < s.compression.size(); ++i) {
     if (plan.schemes[i].info == nullptr || !clean(diag, {at_entry(i)})) continue;
     plan.schemes[i].collective = plan.collective;
-    auto comp = plan.schemes[i].info->create(algo::Params(s.compression[i].params));
-    comp->set_layout(plan.gradients.layout);
-    if (!comp->plan_format(n, g).empty() && !plan.gradients.numerics) {
-      diag.add(at_entry(i), fmt::format("'{}' agrees on metadata from the gradients each round, but they are not "
-                                        "loaded ({})", comp->name(), numerics_skipped_note(s, g, n)));
-      continue;
-    }
-    diag.add(at_entry(i), algo::CompressedCollective::check(*comp, *plan.collective, g, n, plan.base));
+    comps[i] = entry_compressor(s, i, plan, plan.gradients.layout);
+    diag.add(at_entry(i), algo::CompressedCollective::check(*comps[i], *plan.collective, g, n, plan.base));
+  }
+  if (!clean(diag, {"/compression"})) return;
+  size_numerics(s, g, comps, diag, plan.gradients);
+  if (!plan.gradients.sampled() || plan.gradients.sample_elements == 0 || !clean(diag, {"/compression", "/gradients"}))
+    return;
+  for (size_t i = 0; i < s.compression.size(); ++i) {  // the sample runs every scheme too
+    auto comp = entry_compressor(s, i, plan, plan.gradients.sample_layout);
+    if (Status st = algo::CompressedCollective::check(*comp, *plan.collective, g, plan.gradients.sample_elements,
+                                                      plan.base);
+        !st.ok())
+      diag.add(at_entry(i), fmt::format("the vNMSE sample of {} per rank: {}",
+                                        format_quantity(4.0 * plan.gradients.sample_elements, UnitKind::kBytes),
+                                        st.message()));
   }
 }
 
@@ -312,9 +414,11 @@ void check_synthetic_memory(const Scenario& s, const std::string& at, const std:
   if (!check_machine_memory(need, at, purpose, diag)) return;
   if (need <= static_cast<double>(s.gradients.numerics_memory_bytes)) return;
   diag.add(at, fmt::format("{} a {}-entry gradient on {} ranks needs {} of synthetic gradients (> "
-                           "gradients.numerics_memory {}); use smaller buckets or raise the limit",
+                           "gradients.numerics_memory {}); set gradients.numerics_memory to at least {}, or use "
+                           "smaller buckets",
                            purpose, elements, ranks, format_quantity(need, UnitKind::kBytes),
-                           format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes)));
+                           format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes),
+                           format_quantity(need, UnitKind::kBytes)));
 }
 
 // A scheme's bucket codecs (the gradients', or the weights' all-gather with `weights`).
@@ -510,11 +614,28 @@ void check_parallel_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
 
 }  // namespace
 
-std::string numerics_skipped_note(const Scenario& s, uint32_t ranks, uint64_t elements) {
-  return fmt::format("numerics skipped: {} ranks x {} need about {} (> gradients.numerics_memory {})", ranks,
-                     format_quantity(static_cast<double>(elements) * 4, UnitKind::kBytes),
-                     format_quantity(3.0 * ranks * static_cast<double>(elements) * 4, UnitKind::kBytes),
-                     format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes));
+std::string entry_label(const Scenario& s, size_t i, RunKind kind) {
+  const CompressionConfig& cc = s.compression[i];
+  if (!cc.label.empty()) return cc.label;
+  if (kind == RunKind::kParallel && cc.controller.kind == ControllerKind::kEdgc)
+    return fmt::format("edgc({},{})",
+                       cc.scheme == "edgc" ? std::string("entropy") : fmt::format("{}", cc.params.value("rank", 4)),
+                       enum_name<algo::EdgcAnchor>(algo::kEdgcAnchors, cc.controller.anchor));
+  std::string label = cc.controller.kind == ControllerKind::kNone
+                          ? algo::scheme_label(cc.scheme, cc.params)
+                          : std::string(enum_name<ControllerKind>(kControllerKinds, cc.controller.kind));
+  if (kind == RunKind::kTraining && s.sync.mode == SyncMode::kSharded && cc.weights.scheme != "bf16")
+    label += fmt::format("+{}", algo::scheme_label(cc.weights.scheme, cc.weights.params));
+  return label;
+}
+
+std::vector<algo::LayerShape> synthetic_layout(const Scenario& s, uint64_t elements) {
+  const std::vector<uint64_t> offsets =
+      traces::synthetic_layer_offsets(s.gradients.synthetic_spec(elements), static_cast<uint64_t>(s.seed));
+  std::vector<algo::LayerShape> layout;
+  for (size_t l = 0; l + 1 < offsets.size(); ++l)
+    layout.push_back({offsets[l], offsets[l + 1] - offsets[l], offsets[l + 1] - offsets[l], 1});
+  return layout;
 }
 
 sim::ParallelJobOptions parallel_job_options(const Scenario& s, const traces::ComputeTrace& trace) {
@@ -691,8 +812,10 @@ std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc
   plan->kind = !training ? RunKind::kCollective
                : (s.parallelism.tp > 1 || s.parallelism.pp > 1) ? RunKind::kParallel
                                                                 : RunKind::kTraining;
-  for (const CompressionConfig& cc : s.compression)
-    plan->schemes.push_back({algo::CompressorRegistry::global().find(cc.scheme), nullptr, nullptr, {}});
+  for (size_t i = 0; i < s.compression.size(); ++i)
+    plan->schemes.push_back({entry_label(s, i, plan->kind),
+                             algo::CompressorRegistry::global().find(s.compression[i].scheme), nullptr, nullptr, {}});
+  check_labels(s, *plan, diag);
   check_gradient_fields(s, doc, training, diag);
   check_fields_apply(s, training, diag);
   check_kernel_costs(s, doc, diag, *plan);

@@ -63,7 +63,13 @@ topo::ClusterSpec cluster_spec(const ClusterConfig& c);
 std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const nlohmann::json& doc, uint64_t max_flows,
                                               Diagnostics& diag);
 /// Why a collective run skips its numerics: "numerics skipped: R ranks x S need about M (> ...)".
-std::string numerics_skipped_note(const Scenario& s, uint32_t ranks, uint64_t elements);
+/// Compression entry `i`'s name in every output: its `label`, else the scheme and its non-default
+/// parameters (algo::scheme_label); a training entry with a controller is named by the controller
+/// (EDGC's with its rank source and anchor), and a sharded run's compressed weights join with "+".
+std::string entry_label(const Scenario& s, size_t i, RunKind kind);
+
+/// A synthetic tensor's layers at `elements` entries per rank (its scenario's seed and generator).
+std::vector<algo::LayerShape> synthetic_layout(const Scenario& s, uint64_t elements);
 /// The 3D-parallel job's options from the workload (the kernel costs and ECMP salt are the run's).
 sim::ParallelJobOptions parallel_job_options(const Scenario& s, const traces::ComputeTrace& trace);
 

@@ -11,6 +11,7 @@
 #include "sim/base/json_fields.hpp"
 #include "sim/base/json_text.hpp"
 #include "sim/base/units.hpp"
+#include "tools/app/outputs.hpp"
 
 namespace ccsim::app {
 namespace {
@@ -112,11 +113,8 @@ Result<std::vector<algo::StudyScheme>> parse_schemes(const VnmseOptions& o) {
     const size_t colon = a.find(':');
     s.name = a.substr(0, colon);
     s.params = json::object();
-    std::string explicit_params;
     auto add = [&](const std::string& kv, const std::string& where) -> Status {
-      CCSIM_RETURN_IF_ERROR(parse_param(kv, s.params, where));
-      explicit_params += (explicit_params.empty() ? "" : ",") + kv;
-      return ok_status();
+      return parse_param(kv, s.params, where);
     };
     if (colon != std::string::npos)
       for (const std::string& kv : comma_items(a.substr(colon + 1))) CCSIM_RETURN_IF_ERROR(add(kv, "--algo " + a));
@@ -125,7 +123,7 @@ Result<std::vector<algo::StudyScheme>> parse_schemes(const VnmseOptions& o) {
     if (!made.ok()) return made.status().with_context("--algo " + a);
     Diagnostics diag;
     s.resolved = algo::CompressorRegistry::global().find(s.name)->params.resolve(s.params, "/params", diag);
-    s.label = explicit_params.empty() ? s.name : fmt::format("{}({})", s.name, explicit_params);
+    s.label = algo::scheme_label(s.name, s.params);
     schemes.push_back(std::move(s));
   }
   return schemes;
@@ -223,23 +221,24 @@ std::string format_vnmse(const VnmseReport& report, bool detail) {
 }
 
 std::string vnmse_csv(const VnmseReport& report) {
-  std::string out = "scheme,params,step,kind,index,name,vnmse,vnmse_std,vnmse_max_rank,mse,bias,bias_floor,"
-                    "bits_per_entry,plan_bytes_per_rank,wire_bytes,unbiased\n";
-  auto quoted = [](const std::string& s) {
-    std::string q = "\"";
-    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
+  std::string out = "label,scheme,params,step,kind,index,name,vnmse,vnmse_std,vnmse_max_rank,mse,bias,bias_floor,"
+                    "bits_per_entry,payload_bits_per_entry,metadata_bits_per_entry,plan_bits_per_entry,"
+                    "plan_bytes_per_rank,wire_bytes,unbiased\n";
+  constexpr int kAfterVnmse = 12;  // the columns after vnmse, empty on layer and hop rows
   auto num = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.9g}", v); };
   for (const auto& r : report.rows) {
-    const std::string head = fmt::format("{},{},{}", quoted(r.label), quoted(r.params.dump()), r.step);
-    out += fmt::format("{},overall,,,{},{},{},{},{},{},{},{},{},{}\n", head, num(r.vnmse), num(r.vnmse_std),
+    const std::string head =
+        fmt::format("{},{},{},{}", csv_field(r.label), r.scheme, csv_field(r.params.dump()), r.step);
+    out += fmt::format("{},overall,,,{},{},{},{},{},{},{},{},{},{},{},{},{}\n", head, num(r.vnmse), num(r.vnmse_std),
                        num(r.vnmse_max_rank), num(r.mse), num(r.bias), num(r.bias_floor), num(r.bits_per_entry),
-                       r.plan_bytes_per_rank, r.wire_bytes, r.unbiased ? 1 : 0);
+                       num(r.payload_bits), num(r.metadata_bits), num(r.plan_bits), r.plan_bytes_per_rank,
+                       r.wire_bytes, r.unbiased ? 1 : 0);
+    const std::string blanks(kAfterVnmse, ',');
     for (size_t l = 0; l < r.layer_vnmse.size(); ++l)
-      out += fmt::format("{},layer,{},{},{},,,,,,,,,\n", head, l, quoted(report.layer_names[l]), num(r.layer_vnmse[l]));
+      out += fmt::format("{},layer,{},{},{}{}\n", head, l, csv_field(report.layer_names[l]), num(r.layer_vnmse[l]),
+                         blanks);
     for (size_t h = 0; h < r.hop_vnmse.size(); ++h)
-      if (!std::isnan(r.hop_vnmse[h])) out += fmt::format("{},hop,{},,{},,,,,,,,,\n", head, h + 1, num(r.hop_vnmse[h]));
+      if (!std::isnan(r.hop_vnmse[h])) out += fmt::format("{},hop,{},,{}{}\n", head, h + 1, num(r.hop_vnmse[h]), blanks);
   }
   return out;
 }

@@ -213,7 +213,10 @@ class Session {
     out["mse"] = mse;
     out["bits_per_entry"] = round.bits_per_entry;
     out["plan_bytes_per_rank"] = round.plan.wire_bytes_per_rank;
-    out["tensor_wire_bytes"] = round.tensor_wire_bytes;
+    out["tensor_wire_bytes"] = round.bytes.tensor();
+    out["payload_bits_per_entry"] = algo::RoundBytes::bits(round.bytes.payload, session_->elements());
+    out["metadata_bits_per_entry"] = algo::RoundBytes::bits(round.bytes.metadata, session_->elements());
+    out["plan_bits_per_entry"] = algo::RoundBytes::bits(round.bytes.plan, session_->elements());
     out["wire_bytes"] = round.stats.wire_bytes;
     out["decisions"] = decisions;
     out["layer_vnmse"] = layers.empty() ? py::object(py::none()) : py::object(layer_vnmse);
@@ -328,6 +331,9 @@ py::dict vnmse(const py::dict& kwargs) {
     d["bias"] = r.bias;
     d["bias_floor"] = r.bias_floor;
     d["bits_per_entry"] = r.bits_per_entry;
+    d["payload_bits_per_entry"] = r.payload_bits;
+    d["metadata_bits_per_entry"] = r.metadata_bits;
+    d["plan_bits_per_entry"] = r.plan_bits;
     d["plan_bytes_per_rank"] = r.plan_bytes_per_rank;
     d["wire_bytes"] = r.wire_bytes;
     d["unbiased"] = r.unbiased;

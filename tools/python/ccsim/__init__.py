@@ -130,7 +130,9 @@ class Result:
 
     vnmse: mean over ranks of |X - X_r|^2 / |X|^2 (X the exact result); rank_vnmse, vnmse_max_rank;
     mse: mean over ranks of |X - X_r|^2 / entries; bits_per_entry: one rank's tensor encoded once
-    plus the metadata phase, in bits per entry; plan_bytes_per_rank: the metadata phase's bytes;
+    plus the metadata phase, in bits per entry, and its parts payload_bits_per_entry (the entries'
+    codes), metadata_bits_per_entry (scales, norms sent with them) and plan_bits_per_entry (the
+    metadata phase); plan_bytes_per_rank: the metadata phase's bytes;
     tensor_wire_bytes; wire_bytes: every transfer of the collective; decisions: what the scheme's
     controller fixed this round ({"quantity", "value", "detail"}); layer_vnmse (with layers, on an
     all-reduce); hop_vnmse (with hop_errors=True: entry k-1 for messages carrying k ranks'
