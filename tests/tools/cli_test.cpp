@@ -12,6 +12,7 @@
 #include <map>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -335,6 +336,53 @@ TEST_F(Cli, LargeTensorsAreTimedWholeAndTheirVnmseMeasuredOnASample) {
   // The budget bounds payload, scales and the metadata phase together.
   EXPECT_LE(whole["results"][1]["bits_per_element"].get<double>(), 3.0);
   EXPECT_GT(whole["results"][1]["bits_per_element"].get<double>(), 2.99);
+}
+
+// Bits per element mean one thing in `run` and `vnmse` (payload + metadata + metadata phase, with
+// the parts apart): the same scheme on the same number of entries and ranks reports the same bits
+// in both, where its format does not depend on the data.
+TEST_F(Cli, BitsPerElementMeanTheSameInRunAndVnmse) {
+  json doc = base_doc();
+  doc["gradients"]["size"] = "256KiB";  // 65,536 entries on 4 ranks
+  doc["compression"] = json::parse(R"([{"scheme": "mxfp8"}, {"scheme": "thc"}, {"scheme": "int8"}])");
+  const fs::path file = tmp_.write("bits.json", doc.dump());
+  const fs::path out = tmp_ / "bits-run", vout = tmp_.path();
+  Outcome o = run("run " + quote(file.string()) + " --out " + quote(out.string()));
+  ASSERT_EQ(o.code, 0) << show(o);
+  o = run("vnmse --synthetic 65536 --ranks 4 --algo mxfp8 --algo thc --algo int8 --csv " + quote((vout / "vnmse.csv").string()));
+  ASSERT_EQ(o.code, 0) << show(o);
+  const json results = json::parse(read_file(out / "summary.json"))["results"];
+  std::map<std::string, std::vector<std::string>> vnmse;  // label -> the overall row
+  std::vector<std::string> header;
+  std::istringstream csv(read_file(vout / "vnmse.csv"));
+  for (std::string line; std::getline(csv, line);) {
+    std::vector<std::string> cells(1);  // RFC 4180 fields: quoted ones may hold commas
+    bool quoted = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (c == '"' && quoted && i + 1 < line.size() && line[i + 1] == '"') cells.back() += line[++i];
+      else if (c == '"') quoted = !quoted;
+      else if (c == ',' && !quoted) cells.emplace_back();
+      else cells.back() += c;
+    }
+    if (header.empty()) header = cells;
+    else if (cells.size() > 4 && cells[4] == "overall") vnmse[cells[0]] = cells;
+  }
+  auto col = [&](const std::string& name) { return std::find(header.begin(), header.end(), name) - header.begin(); };
+  for (const json& r : results) {
+    const std::string label = r["label"];
+    SCOPED_TRACE(label);
+    ASSERT_TRUE(vnmse.count(label));
+    const auto& v = vnmse[label];
+    EXPECT_NEAR(std::stod(v[col("bits_per_entry")]), r["bits_per_element"].get<double>(), 1e-8);
+    EXPECT_NEAR(std::stod(v[col("payload_bits_per_entry")]), r["payload_bits_per_element"].get<double>(), 1e-8);
+    EXPECT_NEAR(std::stod(v[col("metadata_bits_per_entry")]), r["metadata_bits_per_element"].get<double>(), 1e-8);
+    EXPECT_NEAR(std::stod(v[col("plan_bits_per_entry")]), r["plan_bits_per_element"].get<double>(), 1e-8);
+  }
+  EXPECT_EQ(results[0]["bits_per_element"], 9.5);  // 8 payload + a bf16 scale per 32 + 1 bit of block maxima
+  EXPECT_EQ(results[0]["payload_bits_per_element"], 8.0);
+  EXPECT_EQ(results[0]["metadata_bits_per_element"], 0.5);
+  EXPECT_EQ(results[0]["plan_bits_per_element"], 1.0);
 }
 
 // The estimate the numerics are sized by is within 25% of the peak resident size a run reaches

@@ -145,6 +145,11 @@ const Check kChecks[] = {
     {"AlltoallBlocks", "collective",
      R"({"collective": {"operation": "alltoall", "algorithm": "direct"}, "gradients": {"size": "40B"}})",
      "/collective/algorithm", "alltoall needs elements divisible by the ranks"},
+    {"DuplicateLabels", "collective", R"({"compression": [{"scheme": "int8"}, {"scheme": "int8", "params": {"block": 256}}]})",
+     "/compression/1", "expected a label no other entry has, got 'int8', entry 0's too; give one of them a \"label\""},
+    {"DuplicateExplicitLabels", "collective",
+     R"({"compression": [{"scheme": "int8", "label": "q"}, {"scheme": "bf16", "label": "q"}]})", "/compression/1/label",
+     "expected a label no other entry has, got 'q', entry 0's too"},
     {"MetadataPhaseBeyondTheLimit", "collective",
      R"({"gradients": {"numerics_memory": "1KB"}, "compression": [{"scheme": "dynamiq"}]})", "/compression/0",
      "'dynamiq' plans its metadata phase on each rank's whole gradient, one rank at a time: about 67.17 MB, more "
