@@ -111,8 +111,7 @@ Status CompressedCollective::fix() {
     return internal_error(fmt::format("{} cannot run the {} entries '{}' prepared on {} ranks ({}): check() should "
                                       "have refused the input", collective_->algorithm, reduced_, comp_->name(),
                                       ranks_, st.message()));
-  tensor_wire_bytes_ = algo::tensor_wire_bytes(*comp_, reduced_, ranks_, options_);
-  payload_bytes_ = algo::tensor_payload_bytes(*comp_, reduced_, ranks_, options_);
+  tensor_ = algo::tensor_bytes(*comp_, reduced_, ranks_, options_);
   return ok_status();
 }
 

@@ -90,9 +90,9 @@ class CompressedCollective {
   /// encoded once (leaf messages, shard by shard).
   uint64_t reduced() const { return reduced_; }
   const topo::CollectiveOptions& options() const { return options_; }
-  uint64_t tensor_wire_bytes() const { return tensor_wire_bytes_; }
+  uint64_t tensor_wire_bytes() const { return tensor_.tensor(); }
   /// After fix(): one rank's bytes of the round in parts (payload, metadata, metadata phase).
-  RoundBytes round_bytes() const { return {payload_bytes_, tensor_wire_bytes_ - payload_bytes_, plan_bytes_}; }
+  RoundBytes round_bytes() const { return {tensor_.payload, tensor_.metadata, plan_bytes_}; }
   /// The round ops the scheme runs now (plan_local, prepare, finish: those with memory traffic).
   std::vector<topo::KernelKind> round_ops() const;
   /// The round's timing phases, in order (file comment), bound to the compressor (the metadata
@@ -112,8 +112,7 @@ class CompressedCollective {
   uint64_t plan_bytes_ = 0;
   uint64_t reduced_ = 0;
   topo::CollectiveOptions options_;
-  uint64_t tensor_wire_bytes_ = 0;
-  uint64_t payload_bytes_ = 0;
+  RoundBytes tensor_;  // the reduced vector encoded once (fix())
 };
 
 }  // namespace ccsim::algo

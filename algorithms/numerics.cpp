@@ -48,11 +48,15 @@ void set_shard_options(const Compressor& compressor, topo::CollectiveOp op, uint
     options.cuts = compressor.shard_cuts(reduced, ranks);
 }
 
-uint64_t tensor_wire_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
-                           const topo::CollectiveOptions& options) {
-  uint64_t bytes = 0;
-  for (const auto& c : topo::shard_split(reduced, ranks, options))
-    bytes += compressor.wire_bytes({c.offset, c.count}, {1, ranks});
+RoundBytes tensor_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
+                        const topo::CollectiveOptions& options) {
+  RoundBytes bytes;
+  for (const auto& c : topo::shard_split(reduced, ranks, options)) {
+    const TensorSpec spec{c.offset, c.count};
+    const uint64_t payload = compressor.payload_bytes(spec, {1, ranks});
+    bytes.payload += payload;
+    bytes.metadata += compressor.wire_bytes(spec, {1, ranks}) - payload;
+  }
   return bytes;
 }
 
@@ -61,14 +65,6 @@ double numerics_peak_bytes(const Compressor& compressor, uint64_t elements, uint
   const uint64_t reduced = compressor.reduced_elements(elements);
   const double own = reduced == elements ? 0.0 : g * static_cast<double>(reduced) * 4;
   return 2 * g * n * 4 + own + 3 * n * 4 + 64.0 * (1 << 20);
-}
-
-uint64_t tensor_payload_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
-                              const topo::CollectiveOptions& options) {
-  uint64_t bytes = 0;
-  for (const auto& c : topo::shard_split(reduced, ranks, options))
-    bytes += compressor.payload_bytes({c.offset, c.count}, {1, ranks});
-  return bytes;
 }
 
 void copy_unless_same(std::span<const float> from, std::span<float> to) {

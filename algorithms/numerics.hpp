@@ -47,8 +47,9 @@ struct PlanReport {
 /// (2 · ranks · elements fp32), the scheme's own buffers where it reduces another length (THC's
 /// padded rotation, low-rank factors), the exact result and the errors (3 · elements fp32), and
 /// 64 MiB for the schedule, messages and the process. Within 5% of the peak resident size measured
-/// for every scheme on 4 and 16 ranks at 64 and 128 MB per rank (OmniReduce, whose compacted union
-/// is known only after its plan, up to 20% above).
+/// for fp32, bf16, int8, qsgd, mxfp8, dynamiq and thc on 4 and 16 ranks at 64 MB per rank (and
+/// dynamiq with mxfp8 at 128 MB); OmniReduce, whose compacted union is known only after its plan,
+/// up to 17% below.
 double numerics_peak_bytes(const Compressor& compressor, uint64_t elements, uint32_t ranks);
 
 /// Step 1 of a round one rank at a time, for tensors too large to hold every rank's at once: add()
@@ -109,15 +110,11 @@ struct RoundBytes {
   }
 };
 
-/// The entries' codes in one rank's whole `reduced` vector encoded once (the payload part of
-/// tensor_wire_bytes).
-uint64_t tensor_payload_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
-                              const topo::CollectiveOptions& options);
-
-/// Bytes of one rank's whole `reduced` vector encoded once, shard by shard as `options` splits it
-/// (leaf messages): what one copy of the tensor costs on the wire.
-uint64_t tensor_wire_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
-                           const topo::CollectiveOptions& options);
+/// One rank's whole `reduced` vector encoded once, shard by shard as `options` splits it (leaf
+/// messages): its payload and metadata parts (`plan` is 0); tensor() is what one copy of the tensor
+/// costs on the wire.
+RoundBytes tensor_bytes(const Compressor& compressor, uint64_t reduced, uint32_t ranks,
+                        const topo::CollectiveOptions& options);
 
 /// Error of one rank's result against the exact aggregate.
 struct ErrorStats {

@@ -158,7 +158,7 @@ TEST(Dynamiq, ShardCutsBalanceTheWireBytes) {
   topo::CollectiveOptions opt;
   set_shard_options(*c, topo::CollectiveOp::kAllReduce, d, parts, opt);
   EXPECT_EQ(opt.cuts, cuts);
-  EXPECT_EQ(tensor_wire_bytes(*c, d, parts, opt), total);
+  EXPECT_EQ(tensor_bytes(*c, d, parts, opt).tensor(), total);
   topo::Schedule sched = topo::make_allreduce_ring(parts, d, opt);
   bind_schedule(sched, *c);
   std::vector<std::vector<float>> in{spread_vector(d, 11), spread_vector(d, 12), spread_vector(d, 13)};

@@ -22,6 +22,10 @@ namespace {
 
 using testing::make;  // the registry's compressor, expected to exist
 
+// Every operation but the all-reduce.
+constexpr topo::CollectiveOp kNotAllReduce[] = {topo::CollectiveOp::kReduceScatter, topo::CollectiveOp::kAllGather,
+                                                topo::CollectiveOp::kBroadcast, topo::CollectiveOp::kAllToAll};
+
 const topo::CollectiveInfo& collective(const char* op, const char* algorithm) {
   auto c = topo::find_collective(op, algorithm);
   EXPECT_TRUE(c.ok()) << c.status().message();
@@ -47,8 +51,7 @@ TEST(Lowering, OnlyAnAllReduceTakesAnotherLength) {
   ASSERT_NE(padded, n);
   ASSERT_EQ(omni->reduced_elements(n), n);  // before a plan
   EXPECT_TRUE(CompressedCollective::check_scheme(*thc, topo::CollectiveOp::kAllReduce, 4, n).ok());
-  for (const auto op : {topo::CollectiveOp::kReduceScatter, topo::CollectiveOp::kAllGather,
-                        topo::CollectiveOp::kBroadcast, topo::CollectiveOp::kAllToAll}) {
+  for (const auto op : kNotAllReduce) {
     SCOPED_TRACE(topo::collective_op_name(op));
     const Status st = CompressedCollective::check_scheme(*thc, op, 4, n);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
@@ -73,8 +76,7 @@ TEST(Lowering, OnlyAnAllReduceTakesAMixingPrepare) {
   ASSERT_EQ(thc->reduced_elements(n), n);
   auto tlq_hs = make("sdp4bit_tlq", {{"hadamard", true}});
   EXPECT_TRUE(CompressedCollective::check_scheme(*thc, topo::CollectiveOp::kAllReduce, 4, n).ok());
-  for (const auto op : {topo::CollectiveOp::kReduceScatter, topo::CollectiveOp::kAllGather,
-                        topo::CollectiveOp::kBroadcast, topo::CollectiveOp::kAllToAll}) {
+  for (const auto op : kNotAllReduce) {
     SCOPED_TRACE(topo::collective_op_name(op));
     const Status st = CompressedCollective::check_scheme(*thc, op, 4, n);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "algorithms/collective_session.hpp"
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/base/check.hpp"
@@ -56,14 +57,6 @@ std::string gradients_desc(const Scenario& s) {
                      y.scale_decades, y.correlation, y.envelope_sigma, shared);
 }
 
-// The limit the numerics were sized to, as the console names it.
-std::string limit_of(const Scenario& s, const GradientPlan& gp) {
-  const std::string q = format_quantity(gp.limit_bytes, UnitKind::kBytes);
-  return gp.limit_bytes < static_cast<double>(s.gradients.numerics_memory_bytes)
-             ? fmt::format("half this machine's memory, {}", q)
-             : fmt::format("gradients.numerics_memory {}", q);
-}
-
 // What the numerics ran on: every rank's whole gradient, or a sample, and why.
 std::string numerics_note(const Scenario& s, const GradientPlan& gp, const RunReport& report) {
   const std::string where = report.groups == 1 ? fmt::format("all {} ranks", report.group_size)
@@ -72,12 +65,12 @@ std::string numerics_note(const Scenario& s, const GradientPlan& gp, const RunRe
   if (gp.sample_elements == 0)
     return fmt::format("vNMSE not measured: even 4 KB per rank on {} would need about {}, more than {}; metadata "
                        "phases planned on the whole gradient, one rank at a time",
-                       where, format_quantity(gp.sample_need_bytes, UnitKind::kBytes), limit_of(s, gp));
+                       where, format_quantity(gp.sample_need_bytes, UnitKind::kBytes), numerics_limit_desc(s, gp.limit_bytes));
   return fmt::format("vNMSE on a {} synthetic sample per rank of the same distribution, on {} (the whole {} would "
                      "need about {}, more than {}); metadata phases planned on the whole gradient, one rank at a time",
                      format_quantity(4.0 * static_cast<double>(gp.sample_elements), UnitKind::kBytes), where,
                      format_quantity(4.0 * static_cast<double>(gp.elements), UnitKind::kBytes),
-                     format_quantity(gp.full_need_bytes, UnitKind::kBytes), limit_of(s, gp));
+                     format_quantity(gp.full_need_bytes, UnitKind::kBytes), numerics_limit_desc(s, gp.limit_bytes));
 }
 
 // The report's description of the run (everything but the schemes' results).
@@ -110,34 +103,34 @@ bool ring_formula(const Scenario& s, const RunPlan& plan, const RunReport& repor
          s.collective.segments == 1;
 }
 
-// Group 0's numerics: the round run on real buffers, vNMSE against what the operation defines.
-// On a sample, a fresh instance of the scheme plans and runs the sample's round.
-Status run_numerics(const LoadedScenario& loaded, size_t i, algo::CompressedCollective& lowering,
+// Group 0's numerics: the round run on real buffers, vNMSE against what the operation defines. On
+// the whole tensor the timed round itself runs; on a sample, a fresh instance of the scheme
+// (algo::CollectiveSession) plans and runs the sample's round.
+Status run_numerics(const LoadedScenario& loaded, size_t i, const algo::CompressedCollective& lowering,
                     const std::vector<std::vector<float>>& grads, uint32_t groups, SchemeResult& r) {
   const Scenario& s = loaded.scenario;
   const GradientPlan& gp = loaded.plan->gradients;
-  std::unique_ptr<algo::Compressor> own;
-  std::unique_ptr<algo::CompressedCollective> sample;
-  const algo::NumericsOptions options{static_cast<uint64_t>(s.seed), 0};
+  const auto seed = static_cast<uint64_t>(s.seed);
   const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
-  if (gp.sampled()) {
-    CCSIM_ASSIGN_OR_RETURN(own, algo::CompressorRegistry::global().create(s.compression[i].scheme,
-                                                                          s.compression[i].params));
-    own->set_layout(gp.sample_layout);
-    sample = std::make_unique<algo::CompressedCollective>(*own, *loaded.plan->collective, lowering.ranks(),
-                                                          gp.sample_elements, loaded.plan->base);
-    if (sample->plan_bytes() > 0) CCSIM_RETURN_IF_ERROR(sample->plan(ins, options).status());
-    else CCSIM_RETURN_IF_ERROR(sample->fix());
-  }
-  const algo::CompressedCollective& run = sample ? *sample : lowering;
   std::vector<std::vector<float>> work(grads);
-  std::vector<std::span<float>> views(work.begin(), work.end());
-  std::vector<std::span<const float>> outs(work.begin(), work.end());
-  CCSIM_ASSIGN_OR_RETURN(const algo::NumericsRound round, run.run(views, options));
-  CCSIM_CHECK(sample || round.stats.wire_bytes * groups == r.timing.wire_bytes,
-              "numerics sent {} bytes, timing {} over {} groups", round.stats.wire_bytes, r.timing.wire_bytes, groups);
-  const std::vector<algo::ErrorStats> errs = algo::operation_errors(round.schedule, ins, outs);
-  CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(ins, errs, r.scheme).at("/gradients"));
+  const std::vector<std::span<float>> views(work.begin(), work.end());
+  std::vector<algo::ErrorStats> errs;
+  if (gp.sampled()) {
+    CCSIM_ASSIGN_OR_RETURN(auto session, algo::CollectiveSession::create(
+                                             s.compression[i].scheme, s.compression[i].params, *loaded.plan->collective,
+                                             lowering.ranks(), gp.sample_elements, loaded.plan->base,
+                                             gp.sample_layout, seed));
+    Result<algo::SessionRound> round = session->run(ins, views);
+    if (!round.ok()) return round.status().at("/gradients");
+    errs = std::move(round->errors);
+  } else {
+    CCSIM_ASSIGN_OR_RETURN(const algo::NumericsRound round, lowering.run(views, {seed, 0}));
+    CCSIM_CHECK(round.stats.wire_bytes * groups == r.timing.wire_bytes, "numerics sent {} bytes, timing {} over {} groups",
+                round.stats.wire_bytes, r.timing.wire_bytes, groups);
+    const std::vector<std::span<const float>> outs(work.begin(), work.end());
+    errs = algo::operation_errors(round.schedule, ins, outs);
+    CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(ins, errs, r.scheme).at("/gradients"));
+  }
   r.vnmse_max_rank = 0;
   for (const auto& e : errs) r.vnmse_max_rank = std::max(r.vnmse_max_rank, algo::relative_error(e));
   r.vnmse = algo::vnmse(errs);

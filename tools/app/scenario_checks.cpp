@@ -280,12 +280,6 @@ uint64_t largest_size(double limit, const std::function<double(uint64_t)>& need,
   return lo * 4096;
 }
 
-// Which limit binds, as a refusal names it.
-std::string limit_desc(const Scenario& s, double limit) {
-  const auto set = static_cast<double>(s.gradients.numerics_memory_bytes);
-  return limit < set ? fmt::format("half this machine's memory, {}", format_quantity(limit, UnitKind::kBytes))
-                     : fmt::format("gradients.numerics_memory {}", format_quantity(set, UnitKind::kBytes));
-}
 
 // How much of a synthetic tensor the numerics hold (GradientPlan::sample_elements; .npy files: all
 // of them, whose memory check_gradients checked): all of it where every scheme's estimate
@@ -316,7 +310,7 @@ void size_numerics(const Scenario& s, uint32_t g, const std::vector<std::unique_
     diag.add(at_entry(i), fmt::format("'{}' plans its metadata phase on each rank's whole gradient, one rank at a "
                                       "time: about {}, more than {}; set gradients.numerics_memory to at least {}{}{}",
                                       comps[i]->name(), format_quantity(stream, UnitKind::kBytes),
-                                      limit_desc(s, out.limit_bytes), format_quantity(stream, UnitKind::kBytes),
+                                      numerics_limit_desc(s, out.limit_bytes), format_quantity(stream, UnitKind::kBytes),
                                       stream > machine_memory_bytes() / 2 ? " on a machine with twice that memory" : "",
                                       fits == 0 ? std::string() : fmt::format(", or gradients.size to at most {}",
                                           format_quantity(static_cast<double>(fits), UnitKind::kBytes))));
@@ -331,8 +325,7 @@ void size_numerics(const Scenario& s, uint32_t g, const std::vector<std::unique_
   out.sample_layout = sample == 0 ? std::vector<algo::LayerShape>{} : synthetic_layout(s, sample);
 }
 
-// A compression entry's scheme on the collective, with the tensor's layout (null when the entry
-// has errors already).
+// A compression entry's scheme (registered: the caller checked), with a tensor's layout.
 std::unique_ptr<algo::Compressor> entry_compressor(const Scenario& s, size_t i, const RunPlan& plan,
                                                    std::span<const algo::LayerShape> layout) {
   auto comp = plan.schemes[i].info->create(algo::Params(s.compression[i].params));
@@ -629,6 +622,12 @@ std::string entry_label(const Scenario& s, size_t i, RunKind kind) {
   return label;
 }
 
+std::string numerics_limit_desc(const Scenario& s, double limit) {
+  const auto set = static_cast<double>(s.gradients.numerics_memory_bytes);
+  return limit < set ? fmt::format("half this machine's memory, {}", format_quantity(limit, UnitKind::kBytes))
+                     : fmt::format("gradients.numerics_memory {}", format_quantity(set, UnitKind::kBytes));
+}
+
 std::vector<algo::LayerShape> synthetic_layout(const Scenario& s, uint64_t elements) {
   const std::vector<uint64_t> offsets =
       traces::synthetic_layer_offsets(s.gradients.synthetic_spec(elements), static_cast<uint64_t>(s.seed));
@@ -747,7 +746,7 @@ double collective_lower_bound_s(const algo::CompressorInfo& info, const Compress
   auto comp = info.create(algo::Params(cc.params));
   comp->set_layout(layout);
   if (!comp->plan_format(n, g).empty()) return 0;
-  const auto bytes = static_cast<double>(algo::tensor_wire_bytes(*comp, comp->reduced_elements(n), g, plan.base));
+  const auto bytes = static_cast<double>(algo::tensor_bytes(*comp, comp->reduced_elements(n), g, plan.base).tensor());
   return (g - 1.0) / g * bytes / capacity;
 }
 

@@ -68,6 +68,10 @@ std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const nlohmann:
 /// (EDGC's with its rank source and anchor), and a sharded run's compressed weights join with "+".
 std::string entry_label(const Scenario& s, size_t i, RunKind kind);
 
+/// The limit a collective run's numerics were sized to (GradientPlan::limit_bytes), naming the
+/// setting that binds: "gradients.numerics_memory 8 GiB" or "half this machine's memory, 12 GB".
+std::string numerics_limit_desc(const Scenario& s, double limit);
+
 /// A synthetic tensor's layers at `elements` entries per rank (its scenario's seed and generator).
 std::vector<algo::LayerShape> synthetic_layout(const Scenario& s, uint64_t elements);
 /// The 3D-parallel job's options from the workload (the kernel costs and ECMP salt are the run's).
