@@ -27,6 +27,7 @@ class Diagnostics {
   /// Adds every item of `other` with `prefix` before its path.
   void merge(const std::string& prefix, const Diagnostics& other);
   bool empty() const { return items_.empty(); }
+  size_t size() const { return items_.size(); }
   const std::vector<Diagnostic>& items() const { return items_; }
   /// kInvalidArgument (or kNotFound if every error is a missing file) listing every error as
   /// "<file>: <path>: <message>" on its own line; OK when empty.

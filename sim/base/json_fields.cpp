@@ -103,6 +103,23 @@ void FieldReader::number(const std::string& key, double& out, double min, double
   out = v->get<double>();
 }
 
+void FieldReader::number_list(const std::string& key, std::vector<double>& out, double min, double max,
+                              const char*) {
+  const json* v = get(key);
+  if (!v) return;
+  if (!v->is_array()) return expected(key, fmt::format("an array of numbers in [{}, {}]", min, max), *v);
+  out.clear();
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& e = (*v)[i];
+    if (!e.is_number() || !(e.get<double>() >= min && e.get<double>() <= max)) {
+      diag_.add(at(key) + "/" + std::to_string(i),
+                fmt::format("expected a number in [{}, {}], got {}", min, max, describe_json(e)));
+      continue;
+    }
+    out.push_back(e.get<double>());
+  }
+}
+
 void FieldReader::quantity(const std::string& key, double& out, UnitKind unit, Sign sign, const char*) {
   const json* v = get(key);
   if (!v) return;
@@ -278,6 +295,14 @@ void FieldSchema::integer_list(const std::string& k, const std::vector<int64_t>&
 
 void FieldSchema::number(const std::string& k, double def, double min, double max, const char* d) {
   props[k] = {{"type", "number"}, {"minimum", min}, {"maximum", max}, {"default", def}, {"description", d}};
+}
+
+void FieldSchema::number_list(const std::string& k, const std::vector<double>& def, double min, double max,
+                              const char* d) {
+  props[k] = {{"type", "array"},
+              {"items", {{"type", "number"}, {"minimum", min}, {"maximum", max}}},
+              {"default", def},
+              {"description", d}};
 }
 
 void FieldSchema::quantity(const std::string& k, double def, UnitKind u, Sign sign, const char* d) {

@@ -89,6 +89,7 @@ class FieldReader {
     out.assign(v.begin(), v.end());
   }
   void number(const std::string& key, double& out, double min, double max, const char*);
+  void number_list(const std::string& key, std::vector<double>& out, double min, double max, const char*);
   void quantity(const std::string& key, double& out, UnitKind unit, Sign sign, const char*);
   /// A whole number of bytes (a size quantity).
   void bytes(const std::string& key, uint64_t& out, const char*);
@@ -180,6 +181,7 @@ class FieldWriter {
   template <class I>
   void integer_list(const std::string& k, const std::vector<I>& v, int64_t, int64_t, const char*) { out[k] = v; }
   void number(const std::string& k, double v, double, double, const char*) { out[k] = v; }
+  void number_list(const std::string& k, const std::vector<double>& v, double, double, const char*) { out[k] = v; }
   void quantity(const std::string& k, double v, UnitKind, Sign, const char*) { out[k] = v; }
   void bytes(const std::string& k, uint64_t v, const char*) { out[k] = v; }
   void string(const std::string& k, const std::string& v, const char*) { out[k] = v; }
@@ -231,6 +233,7 @@ class FieldSchema {
     integer_list(k, std::vector<int64_t>(def.begin(), def.end()), min, max, d);
   }
   void number(const std::string& k, double def, double min, double max, const char* d);
+  void number_list(const std::string& k, const std::vector<double>& def, double min, double max, const char* d);
   void quantity(const std::string& k, double def, UnitKind u, Sign sign, const char* d);
   void bytes(const std::string& k, uint64_t def, const char* d);
   void string(const std::string& k, const std::string& def, const char* d);

@@ -265,6 +265,34 @@ const Check kChecks[] = {
     {"StagePlanMemory", "parallel",
      R"({"gradients": {"numerics_memory": "1KB"}, "compression": [{"scheme": "dynamiq"}]})", "/compression/0",
      "'dynamiq' agrees on metadata from the gradients each round; planning"},
+    // ---- the convergence block (tools/app/tta.cpp)
+    {"ConvergenceOnCollective", "collective", R"({"convergence": {"curves": "$DIR/curves.csv"}})", "/convergence",
+     "expected a training run (a workload with a trace)"},
+    {"ConvergenceBothSources", "training",
+     R"({"convergence": {"curves": "$DIR/curves.csv", "calibration": "$DIR/calibration.json"}})", "/convergence",
+     "expected one source of rounds-to-target, curves or calibration, got both"},
+    {"ConvergenceCurvesMissing", "training", R"({"convergence": {"curves": "$DIR/none.csv"}})",
+     "/convergence/curves", "expected an existing file"},
+    {"ConvergenceNoCurveForEntry", "training", R"({"convergence": {"curves": "$DIR/curves_bf16.csv"}})",
+     "/convergence/curves", "no curve for fp32 (its labels: bf16)"},
+    {"ConvergenceCurvesRow", "training", R"({"convergence": {"curves": "$DIR/curves_bad.csv"}})",
+     "/convergence/curves", "curves_bad.csv:3: expected 3 fields with an integer round and a number (or nan), got 'fp32,x,3'"},
+    {"ConvergenceCurvesColumns", "training",
+     R"({"convergence": {"curves": "$DIR/curves.csv", "metric": "accuracy"}})", "/convergence/curves",
+     "expected columns label, round and val_accuracy or accuracy (metric accuracy)"},
+    {"ConvergenceCurvesOrder", "training", R"({"convergence": {"curves": "$DIR/curves_order.csv"}})",
+     "/convergence/curves", "rounds of 'fp32' must increase, got 5 after 10"},
+    {"ConvergenceCalibrationField", "training", R"({"convergence": {"calibration": "$DIR/calibration_bad.json"}})",
+     "/convergence/calibration", "calibration_bad.json: /final/c: expected a finite number, got \"a\""},
+    {"ConvergenceBaseline", "training", R"({"convergence": {"curves": "$DIR/curves.csv", "baseline": "bf16"}})",
+     "/convergence/baseline", "expected the label of a compression entry (fp32), got 'bf16'"},
+    {"ConvergenceTargetSense", "training", R"({"convergence": {"curves": "$DIR/curves.csv", "targets": [0.9]}})",
+     "/convergence/targets/0", "expected a target at least 1 for metric loss"},
+    {"ConvergenceTargetNotFitted", "training",
+     R"({"convergence": {"calibration": "$DIR/calibration.json", "targets": [1.03]}})", "/convergence/targets/0",
+     "expected a target the calibration was fitted for, got 1.03"},
+    {"ConvergenceCalibrationIn3d", "parallel", R"({"convergence": {"calibration": "$DIR/calibration.json"}})",
+     "/convergence/calibration", "expected curves in a 3D-parallel run"},
 };
 
 void PrintTo(const Check& c, std::ostream* os) { *os << c.name; }
@@ -291,6 +319,19 @@ class ValidateCatalog : public ::testing::TestWithParam<Check> {
     write(d / "zero_params.json", zero.dump());
     write(d / "tiny_activations.json", tiny.dump());
     write(d / "bad_profile.json", R"({"format": "nope"})");
+    write(d / "curves.csv", "label,round,val_loss\nfp32,0,4\nfp32,10,3\nfp16,0,4\nfp16,10,3.1\n");
+    write(d / "curves_bf16.csv", "label,round,val_loss\nbf16,0,4\n");
+    write(d / "curves_bad.csv", "label,round,val_loss\nfp32,0,4\nfp32,x,3\n");
+    write(d / "curves_order.csv", "label,round,val_loss\nfp32,10,4\nfp32,5,3\n");
+    const std::string calibration =
+        R"({"format": "ccsim-convergence-calibration", "version": 1, "metric": "loss", "final": {"c": 0.1, "d": 1},
+            "targets": [{"target": 1.05, "a": 1, "b": 1, "baseline_rounds": 10},
+                        {"target": 1.02, "a": 1, "b": 1, "baseline_rounds": 20},
+                        {"target": 1, "a": 1, "b": 1, "baseline_rounds": 40}]})";
+    write(d / "calibration.json", calibration);
+    json bad_calibration = json::parse(calibration);
+    bad_calibration["final"]["c"] = "a";
+    write(d / "calibration_bad.json", bad_calibration.dump());
     write(d / "bad_cdf.json", R"({"format": "ccsim-straggler-cdf", "version": 1, "points": [[1, 0.5]]})");
     write(d / "not.npy", "hello");
     ASSERT_TRUE(traces::write_npy_f32((d / "a.npy").string(), {64}, std::vector<float>(64, 1.0f)).ok());

@@ -80,6 +80,18 @@ Status write_run_folder(const std::string& dir, const LoadedScenario& loaded, co
   return write_files_atomically(files);
 }
 
+// tta.csv and curves.csv, with a convergence block.
+void add_tta_files(const std::optional<TtaReport>& tta, std::vector<std::pair<std::string, std::string>>& own) {
+  if (!tta) return;
+  own.emplace_back("tta.csv", tta_csv(*tta));
+  if (!tta->curve.empty()) own.emplace_back("curves.csv", curves_csv(*tta));
+}
+
+// The outputs line's extra files, with a convergence block.
+std::string tta_files(const std::optional<TtaReport>& tta) {
+  return !tta ? std::string() : tta->curve.empty() ? std::string(",tta.csv") : std::string(",tta.csv,curves.csv");
+}
+
 // controller.csv: per run, its decisions; `who` names the column of ControlDecision::worker.
 std::string decisions_csv(const std::vector<std::pair<std::string, const std::vector<sim::ControlDecision>*>>& runs,
                           const std::string& who) {
@@ -329,6 +341,7 @@ json training_summary_json(const TrainingReport& report) {
          {"weight_comm_s", r.weight_comm_s}});
   }
   out["results"] = std::move(results);
+  if (report.tta) out["tta"] = tta_json(*report.tta);
   return out;
 }
 
@@ -404,14 +417,14 @@ std::string tenants_csv(const TrainingReport& report) {
 Status write_training_outputs(const TrainingReport& report, const std::string& dir) {
   std::vector<LinkCsvRun> links;
   for (const auto& r : report.results) links.push_back({r.label, &r.links, &r.timeline, r.summary.end_s});
-  return write_run_folder(dir, report.loaded, training_summary_json(report),
-                          {{"results.csv", training_results_csv(report)},
-                           {"rounds.csv", rounds_csv(report)},
-                           {"rounds_cluster.csv", cluster_rounds_csv(report)},
-                           {"controller.csv", controller_csv(report)},
-                           {"buckets.csv", buckets_csv(report)},
-                           {"tenants.csv", tenants_csv(report)}},
-                          report.link_rows, links);
+  std::vector<std::pair<std::string, std::string>> own = {{"results.csv", training_results_csv(report)},
+                                                          {"rounds.csv", rounds_csv(report)},
+                                                          {"rounds_cluster.csv", cluster_rounds_csv(report)},
+                                                          {"controller.csv", controller_csv(report)},
+                                                          {"buckets.csv", buckets_csv(report)},
+                                                          {"tenants.csv", tenants_csv(report)}};
+  add_tta_files(report.tta, own);
+  return write_run_folder(dir, report.loaded, training_summary_json(report), std::move(own), report.link_rows, links);
 }
 
 std::string format_training_summary(const TrainingReport& report, const std::string& out_dir) {
@@ -453,10 +466,11 @@ std::string format_training_summary(const TrainingReport& report, const std::str
                              ? fmt::format(", weight all-gather {}", format_quantity(r.weight_comm_s, UnitKind::kTime))
                              : std::string());
   }
+  if (report.tta) out += format_tta(*report.tta);
   out +=
       fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,rounds.csv,rounds_cluster.csv,"
-                  "controller.csv,buckets.csv,tenants.csv,links.csv{}}}\n",
-                  out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
+                  "controller.csv,buckets.csv,tenants.csv{},links.csv{}}}\n",
+                  out_dir, tta_files(report.tta), s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
   return out;
 }
 
@@ -493,6 +507,7 @@ json parallel_summary_json(const ParallelReport& report) {
                        {"stage_exposed_s", r.summary.stage_exposed_s},
                        {"stage_rank", r.summary.stage_rank}});
   out["results"] = std::move(results);
+  if (report.tta) out["tta"] = tta_json(*report.tta);
   return out;
 }
 
@@ -541,12 +556,12 @@ Status write_parallel_outputs(const ParallelReport& report, const std::string& d
     links.push_back({r.label, &r.links, &r.timeline, r.summary.end_s});
     decisions.emplace_back(r.label, &r.decisions);
   }
-  return write_run_folder(dir, report.loaded, parallel_summary_json(report),
-                          {{"results.csv", parallel_results_csv(report)},
-                           {"stages.csv", stages_csv(report)},
-                           {"rounds.csv", parallel_rounds_csv(report)},
-                           {"controller.csv", decisions_csv(decisions, "stage")}},
-                          report.link_rows, links);
+  std::vector<std::pair<std::string, std::string>> own = {{"results.csv", parallel_results_csv(report)},
+                                                          {"stages.csv", stages_csv(report)},
+                                                          {"rounds.csv", parallel_rounds_csv(report)},
+                                                          {"controller.csv", decisions_csv(decisions, "stage")}};
+  add_tta_files(report.tta, own);
+  return write_run_folder(dir, report.loaded, parallel_summary_json(report), std::move(own), report.link_rows, links);
 }
 
 std::string format_parallel_summary(const ParallelReport& report, const std::string& out_dir) {
@@ -586,9 +601,10 @@ std::string format_parallel_summary(const ParallelReport& report, const std::str
     if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
       out += fmt::format("  {:<{}} kernels: {}\n", "", w, r.kernel_cost);
   }
+  if (report.tta) out += format_tta(*report.tta);
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,stages.csv,rounds.csv,"
-                     "controller.csv,links.csv{}}}\n",
-                     out_dir, s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
+                     "controller.csv{},links.csv{}}}\n",
+                     out_dir, tta_files(report.tta), s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
   return out;
 }
 

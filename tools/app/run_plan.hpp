@@ -5,6 +5,7 @@
 /// neither looks anything up again nor finds an input error the loader did not report.
 /// scenario_checks.cpp makes it; run_collective.cpp and run_training.cpp execute it.
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "algorithms/bucket_codecs.hpp"
 #include "algorithms/compressor.hpp"
+#include "algorithms/convergence.hpp"
 #include "algorithms/registry.hpp"
 #include "sim/kernel_cost.hpp"
 #include "sim/training/stragglers.hpp"
@@ -58,6 +60,18 @@ struct GradientPlan {
   std::string desc;                       ///< "synthetic (...)" / ".npy files ..."
 };
 
+/// A scenario's convergence block, read and checked with it (tools/app/tta.hpp).
+struct ConvergenceInputs {
+  algo::MetricSense sense = algo::MetricSense::kLowerIsBetter;
+  std::string metric = "loss";
+  std::vector<double> targets;                   ///< relative, as given or the metric's defaults
+  std::string baseline;                          ///< the baseline entry's label
+  size_t baseline_index = 0;
+  std::map<std::string, algo::Curve> curves;     ///< convergence.curves, by label
+  std::optional<algo::ConvergenceModel> model;   ///< or convergence.calibration
+  std::string source_desc;                       ///< one line: where rounds-to-target come from
+};
+
 /// The resolved run.
 struct RunPlan {
   RunKind kind = RunKind::kCollective;
@@ -83,6 +97,9 @@ struct RunPlan {
   std::optional<topo::ParallelGroups> parallel;
   std::vector<uint32_t> stage_starts;
   std::vector<algo::BucketShape> stages;               ///< per stage: one TP rank's gradient
+
+  /// Training runs with a convergence block: time-to-accuracy after the rounds (null: none).
+  std::shared_ptr<const ConvergenceInputs> convergence;
 };
 
 }  // namespace ccsim::app

@@ -270,6 +270,25 @@ std::string trace_line(const traces::ComputeTrace& trace, bool parallel) {
                      trace.provenance().device);
 }
 
+// Time-to-accuracy of the entries from their mean round times (and, for a calibration, their vNMSE).
+template <class Results>
+Result<std::optional<TtaReport>> tta_of(const LoadedScenario& loaded, const Results& results,
+                                        const std::vector<double>& bits) {
+  const ConvergenceInputs* in = loaded.plan->convergence.get();
+  if (in == nullptr) return std::optional<TtaReport>();
+  std::vector<std::string> labels;
+  std::vector<double> round_s, vnmse;
+  for (const auto& r : results) {
+    labels.push_back(r.label);
+    round_s.push_back(r.summary.round_s);
+  }
+  if (in->model) {
+    CCSIM_ASSIGN_OR_RETURN(vnmse, measure_entry_vnmse(loaded, bits));
+  }
+  return std::optional<TtaReport>(
+      compute_tta(*in, labels, round_s, vnmse, loaded.scenario.convergence.baseline_rounds));
+}
+
 }  // namespace
 
 
@@ -295,6 +314,9 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress
     CCSIM_ASSIGN_OR_RETURN(TrainingResult r, train_scheme(loaded, ci, report));
     report.results.push_back(std::move(r));
   }
+  std::vector<double> bits;
+  for (const TrainingResult& r : report.results) bits.push_back(r.bits_per_element);
+  CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, bits));
   return report;
 }
 
@@ -326,6 +348,7 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const
     CCSIM_ASSIGN_OR_RETURN(ParallelResult r, train_parallel_scheme(loaded, ci, report));
     report.results.push_back(std::move(r));
   }
+  CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, {}));
   return report;
 }
 

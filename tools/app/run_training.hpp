@@ -20,6 +20,7 @@
 #include "sim/training/training_job.hpp"
 #include "tools/app/run_collective.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "tools/app/tta.hpp"
 
 namespace ccsim::app {
 
@@ -58,6 +59,7 @@ struct TrainingReport {
   std::string horizon_desc;
   std::vector<LinkRow> link_rows;
   std::vector<TrainingResult> results;
+  std::optional<TtaReport> tta;  ///< with a convergence block
 };
 
 /// What one compression scheme produced in a 3D-parallel run.
@@ -85,6 +87,7 @@ struct ParallelReport {
   std::string kernel_cost_desc;
   std::vector<LinkRow> link_rows;
   std::vector<ParallelResult> results;
+  std::optional<TtaReport> tta;  ///< with a convergence block (curves)
 };
 
 /// Runs a loaded data-parallel training scenario (plan kind kTraining).

@@ -182,6 +182,39 @@ struct NetworkConfig {
   std::vector<sim::TenantSpec> tenants;
 };
 
+/// convergence.proxy: the proxy training `python3 -m ccsim.proxy SCENARIO` runs to write the
+/// curves (tools/python/ccsim/proxy.py reads these keys; declared here so that `ccsim validate` checks
+/// them and the schema lists them; the C++ run itself never trains).
+struct ProxyConfig {
+  std::string task = "gpt";
+  int64_t workers = 8;
+  std::string collective = "ring";
+  int64_t rounds = 300;
+  int64_t eval_every = 10;
+  std::string optimizer;        ///< "" = adamw for gpt, sgd for digits
+  double lr = 0;                ///< 0 = the task's default
+  double momentum = 0.9;
+  double weight_decay = 0;
+  int64_t warmup = 10;
+  int64_t micro_batch = 0;      ///< 0 = the task's default
+  int64_t seed = 1;
+  double bucket_mb = 25;
+  int64_t d_model = 32, layers = 2, heads = 4, block_size = 32, hidden = 128;
+};
+
+/// Time-to-accuracy (algorithms/convergence.hpp, docs/tta.md): where rounds-to-target come from.
+struct ConvergenceConfig {
+  std::string curves;           ///< metric against round per label (proxy output or the user's own CSV)
+  std::string calibration;      ///< or: a calibrated convergence model (JSON, `python3 -m ccsim.tta fit`)
+  std::string baseline;         ///< label of the baseline entry ("" = the first entry)
+  std::string metric;           ///< "loss" or "accuracy" ("" = the calibration's, else loss)
+  std::vector<double> targets;  ///< relative to the baseline's final metric (empty = the metric's defaults)
+  int64_t baseline_rounds = 0;  ///< calibration: the baseline's rounds to its final metric (0 = the proxy's)
+  uint64_t vnmse_elements = 1ull << 21;  ///< calibration in training runs: entries per rank the vNMSE is measured on
+  int64_t vnmse_warmup = 2;     ///< ... and rounds run before the measured one
+  ProxyConfig proxy;
+};
+
 /// Where outputs go.
 struct OutputsConfig {
   std::string dir;  ///< default "out/<name>", relative to the working directory
@@ -202,6 +235,7 @@ struct Scenario {
   SyncConfig sync;
   sim::StragglerSpec stragglers;
   NetworkConfig network;
+  ConvergenceConfig convergence;
   OutputsConfig outputs;
 };
 
@@ -383,6 +417,54 @@ void visit(V& v, NetworkConfig& c) {
 }
 
 template <class V>
+void visit(V& v, ProxyConfig& c) {
+  v.choice("task", c.task, {"gpt", "digits"},
+           "gpt: character-level GPT on the Debian license texts (metric loss); digits: a perceptron on "
+           "python3-sklearn's 8x8 digits (metric accuracy)");
+  v.integer("workers", c.workers, 2, 1024, "simulated data-parallel workers");
+  v.choice("collective", c.collective, algorithm_names(), "the gradients' all-reduce algorithm");
+  v.integer("rounds", c.rounds, 1, 1 << 24, "training rounds");
+  v.integer("eval_every", c.eval_every, 1, 1 << 24, "rounds between held-out evaluations (curve points)");
+  v.choice("optimizer", c.optimizer, {"", "adamw", "sgd"}, "adamw or sgd with momentum (empty: the task's)");
+  v.number("lr", c.lr, 0.0, 10.0, "peak learning rate (0: 1e-2 for adamw, 0.05 for sgd)");
+  v.number("momentum", c.momentum, 0.0, 1.0, "sgd momentum");
+  v.number("weight_decay", c.weight_decay, 0.0, 1.0, "decoupled (adamw) or L2 (sgd) weight decay");
+  v.integer("warmup", c.warmup, 0, 1 << 24, "rounds of linear learning-rate warm-up (then cosine decay to a tenth)");
+  v.integer("micro_batch", c.micro_batch, 0, 1 << 16, "samples per worker per round (0: 16 sequences or images)");
+  v.integer("seed", c.seed, 0, INT64_C(1) << 53, "data order, initial weights and the schemes' random numbers");
+  v.number("bucket_mb", c.bucket_mb, 0.001, 1e6, "DDP bucket cap in MiB");
+  v.integer("d_model", c.d_model, 8, 4096, "gpt: embedding width");
+  v.integer("layers", c.layers, 1, 64, "gpt: transformer blocks");
+  v.integer("heads", c.heads, 1, 64, "gpt: attention heads (dividing d_model)");
+  v.integer("block_size", c.block_size, 8, 4096, "gpt: context length in characters");
+  v.integer("hidden", c.hidden, 1, 1 << 16, "digits: hidden units");
+}
+
+template <class V>
+void visit(V& v, ConvergenceConfig& c) {
+  v.path("curves", c.curves,
+         "CSV of metric against round per label (columns label, round and val_loss/loss or val_accuracy/accuracy): "
+         "what `python3 -m ccsim.proxy SCENARIO` writes, or the user's own training; relative to the scenario file");
+  v.path("calibration", c.calibration,
+         "or: a convergence model calibrated on proxy runs (`python3 -m ccsim.tta fit`), applied to each entry's "
+         "measured vNMSE");
+  v.string("baseline", c.baseline, "label of the entry the targets and ratios refer to (empty: the first entry)");
+  v.choice("metric", c.metric, {"", "loss", "accuracy"},
+           "what the targets measure (empty: the calibration's, else loss)");
+  v.number_list("targets", c.targets, 0.5, 2.0,
+                "targets relative to the baseline's final metric (empty: 1.05, 1.02, 1 for a loss; 0.99, 0.995, 1 "
+                "for an accuracy)");
+  v.integer("baseline_rounds", c.baseline_rounds, 0, INT64_C(1) << 40,
+            "calibration: rounds the baseline needs to its final metric, scaling the proxy's rounds to every target "
+            "(0: the proxy's own)");
+  v.bytes("vnmse_elements", c.vnmse_elements,
+          "calibration in training runs: gradient entries per rank each entry's vNMSE is measured on (synthetic, "
+          "DDP-bucketed as the run)");
+  v.integer("vnmse_warmup", c.vnmse_warmup, 0, 1024, "rounds each vNMSE measurement runs before the measured one");
+  v.object("proxy", c.proxy, "the proxy training that writes `curves` (python3 -m ccsim.proxy SCENARIO)");
+}
+
+template <class V>
 void visit(V& v, OutputsConfig& c) {
   v.string("dir", c.dir, "output folder (default out/<name>), relative to the working directory");
   v.quantity("link_timeline_bin", c.link_timeline_bin_s, UnitKind::kTime, Sign::kNonNegative,
@@ -404,6 +486,8 @@ void visit(V& v, Scenario& s) {
   v.object("sync", s.sync, "training: how gradients are synchronized");
   v.object("stragglers", s.stragglers, "training: per-round, per-worker compute scaling");
   v.object("network", s.network, "training: background tenants on the links");
+  v.object("convergence", s.convergence,
+           "training: time-to-accuracy from proxy curves, a user's curve or a calibrated model (tta.csv)");
   v.object("outputs", s.outputs, "output files");
 }
 

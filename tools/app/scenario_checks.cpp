@@ -18,6 +18,7 @@
 #include "sim/training/bucket_sync.hpp"
 #include "sim/training/parallel_job.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "tools/app/tta.hpp"
 #include "topology/builders/builders.hpp"
 #include "traces/device_profile.hpp"
 #include "traces/npy.hpp"
@@ -829,6 +830,9 @@ std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc
   if (plan->kind == RunKind::kParallel && plan->trace) check_parallel_run(s, diag, *plan);
   if (diag.empty()) check_run_size(s, max_flows, diag, *plan);
   if (diag.empty()) check_horizon(s, diag, *plan);
+  std::vector<std::string> labels;
+  for (const SchemePlan& sp : plan->schemes) labels.push_back(sp.label);
+  plan->convergence = check_convergence(s, plan->kind, labels, diag);
   if (!diag.empty()) return nullptr;
   return plan;
 }

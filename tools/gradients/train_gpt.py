@@ -48,97 +48,18 @@ except ImportError as missing:
           "python3-numpy and python3-torch (apt-get install -y python3-torch) install them for /usr/bin/python3: "
           "run /usr/bin/python3 tools/gradients/train_gpt.py ...", file=sys.stderr)
     sys.exit(2)
-import torch.nn.functional as F  # noqa: N812 (the usual torch alias)
-from torch import nn
 
 try:
     import ccsim.torch as ccsim_torch
+    from ccsim.models import DEFAULT_CORPUS_DIR, Gpt, load_corpus, sample_batch
 except ImportError:  # run from a source tree: the package the build made in build/python
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "build" / "python"))
     try:
         import ccsim.torch as ccsim_torch
+        from ccsim.models import DEFAULT_CORPUS_DIR, Gpt, load_corpus, sample_batch
     except ImportError as e:
         sys.exit(f"train_gpt.py: cannot import the ccsim Python package ({e}); build it (tools/test, or cmake "
                  "--build build) and run with PYTHONPATH=BUILD/python")
-
-DEFAULT_CORPUS_DIR = Path("/usr/share/common-licenses")
-
-
-# ---- model ---------------------------------------------------------------------------------------
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, d_model: int, n_head: int, block_size: int) -> None:
-        super().__init__()
-        self.n_head = n_head
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
-        self.register_buffer("mask", mask.view(1, 1, block_size, block_size), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        hd = c // self.n_head
-        q = q.view(b, t, self.n_head, hd).transpose(1, 2)
-        k = k.view(b, t, self.n_head, hd).transpose(1, 2)
-        v = v.view(b, t, self.n_head, hd).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
-        att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, c)
-        return self.proj(y)
-
-
-class Mlp(nn.Module):
-    def __init__(self, d_model: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(d_model, 4 * d_model)
-        self.fc2 = nn.Linear(4 * d_model, d_model)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.gelu(self.fc1(x)))
-
-
-class Block(nn.Module):
-    def __init__(self, d_model: int, n_head: int, block_size: int) -> None:
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_head, block_size)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = Mlp(d_model)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class Gpt(nn.Module):
-    def __init__(self, vocab: int, d_model: int, n_layer: int, n_head: int, block_size: int, tied: bool) -> None:
-        super().__init__()
-        self.tied = tied
-        self.tok_emb = nn.Embedding(vocab, d_model)
-        self.pos_emb = nn.Embedding(block_size, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, n_head, block_size) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(d_model)
-        self.head = None if tied else nn.Linear(d_model, vocab, bias=False)
-        # GPT-2 initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer).
-        for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(p)
-            elif ".ln" in name or name.startswith("ln_"):
-                nn.init.ones_(p)
-            else:
-                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
-                nn.init.normal_(p, mean=0.0, std=std)
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        t = idx.shape[1]
-        x = self.tok_emb(idx) + self.pos_emb(torch.arange(t))
-        for block in self.blocks:
-            x = block(x)
-        h = self.ln_f(x)
-        logits = h @ self.tok_emb.weight.t() if self.head is None else self.head(h)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -203,30 +124,7 @@ class Bpe:
         return ids
 
 
-def load_corpus(paths: list[Path]) -> tuple[str, list[Path]]:
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files += sorted(f for f in p.iterdir() if f.is_file() and not f.is_symlink())
-        else:
-            files.append(p)
-    if not files:
-        sys.exit(f"train_gpt.py: no corpus files found under {', '.join(map(str, paths))}")
-    texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
-    return "\n\n".join(texts), files
-
-
-def sample_batch(data: torch.Tensor, chunks: list[int], chunk: int, batch: int, block: int, gen: torch.Generator):
-    """`batch` windows of block + 1 tokens, each inside one of `chunks` (chunk start offsets)."""
-    pick = torch.randint(0, len(chunks), (batch,), generator=gen).tolist()
-    within = torch.randint(0, chunk - block, (batch,), generator=gen).tolist()
-    starts = [chunks[c] + o for c, o in zip(pick, within)]
-    x = torch.stack([data[s : s + block] for s in starts])
-    y = torch.stack([data[s + 1 : s + block + 1] for s in starts])
-    return x, y
-
-
-def pretrain(model: nn.Module, bpe: Bpe | None, stoi: dict[str, int] | None, args: argparse.Namespace) -> dict:
+def pretrain(model: torch.nn.Module, bpe: Bpe | None, stoi: dict[str, int] | None, args: argparse.Namespace) -> dict:
     """Trains `model` in place on --pretrain-corpus (one process, its own Adam and batch stream), so that
     the dumped gradients are those of fine-tuning a pretrained model. Tokenizes with `bpe`, or with the
     character table `stoi` when `bpe` is None. Returns the provenance entry."""

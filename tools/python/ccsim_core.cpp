@@ -432,6 +432,12 @@ PYBIND11_MODULE(_core, m) {
         if (!made.ok()) raise(made.status());
       },
       py::arg("scheme"), py::arg("params"), "ValueError unless the scheme exists and takes these parameters");
+  m.def(
+      "scheme_label",
+      [](const std::string& scheme, const py::object& params) {
+        return ccsim::algo::scheme_label(scheme, to_json(params));
+      },
+      py::arg("scheme"), py::arg("params"), "the entry's default label in every output (algo::scheme_label)");
   m.def("threads", &ccsim::kern::worker_threads, "worker threads the numerics use");
   m.def(
       "set_threads",

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from . import _core
 
-__all__ = ["schemes", "collectives", "set_threads", "threads", "allreduce", "Collective", "Result", "vnmse", "ddp_buckets", "load_dump",
+__all__ = ["schemes", "collectives", "scheme_label", "set_threads", "threads", "allreduce", "Collective", "Result", "vnmse", "ddp_buckets", "load_dump",
            "Dump", "layer_shapes"]
 
 
@@ -27,6 +27,12 @@ def schemes() -> list[dict]:
     description, unbiased, determinism, params (name, description, default, min, max, choices,
     power_of_two)."""
     return _core.schemes()
+
+
+def scheme_label(scheme: str, params: dict | None = None) -> str:
+    """The name ccsim gives a compression entry without a ``label``: the scheme plus its non-default
+    parameters ("dynamiq(budget=3)"), as in every output of ``ccsim run``."""
+    return _core.scheme_label(scheme, dict(params or {}))
 
 
 def set_threads(n: int) -> None:

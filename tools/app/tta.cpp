@@ -1,0 +1,363 @@
+#include "tools/app/tta.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "algorithms/error_study.hpp"
+#include "algorithms/registry.hpp"
+#include "sim/base/units.hpp"
+#include "tools/app/outputs.hpp"
+
+namespace ccsim::app {
+namespace {
+
+using nlohmann::json;
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr const char* kCalibrationFormat = "ccsim-convergence-calibration";
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (char ch : line) {
+    if (ch == '"') quoted = !quoted;
+    else if (ch == ',' && !quoted) out.emplace_back();
+    else if (ch != '\r') out.back() += ch;
+  }
+  return out;
+}
+
+// The metric column of a curves CSV: the proxy's name first, then the plain one.
+std::vector<std::string> metric_columns(const std::string& metric) {
+  return metric == "accuracy" ? std::vector<std::string>{"val_accuracy", "accuracy"}
+                              : std::vector<std::string>{"val_loss", "loss"};
+}
+
+double parse_number(const std::string& text, bool& ok) {
+  if (text == "nan" || text.empty()) return kNan;
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    ok = used == text.size() && std::isfinite(v);
+    return v;
+  } catch (const std::exception&) {
+    ok = false;
+    return kNan;
+  }
+}
+
+// Reads the curves CSV into `in.curves`; problems into `diag` as "/convergence/curves: FILE:LINE: ...".
+void read_curves(const std::string& file, ConvergenceInputs& in, Diagnostics& diag) {
+  const std::string at = "/convergence/curves";
+  std::ifstream f(file);
+  std::string line;
+  if (!f || !std::getline(f, line)) return diag.add(at, fmt::format("{}: cannot read a header line", file));
+  const std::vector<std::string> head = split_csv_line(line);
+  auto column = [&](const std::vector<std::string>& names) -> int {
+    for (const std::string& n : names)
+      if (auto it = std::find(head.begin(), head.end(), n); it != head.end()) return static_cast<int>(it - head.begin());
+    return -1;
+  };
+  const int lc = column({"label"}), rc = column({"round"}), mc = column(metric_columns(in.metric));
+  if (lc < 0 || rc < 0 || mc < 0)
+    return diag.add(at, fmt::format("{}:1: expected columns label, round and {} (metric {}), got '{}'", file,
+                                    fmt::join(metric_columns(in.metric), " or "), in.metric, line));
+  for (size_t n = 2; std::getline(f, line); ++n) {
+    if (line.empty()) continue;
+    const std::vector<std::string> cells = split_csv_line(line);
+    bool ok = cells.size() == head.size();
+    const double round = ok ? parse_number(cells[rc], ok) : kNan;
+    bool value_ok = true;
+    const double value = ok ? parse_number(cells[mc], value_ok) : kNan;
+    if (!ok || round < 0 || std::floor(round) != round || (!value_ok && cells[mc] != "nan" && !cells[mc].empty()))
+      return diag.add(at, fmt::format("{}:{}: expected {} fields with an integer round and a number (or nan), got '{}'",
+                                      file, n, head.size(), line));
+    algo::Curve& c = in.curves[cells[lc]];
+    if (!c.rounds.empty() && static_cast<uint64_t>(round) <= c.rounds.back())
+      return diag.add(at, fmt::format("{}:{}: rounds of '{}' must increase, got {} after {}", file, n, cells[lc],
+                                      round, c.rounds.back()));
+    c.rounds.push_back(static_cast<uint64_t>(round));
+    c.values.push_back(value);
+  }
+}
+
+// Reads the calibration JSON into `in.model`; problems into `diag` as "/convergence/calibration: FILE: POINTER: ...".
+void read_calibration(const std::string& file, ConvergenceInputs& in, Diagnostics& diag) {
+  const std::string at = "/convergence/calibration";
+  json doc;
+  try {
+    std::ifstream f(file);
+    doc = json::parse(f);
+  } catch (const json::exception& e) {
+    return diag.add(at, fmt::format("{}: not JSON: {}", file, e.what()));
+  }
+  auto bad = [&](const std::string& ptr, const std::string& want) {
+    const json* v = doc.contains(json::json_pointer(ptr)) ? &doc.at(json::json_pointer(ptr)) : nullptr;
+    diag.add(at, fmt::format("{}: {}: expected {}, got {}", file, ptr, want, v ? v->dump() : "nothing"));
+  };
+  auto number = [&](const std::string& ptr, double& out) {
+    const json::json_pointer p(ptr);
+    if (!doc.contains(p) || !doc.at(p).is_number() || !std::isfinite(doc.at(p).get<double>()))
+      return bad(ptr, "a finite number"), false;
+    out = doc.at(p).get<double>();
+    return true;
+  };
+  if (!doc.is_object() || doc.value("format", "") != kCalibrationFormat)
+    return bad("/format", fmt::format("\"{}\"", kCalibrationFormat));
+  algo::ConvergenceModel m;
+  m.metric = doc.value("metric", "");
+  if (m.metric != "loss" && m.metric != "accuracy") return bad("/metric", "\"loss\" or \"accuracy\"");
+  m.sense = m.metric == "loss" ? algo::MetricSense::kLowerIsBetter : algo::MetricSense::kHigherIsBetter;
+  if (!number("/final/c", m.c) || !number("/final/d", m.d)) return;
+  if (!doc.contains("targets") || !doc["targets"].is_array() || doc["targets"].empty())
+    return bad("/targets", "a non-empty array of fitted targets");
+  for (size_t i = 0; i < doc["targets"].size(); ++i) {
+    algo::TargetFit t;
+    const std::string p = fmt::format("/targets/{}", i);
+    double rounds = 0;
+    if (!number(p + "/target", t.target) || !number(p + "/a", t.a) || !number(p + "/b", t.b) ||
+        !number(p + "/baseline_rounds", rounds))
+      return;
+    if (rounds < 1) return bad(p + "/baseline_rounds", "a round count of at least 1");
+    t.baseline_rounds = static_cast<uint64_t>(rounds);
+    m.targets.push_back(t);
+  }
+  m.provenance = doc.contains("provenance") ? doc["provenance"].value("summary", "") : "";
+  in.model = std::move(m);
+}
+
+std::vector<double> default_targets(const std::string& metric) {
+  return metric == "accuracy" ? std::vector<double>{0.99, 0.995, 1.0} : std::vector<double>{1.05, 1.02, 1.0};
+}
+
+void check_sources(const ConvergenceConfig& c, const std::vector<std::string>& labels, ConvergenceInputs& in,
+                   Diagnostics& diag) {
+  if (!c.curves.empty()) {
+    read_curves(c.curves, in, diag);
+    std::vector<std::string> missing;
+    for (const std::string& l : labels)
+      if (!in.curves.count(l)) missing.push_back(l);
+    if (diag.empty() && !missing.empty())
+      diag.add("/convergence/curves", fmt::format("{}: no curve for {} (its labels: {}); run python3 -m ccsim.proxy "
+                                                  "SCENARIO to write the proxy's, or add them",
+                                                  c.curves, fmt::join(missing, ", "), [&] {
+                                                    std::vector<std::string> have;
+                                                    for (const auto& [k, v] : in.curves) have.push_back(k);
+                                                    return fmt::format("{}", fmt::join(have, ", "));
+                                                  }()));
+    in.source_desc = fmt::format("curves {}", std::filesystem::path(c.curves).filename().string());
+    return;
+  }
+  read_calibration(c.calibration, in, diag);
+  if (!in.model) return;
+  if (!c.metric.empty() && c.metric != in.model->metric)
+    diag.add("/convergence/metric", fmt::format("expected the calibration's metric '{}', got '{}'", in.model->metric,
+                                                c.metric));
+  in.metric = in.model->metric;
+  in.sense = in.model->sense;
+  in.source_desc = fmt::format("calibration {}{}", std::filesystem::path(c.calibration).filename().string(),
+                               in.model->provenance.empty() ? "" : " (" + in.model->provenance + ")");
+}
+
+}  // namespace
+
+std::shared_ptr<const ConvergenceInputs> check_convergence(const Scenario& s, RunKind kind,
+                                                           const std::vector<std::string>& labels, Diagnostics& diag) {
+  const ConvergenceConfig& c = s.convergence;
+  if (c.curves.empty() && c.calibration.empty()) return nullptr;
+  const size_t before = diag.size();
+  if (!c.curves.empty() && !c.calibration.empty())
+    diag.add("/convergence", "expected one source of rounds-to-target, curves or calibration, got both");
+  if (kind == RunKind::kCollective)
+    diag.add("/convergence", "expected a training run (a workload with a trace): time-to-accuracy needs rounds");
+  if (kind == RunKind::kParallel && !c.calibration.empty())
+    diag.add("/convergence/calibration", "expected curves in a 3D-parallel run (a calibration needs each entry's "
+                                         "data-parallel vNMSE, which these runs do not measure)");
+  auto in = std::make_shared<ConvergenceInputs>();
+  in->metric = c.metric.empty() ? "loss" : c.metric;
+  in->sense = in->metric == "accuracy" ? algo::MetricSense::kHigherIsBetter : algo::MetricSense::kLowerIsBetter;
+  in->baseline = c.baseline.empty() && !labels.empty() ? labels[0] : c.baseline;
+  const auto it = std::find(labels.begin(), labels.end(), in->baseline);
+  if (it == labels.end())
+    diag.add("/convergence/baseline",
+             fmt::format("expected the label of a compression entry ({}), got '{}'", fmt::join(labels, ", "), c.baseline));
+  in->baseline_index = static_cast<size_t>(it - labels.begin());
+  if (diag.size() == before) check_sources(c, labels, *in, diag);
+  in->targets = c.targets.empty() ? default_targets(in->metric) : c.targets;
+  for (size_t i = 0; i < in->targets.size(); ++i) {
+    const double t = in->targets[i];
+    const bool sensible = in->sense == algo::MetricSense::kLowerIsBetter ? t >= 1.0 : t <= 1.0;
+    if (!sensible)
+      diag.add(fmt::format("/convergence/targets/{}", i),
+               fmt::format("expected a target {} 1 for metric {} (a fraction of the baseline's final value it may "
+                           "reach), got {}",
+                           in->metric == "loss" ? "at least" : "at most", in->metric, t));
+    if (in->model && diag.size() == before && in->model->fit_of(t) == nullptr)
+      diag.add(fmt::format("/convergence/targets/{}", i),
+               fmt::format("expected a target the calibration was fitted for, got {}", t));
+  }
+  return diag.size() == before ? in : nullptr;
+}
+
+Result<std::vector<double>> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  std::vector<double> out;
+  for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    const CompressionConfig& cc = s.compression[ci];
+    algo::ErrorRequest r;
+    algo::StudyScheme scheme{plan.schemes[ci].label, cc.scheme, cc.params, json::object()};
+    if (cc.controller.kind == ControllerKind::kAqgb)  // the run's mean truncation width
+      scheme.params["k"] = std::clamp<int64_t>(std::llround(bits[ci]), 10, 32);
+    Diagnostics diag;
+    scheme.resolved = plan.schemes[ci].info->params.resolve(scheme.params, "/params", diag);
+    r.schemes = {scheme};
+    r.rows = s.convergence.vnmse_elements;
+    r.shape_text = std::to_string(r.rows);
+    r.structure = s.gradients.synthetic;
+    const bool broadcast = s.sync.mode == SyncMode::kBroadcast;
+    r.operation = broadcast ? "allreduce" : std::string(topo::collective_op_name(plan.schemes[ci].collective->operation));
+    r.algorithm = broadcast ? "p2p" : plan.schemes[ci].collective->algorithm;
+    r.ranks = plan.topology->num_ranks();
+    r.seed = static_cast<uint64_t>(s.seed);
+    r.warmup = static_cast<uint32_t>(s.convergence.vnmse_warmup);
+    r.base.segments = static_cast<uint32_t>(s.collective.segments);
+    r.base.gpus_per_node = plan.topology->gpus_per_node();
+    if (!broadcast) {
+      r.ddp_cap = s.sync.bucket_bytes;
+      r.ddp_first = s.sync.first_bucket_bytes;
+    }
+    CCSIM_ASSIGN_OR_RETURN(algo::ErrorReport rep, algo::measure_errors(r));
+    out.push_back(rep.rows.empty() ? kNan : rep.rows[0].vnmse);
+  }
+  return out;
+}
+
+namespace {
+
+// Rows of entry i from its curve.
+void rows_from_curve(const ConvergenceInputs& in, const std::string& label, double round_s, double base_final,
+                     TtaReport& rep) {
+  const algo::Curve& c = in.curves.at(label);
+  for (double t : in.targets) {
+    algo::TtaRow row{label, t, algo::target_value(t, base_final), std::nullopt, round_s};
+    if (auto r = algo::rounds_to_target(c, row.goal, in.sense)) row.rounds = static_cast<double>(*r);
+    rep.rows.push_back(row);
+  }
+  for (size_t k = 0; k < c.rounds.size(); ++k)
+    rep.curve.push_back({label, c.rounds[k], static_cast<double>(c.rounds[k]) * round_s, c.values[k]});
+  rep.final_value.push_back(c.values.empty() ? kNan : c.values.back());
+}
+
+// Rows of entry i from the calibrated model.
+void rows_from_model(const ConvergenceInputs& in, const std::string& label, double round_s, double v,
+                     int64_t baseline_rounds, TtaReport& rep) {
+  const algo::ConvergenceModel& m = *in.model;
+  const algo::TargetFit* full = m.fit_of(1.0);
+  for (double t : in.targets) {
+    const algo::TargetFit& f = *m.fit_of(t);
+    double base = static_cast<double>(f.baseline_rounds);
+    if (baseline_rounds > 0 && full != nullptr)
+      base = static_cast<double>(baseline_rounds) * base / static_cast<double>(full->baseline_rounds);
+    algo::TtaRow row{label, t, kNan, std::nullopt, round_s};
+    if (auto ratio = m.rounds_ratio(v, t)) row.rounds = *ratio * base;
+    rep.rows.push_back(row);
+  }
+  rep.final_value.push_back(m.final_ratio(v));
+}
+
+}  // namespace
+
+TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string>& labels,
+                      const std::vector<double>& round_s, const std::vector<double>& vnmse, int64_t baseline_rounds) {
+  TtaReport rep;
+  rep.source_desc = in.source_desc;
+  rep.metric = in.metric;
+  rep.baseline = in.baseline;
+  rep.vnmse = vnmse.empty() ? std::vector<double>(labels.size(), kNan) : vnmse;
+  if (in.model) {
+    for (size_t i = 0; i < labels.size(); ++i)
+      rows_from_model(in, labels[i], round_s[i], rep.vnmse[i], baseline_rounds, rep);
+  } else {
+    const algo::Curve& base = in.curves.at(in.baseline);
+    const double base_final = base.values.empty() ? kNan : base.values.back();
+    for (size_t i = 0; i < labels.size(); ++i) rows_from_curve(in, labels[i], round_s[i], base_final, rep);
+  }
+  algo::finish_tta(rep.rows, in.baseline);
+  return rep;
+}
+
+namespace {
+std::string opt_num(double v, bool present) { return present ? fmt::format("{}", v) : std::string(); }
+// Simulated seconds on the picosecond grid (as every time column of ccsim's CSVs).
+double ps(double s) { return std::round(s * 1e12) / 1e12; }
+}  // namespace
+
+std::string tta_csv(const TtaReport& r) {
+  std::string out = "label,target,goal,reached,rounds,round_time_s,time_s,ratio,rounds_ratio,vnmse\n";
+  const size_t per = r.rows.empty() ? 1 : r.rows.size() / std::max<size_t>(1, r.vnmse.size());
+  for (size_t k = 0; k < r.rows.size(); ++k) {
+    const algo::TtaRow& t = r.rows[k];
+    const bool base = t.ratio > 0;
+    const double v = r.vnmse[k / per];
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_field(t.label), t.target,
+                       opt_num(t.goal, std::isfinite(t.goal)),
+                       t.rounds ? "true" : "false", opt_num(t.rounds.value_or(0), t.rounds.has_value()),
+                       ps(t.round_time_s), opt_num(ps(t.time_s), t.rounds.has_value()), opt_num(t.ratio, base),
+                       opt_num(t.rounds_ratio, base), std::isfinite(v) ? fmt::format("{}", v) : std::string());
+  }
+  return out;
+}
+
+std::string curves_csv(const TtaReport& r) {
+  std::string out = fmt::format("label,round,time_s,{}\n", r.metric);
+  for (const TtaCurvePoint& p : r.curve)
+    out += fmt::format("{},{},{},{}\n", csv_field(p.label), p.round, ps(p.time_s),
+                       std::isfinite(p.value) ? fmt::format("{}", p.value) : std::string("nan"));
+  return out;
+}
+
+json tta_json(const TtaReport& r) {
+  json rows = json::array();
+  for (const algo::TtaRow& t : r.rows)
+    rows.push_back({{"label", t.label}, {"target", t.target},
+                    {"goal", std::isfinite(t.goal) ? json(t.goal) : json(nullptr)}, {"reached", t.rounds.has_value()},
+                    {"rounds", t.rounds ? json(*t.rounds) : json(nullptr)}, {"round_time_s", t.round_time_s},
+                    {"time_s", t.rounds ? json(t.time_s) : json(nullptr)},
+                    {"ratio", t.ratio > 0 ? json(t.ratio) : json(nullptr)}});
+  return {{"source", r.source_desc}, {"metric", r.metric}, {"baseline", r.baseline}, {"rows", rows}};
+}
+
+std::string format_tta(const TtaReport& r) {
+  std::vector<double> targets;
+  for (const algo::TtaRow& t : r.rows)
+    if (std::find(targets.begin(), targets.end(), t.target) == targets.end()) targets.push_back(t.target);
+  size_t w = 8;
+  for (const algo::TtaRow& t : r.rows) w = std::max(w, t.label.size());
+  std::string out = fmt::format("\n  time to accuracy  {}; targets x the final {} of {}; time relative to {}\n",
+                                r.source_desc, r.metric, r.baseline, r.baseline);
+  out += fmt::format("  {:<{}}", "scheme", w);
+  for (double t : targets) out += fmt::format(" {:>26}", fmt::format("{:g}%", 100 * t));
+  out += "\n";
+  for (size_t k = 0; k < r.rows.size(); k += targets.size()) {
+    out += fmt::format("  {:<{}}", r.rows[k].label, w);
+    for (size_t j = 0; j < targets.size() && k + j < r.rows.size(); ++j) {
+      const algo::TtaRow& t = r.rows[k + j];
+      const std::string cell =
+          !t.rounds ? std::string("not reached")
+                    : fmt::format("{:.0f} rd {} {}", *t.rounds, format_quantity(t.time_s, UnitKind::kTime),
+                                  t.ratio > 0 ? fmt::format("{:.2f}x", t.ratio) : std::string("-"));
+      out += fmt::format(" {:>26}", cell);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace ccsim::app
