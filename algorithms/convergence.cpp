@@ -29,10 +29,11 @@ const TargetFit* ConvergenceModel::fit_of(double t) const {
   return nullptr;
 }
 
-std::optional<double> ConvergenceModel::rounds_ratio(double v, double t) const {
+std::optional<double> ConvergenceModel::rounds_ratio(double v, double t, double vb) const {
   const TargetFit* f = fit_of(t);
-  if (f == nullptr || !meets(final_ratio(v), t, sense)) return std::nullopt;
-  return 1.0 + f->a * std::pow(std::max(v, 0.0), f->b);
+  if (f == nullptr || !meets(final_ratio(v) / final_ratio(vb), t, sense)) return std::nullopt;
+  auto slowdown = [&](double x) { return 1.0 + f->a * std::pow(std::max(x, 0.0), f->b); };
+  return slowdown(v) / slowdown(vb);
 }
 
 void finish_tta(std::vector<TtaRow>& rows, const std::string& baseline) {

@@ -56,9 +56,10 @@ struct ConvergenceModel {
 
   /// The final metric relative to the baseline's, for a scheme of vNMSE v.
   double final_ratio(double v) const;
-  /// The rounds ratio to relative target `t` for vNMSE v, or nullopt when the predicted final
-  /// metric misses it. REQUIRES: t is one of `targets`.
-  std::optional<double> rounds_ratio(double v, double t) const;
+  /// The rounds ratio to relative target `t` for vNMSE v against a baseline of vNMSE vb (the
+  /// baseline itself reaches every target at ratio 1), or nullopt when the predicted final metric,
+  /// relative to the baseline's, misses it. REQUIRES: t is one of `targets`.
+  std::optional<double> rounds_ratio(double v, double t, double vb = 0) const;
   const TargetFit* fit_of(double t) const;
 };
 

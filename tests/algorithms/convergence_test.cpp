@@ -36,6 +36,9 @@ TEST(Convergence, ModelPredictsTheFinalMetricAndTheRoundsRatio) {
   EXPECT_DOUBLE_EQ(*m.rounds_ratio(0.0, 1.0), 1.0);
   // v = 0.2: final 1.1 misses 105%.
   EXPECT_FALSE(m.rounds_ratio(0.2, 1.05).has_value());
+  // Against a baseline of vNMSE 0.01 the same entry is at ratio 1 and reaches 100%.
+  EXPECT_DOUBLE_EQ(*m.rounds_ratio(0.01, 1.0, 0.01), 1.0);
+  EXPECT_NEAR(*m.rounds_ratio(0.04, 1.05, 0.01), (1 + 2 * 0.2) / 1.2, 1e-12);
   // An accuracy model moves the other way: 1 - c v^d.
   m.sense = MetricSense::kHigherIsBetter;
   EXPECT_DOUBLE_EQ(m.final_ratio(0.01), 0.995);

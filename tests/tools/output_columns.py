@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """docs/outputs.md lists the columns of every CSV `ccsim run` writes, in order: this runs a
 collective scenario (with a link timeline), a data-parallel training scenario with tenants and a
-3D-parallel one, shortened, and compares each file's header with its table. It also checks that
+3D-parallel one, shortened (the training one with a convergence block), and compares each file's header with its table. It also checks that
 the CSVs carry no representation noise in exact quantities: byte counts are whole numbers and
 simulated times have at most 12 decimals (whole picoseconds).
 
@@ -20,11 +20,13 @@ import tempfile
 
 RUNS = {  # kind as docs/outputs.md's headings name it -> scenario and overrides
     "collective runs": ("scenarios/quickstart.json", ["outputs.link_timeline_bin=1ms", "gradients.size=16MB"]),
-    "training runs": ("scenarios/papers/dynamiq/ring-llama1b-tenants.json",
-                      ["workload.rounds=2", "compression=[{\"scheme\":\"bf16\"},{\"scheme\":\"dynamiq\"}]"]),
+    "training runs": ("scenarios/tta/digits-proxy-ring8.json",  # with tenants and a convergence block
+                      ["workload.rounds=2",
+                       "network.tenants=[{\"kind\":\"ring_allreduce\",\"count\":2,\"size\":\"10MB\"}]"]),
     "3D-parallel runs": ("scenarios/papers/edgc/gpt2-2.5b-3d.json", ["workload.rounds=2"]),
 }
-SHARED = {"links.csv": ("every run",),
+SHARED = {"tta.csv": ("with `convergence`",), "curves.csv": ("with `convergence`",),
+          "links.csv": ("every run",),
           "links_timeline.csv": ("with `outputs.link_timeline_bin`",)}
 
 

@@ -198,6 +198,7 @@ struct ProxyConfig {
   int64_t warmup = 10;
   int64_t micro_batch = 0;      ///< 0 = the task's default
   int64_t seed = 1;
+  int64_t seeds = 1;            ///< repetitions averaged per round
   double bucket_mb = 25;
   int64_t d_model = 32, layers = 2, heads = 4, block_size = 32, hidden = 128;
 };
@@ -210,7 +211,7 @@ struct ConvergenceConfig {
   std::string metric;           ///< "loss" or "accuracy" ("" = the calibration's, else loss)
   std::vector<double> targets;  ///< relative to the baseline's final metric (empty = the metric's defaults)
   int64_t baseline_rounds = 0;  ///< calibration: the baseline's rounds to its final metric (0 = the proxy's)
-  uint64_t vnmse_elements = 1ull << 21;  ///< calibration in training runs: entries per rank the vNMSE is measured on
+  int64_t vnmse_elements = INT64_C(1) << 21;  ///< calibration in training runs: entries per rank the vNMSE is measured on
   int64_t vnmse_warmup = 2;     ///< ... and rounds run before the measured one
   ProxyConfig proxy;
 };
@@ -426,12 +427,13 @@ void visit(V& v, ProxyConfig& c) {
   v.integer("rounds", c.rounds, 1, 1 << 24, "training rounds");
   v.integer("eval_every", c.eval_every, 1, 1 << 24, "rounds between held-out evaluations (curve points)");
   v.choice("optimizer", c.optimizer, {"", "adamw", "sgd"}, "adamw or sgd with momentum (empty: the task's)");
-  v.number("lr", c.lr, 0.0, 10.0, "peak learning rate (0: 1e-2 for adamw, 0.05 for sgd)");
+  v.number("lr", c.lr, 0.0, 10.0, "peak learning rate (0: 3e-3 for adamw, 0.05 for sgd)");
   v.number("momentum", c.momentum, 0.0, 1.0, "sgd momentum");
   v.number("weight_decay", c.weight_decay, 0.0, 1.0, "decoupled (adamw) or L2 (sgd) weight decay");
   v.integer("warmup", c.warmup, 0, 1 << 24, "rounds of linear learning-rate warm-up (then cosine decay to a tenth)");
   v.integer("micro_batch", c.micro_batch, 0, 1 << 16, "samples per worker per round (0: 16 sequences or images)");
   v.integer("seed", c.seed, 0, INT64_C(1) << 53, "data order, initial weights and the schemes' random numbers");
+  v.integer("seeds", c.seeds, 1, 64, "repetitions with seeds seed, seed + 1, ...; each entry's curve is their mean");
   v.number("bucket_mb", c.bucket_mb, 0.001, 1e6, "DDP bucket cap in MiB");
   v.integer("d_model", c.d_model, 8, 4096, "gpt: embedding width");
   v.integer("layers", c.layers, 1, 64, "gpt: transformer blocks");
@@ -457,9 +459,9 @@ void visit(V& v, ConvergenceConfig& c) {
   v.integer("baseline_rounds", c.baseline_rounds, 0, INT64_C(1) << 40,
             "calibration: rounds the baseline needs to its final metric, scaling the proxy's rounds to every target "
             "(0: the proxy's own)");
-  v.bytes("vnmse_elements", c.vnmse_elements,
-          "calibration in training runs: gradient entries per rank each entry's vNMSE is measured on (synthetic, "
-          "DDP-bucketed as the run)");
+  v.integer("vnmse_elements", c.vnmse_elements, 1024, INT64_C(1) << 32,
+            "calibration in training runs: gradient entries per rank each entry's vNMSE is measured on (synthetic, "
+            "DDP-bucketed as the run)");
   v.integer("vnmse_warmup", c.vnmse_warmup, 0, 1024, "rounds each vNMSE measurement runs before the measured one");
   v.object("proxy", c.proxy, "the proxy training that writes `curves` (python3 -m ccsim.proxy SCENARIO)");
 }

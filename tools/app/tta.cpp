@@ -218,7 +218,7 @@ Result<std::vector<double>> measure_entry_vnmse(const LoadedScenario& loaded, co
     Diagnostics diag;
     scheme.resolved = plan.schemes[ci].info->params.resolve(scheme.params, "/params", diag);
     r.schemes = {scheme};
-    r.rows = s.convergence.vnmse_elements;
+    r.rows = static_cast<uint64_t>(s.convergence.vnmse_elements);
     r.shape_text = std::to_string(r.rows);
     r.structure = s.gradients.synthetic;
     const bool broadcast = s.sync.mode == SyncMode::kBroadcast;
@@ -255,21 +255,24 @@ void rows_from_curve(const ConvergenceInputs& in, const std::string& label, doub
   rep.final_value.push_back(c.values.empty() ? kNan : c.values.back());
 }
 
-// Rows of entry i from the calibrated model.
-void rows_from_model(const ConvergenceInputs& in, const std::string& label, double round_s, double v,
+// Rows of entry i from the calibrated model, relative to the baseline's vNMSE `vb`: the baseline
+// reaches every target in the proxy baseline's rounds (scaled to baseline_rounds), an entry in
+// those times the model's ratio for v over its ratio for vb.
+void rows_from_model(const ConvergenceInputs& in, const std::string& label, double round_s, double v, double vb,
                      int64_t baseline_rounds, TtaReport& rep) {
   const algo::ConvergenceModel& m = *in.model;
   const algo::TargetFit* full = m.fit_of(1.0);
+  const double final_ratio = m.final_ratio(v) / m.final_ratio(vb);
   for (double t : in.targets) {
     const algo::TargetFit& f = *m.fit_of(t);
     double base = static_cast<double>(f.baseline_rounds);
     if (baseline_rounds > 0 && full != nullptr)
       base = static_cast<double>(baseline_rounds) * base / static_cast<double>(full->baseline_rounds);
     algo::TtaRow row{label, t, kNan, std::nullopt, round_s};
-    if (auto ratio = m.rounds_ratio(v, t)) row.rounds = *ratio * base;
+    if (auto ratio = m.rounds_ratio(v, t, vb)) row.rounds = base * *ratio;
     rep.rows.push_back(row);
   }
-  rep.final_value.push_back(m.final_ratio(v));
+  rep.final_value.push_back(final_ratio);
 }
 
 }  // namespace
@@ -283,7 +286,7 @@ TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string
   rep.vnmse = vnmse.empty() ? std::vector<double>(labels.size(), kNan) : vnmse;
   if (in.model) {
     for (size_t i = 0; i < labels.size(); ++i)
-      rows_from_model(in, labels[i], round_s[i], rep.vnmse[i], baseline_rounds, rep);
+      rows_from_model(in, labels[i], round_s[i], rep.vnmse[i], rep.vnmse[in.baseline_index], baseline_rounds, rep);
   } else {
     const algo::Curve& base = in.curves.at(in.baseline);
     const double base_final = base.values.empty() ? kNan : base.values.back();
@@ -316,9 +319,9 @@ std::string tta_csv(const TtaReport& r) {
 }
 
 std::string curves_csv(const TtaReport& r) {
-  std::string out = fmt::format("label,round,time_s,{}\n", r.metric);
+  std::string out = "label,round,time_s,metric,value\n";
   for (const TtaCurvePoint& p : r.curve)
-    out += fmt::format("{},{},{},{}\n", csv_field(p.label), p.round, ps(p.time_s),
+    out += fmt::format("{},{},{},{},{}\n", csv_field(p.label), p.round, ps(p.time_s), r.metric,
                        std::isfinite(p.value) ? fmt::format("{}", p.value) : std::string("nan"));
   return out;
 }

@@ -55,7 +55,7 @@ TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string
 
 /// tta.csv: label, target, goal, reached, rounds, round_time_s, time_s, ratio, rounds_ratio, vnmse.
 std::string tta_csv(const TtaReport& r);
-/// curves.csv: label, round, time_s, metric value ("" unless the rounds came from curves).
+/// curves.csv: label, round, time_s, metric, value (empty unless the rounds came from curves).
 std::string curves_csv(const TtaReport& r);
 nlohmann::json tta_json(const TtaReport& r);
 /// The console's time-to-accuracy table.

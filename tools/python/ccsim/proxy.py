@@ -45,7 +45,7 @@ import ccsim
 from ccsim.models import DEFAULT_CORPUS_DIR, DigitsMlp, Gpt, load_corpus, load_digits, sample_batch
 from ccsim.torch import SimulatedDDP
 
-__all__ = ["ProxyConfig", "Entry", "train", "run_scenario", "CURVE_COLUMNS", "write_curves", "TASKS"]
+__all__ = ["ProxyConfig", "Entry", "train", "train_entries", "run_scenario", "CURVE_COLUMNS", "write_curves", "TASKS"]
 
 TASKS = ("gpt", "digits")
 
@@ -70,6 +70,7 @@ class ProxyConfig:
     warmup: int = 10             # rounds of linear warm-up
     micro_batch: int = 0         # per worker (0: the task's default)
     seed: int = 1
+    seeds: int = 1               # repetitions (seed, seed + 1, ...), averaged per round
     bucket_mb: float = 25.0      # DDP bucket cap
     # gpt
     d_model: int = 32
@@ -86,9 +87,9 @@ class ProxyConfig:
         c.optimizer = c.optimizer or ("adamw" if c.task == "gpt" else "sgd")
         if c.optimizer not in ("adamw", "sgd"):
             raise ValueError(f"optimizer: expected adamw or sgd, got {c.optimizer!r}")
-        c.lr = c.lr or (1e-2 if c.optimizer == "adamw" else 0.05)
+        c.lr = c.lr or (3e-3 if c.optimizer == "adamw" else 0.05)
         c.micro_batch = c.micro_batch or 16
-        for name in ("workers", "rounds", "eval_every", "micro_batch"):
+        for name in ("workers", "rounds", "eval_every", "micro_batch", "seeds"):
             if int(getattr(c, name)) < (2 if name == "workers" else 1):
                 raise ValueError(f"{name}: expected a positive integer{' of at least 2' if name == 'workers' else ''}, "
                                  f"got {getattr(c, name)!r}")
@@ -109,7 +110,9 @@ class Entry:
         if self.label:
             return self.label
         base = ccsim.scheme_label(self.scheme, self.params)
-        return f"{base}+{ccsim.scheme_label(self.weights, self.weights_params)}" if self.weights else base
+        # As ccsim run names a sharded entry: bf16 weights (the default) add nothing.
+        plain = not self.weights or (self.weights == "bf16" and not self.weights_params)
+        return base if plain else f"{base}+{ccsim.scheme_label(self.weights, self.weights_params)}"
 
 
 # ---- tasks ---------------------------------------------------------------------------------------
@@ -269,6 +272,42 @@ def train(c: ProxyConfig, entry: Entry, log: Callable[[str], None] | None = None
     return rows
 
 
+def _average(runs: list[list[dict]]) -> list[dict]:
+    """The rows of several seeds' runs of one entry, averaged round by round."""
+    out = []
+    for rows in zip(*runs):
+        avg = dict(rows[0])
+        for k in ("train_loss", "val_loss", "val_accuracy", "vnmse", "bits_per_entry", "seconds"):
+            avg[k] = float(np.mean([r[k] for r in rows]))
+        out.append(avg)
+    return out
+
+
+def _train_task(args: tuple) -> list[dict]:
+    c, entry, verbose = args
+    ccsim.set_threads(1)  # one process per core: the numerics' threads would only contend
+    return train(c, entry, print if verbose else None)
+
+
+def train_entries(c: ProxyConfig, entries: list[Entry], jobs: int = 1, log: Callable[[str], None] | None = None) -> list[dict]:
+    """Every entry trained with seeds c.seed .. c.seed + c.seeds - 1 (in `jobs` processes), each
+    entry's curve the mean of its seeds' curves; the result does not depend on `jobs`."""
+    c = c.resolved()
+    tasks = [(ProxyConfig(**{**c.__dict__, "seed": c.seed + k}), e, log is not None)
+             for e in entries for k in range(c.seeds)]
+    if jobs > 1 and len(tasks) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(min(jobs, len(tasks))) as pool:
+            runs = pool.map(_train_task, tasks, chunksize=1)
+    else:
+        runs = [train(t[0], t[1], log) for t in tasks]
+    rows: list[dict] = []
+    for i in range(len(entries)):
+        rows += _average(runs[i * c.seeds:(i + 1) * c.seeds])
+    return rows
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return "nan" if math.isnan(v) else f"{v:.6g}"
@@ -295,18 +334,22 @@ def write_curves(rows: list[dict], path: Path | None = None) -> str:
 
 
 def _scenario_entries(scenario: dict) -> list[Entry]:
+    """The scenario's compression entries; in a sharded run the weights are all-gathered in bf16
+    unless an entry names another scheme, as ccsim run does."""
     comp = scenario.get("compression", [])
     comp = comp if isinstance(comp, list) else [comp]
+    sharded = (scenario.get("sync") or {}).get("mode") == "sharded"
     entries = []
     for e in comp:
         w = e.get("weights") or {}
-        entries.append(Entry(e["scheme"], dict(e.get("params") or {}), e.get("label", ""),
-                             w.get("scheme", ""), dict(w.get("params") or {})))
+        weights = w.get("scheme", "bf16" if sharded else "")
+        entries.append(Entry(e["scheme"], dict(e.get("params") or {}), e.get("label", ""), weights,
+                             dict(w.get("params") or {})))
     return entries
 
 
 def run_scenario(path: Path, only: list[str] | None = None, rounds: int = 0,
-                 log: Callable[[str], None] | None = print, out: Path | None = None) -> Path:
+                 log: Callable[[str], None] | None = print, out: Path | None = None, jobs: int = 1) -> Path:
     """Runs the proxy of scenario `path` (its ``convergence.proxy`` block) for each compression entry
     and writes the curves where ``convergence.curves`` names them; returns that path."""
     scenario = json.loads(path.read_text())
@@ -318,11 +361,13 @@ def run_scenario(path: Path, only: list[str] | None = None, rounds: int = 0,
         config.rounds = rounds
     config = config.resolved()
     out = out or (path.parent / conv["curves"]).resolve()
-    rows: list[dict] = []
-    for entry in _scenario_entries(scenario):
-        if only and entry.name() not in only:
-            continue
-        rows += train(config, entry, log)
+    entries = [e for e in _scenario_entries(scenario) if not only or e.name() in only]
+    for e in entries:
+        try:
+            ccsim.Collective(e.scheme, e.params, config.collective)
+        except ValueError as err:
+            raise ValueError(f"{path}: compression entry {e.name()}: {err}") from None
+    rows = train_entries(config, entries, jobs, log)
     write_curves(rows, out)
     if log:
         log(f"wrote {out}")
@@ -337,9 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", default=None, help="labels of the entries to train (default: all)")
     ap.add_argument("--rounds", type=int, default=0, help="override convergence.proxy.rounds")
     ap.add_argument("--out", type=Path, default=None, help="write the curves here instead of convergence.curves")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="training processes (default: one per core); the curves do not depend on it")
     args = ap.parse_args(argv)
     try:
-        run_scenario(args.scenario, args.only, args.rounds, out=args.out)
+        run_scenario(args.scenario, args.only, args.rounds, out=args.out, jobs=max(1, args.jobs))
     except (ValueError, FileNotFoundError, KeyError, TypeError) as e:
         print(f"ccsim.proxy: {e}", file=sys.stderr)
         return 2

@@ -85,14 +85,16 @@ def _power_fit(v: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return best[1], best[2]
 
 
-def predict_rounds(model: dict, v: float, target: float) -> float | None:
-    """The model's rounds to `target` for vNMSE v (None: the final metric misses it)."""
+def predict_rounds(model: dict, v: float, target: float, vb: float = 0.0) -> float | None:
+    """The model's rounds to `target` for vNMSE v against a baseline of vNMSE vb (None: the final
+    metric, relative to the baseline's, misses it), as algo::ConvergenceModel::rounds_ratio."""
     sign = 1.0 if model["metric"] == "loss" else -1.0
-    final = 1.0 + sign * model["final"]["c"] * max(v, 0.0) ** model["final"]["d"]
-    if not meets(final, target, model["metric"]):
+    final = (lambda x: 1.0 + sign * model["final"]["c"] * max(x, 0.0) ** model["final"]["d"])
+    if not meets(final(v) / final(vb), target, model["metric"]):
         return None
     t = next(x for x in model["targets"] if abs(x["target"] - target) <= 1e-12)
-    return t["baseline_rounds"] * (1.0 + t["a"] * max(v, 0.0) ** t["b"])
+    slow = (lambda x: 1.0 + t["a"] * max(x, 0.0) ** t["b"])
+    return t["baseline_rounds"] * slow(v) / slow(vb)
 
 
 def fit(curves: dict[str, Curve], baseline: str, holdout: list[str], metric: str, targets: list[float]) -> dict:
@@ -115,11 +117,11 @@ def fit(curves: dict[str, Curve], baseline: str, holdout: list[str], metric: str
         pts = [(x, r / r_base - 1.0) for x, r in pts if r is not None]
         a, b = _power_fit(np.array([p[0] for p in pts]), np.array([p[1] for p in pts])) if pts else (0.0, 1.0)
         model["targets"].append({"target": t, "a": a, "b": b, "baseline_rounds": r_base})
-    model["entries"] = _table(curves, model, holdout, m_base)
+    model["entries"] = _table(curves, model, holdout, m_base, max(base.vnmse, 0.0))
     return model
 
 
-def _table(curves: dict[str, Curve], model: dict, holdout: list[str], m_base: float) -> list[dict]:
+def _table(curves: dict[str, Curve], model: dict, holdout: list[str], m_base: float, base_v: float) -> list[dict]:
     rows = []
     metric = model["metric"]
     for label, c in curves.items():
@@ -127,7 +129,7 @@ def _table(curves: dict[str, Curve], model: dict, holdout: list[str], m_base: fl
                "final": c.values[-1], "final_ratio": c.values[-1] / m_base, "targets": []}
         for t in model["targets"]:
             measured = rounds_to_target(c, t["target"] * m_base, metric)
-            predicted = predict_rounds(model, c.vnmse, t["target"])
+            predicted = predict_rounds(model, c.vnmse, t["target"], base_v)
             err = (abs(predicted - measured) / measured if measured and predicted is not None else None)
             row["targets"].append({"target": t["target"], "measured": measured,
                                    "predicted": None if predicted is None else round(predicted, 3),
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m ccsim.tta", description="Fit ccsim's convergence model on proxy curves.")
     sub = ap.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fit", help="fit a calibration")
-    f.add_argument("curves", type=Path)
+    f.add_argument("curves", type=Path, nargs="+", help="proxy curves (several files: their entries together)")
     f.add_argument("--baseline", required=True, help="label of the uncompressed baseline")
     f.add_argument("--holdout", nargs="*", default=[], help="labels kept out of the fit and predicted")
     f.add_argument("--metric", choices=["loss", "accuracy"], default="loss")
@@ -164,32 +166,41 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     try:
-        curves = read_curves(args.curves, args.metric)
+        curves = {}
+        for path in args.curves:
+            curves.update(read_curves(path, args.metric))
         missing = [l for l in [args.baseline, *args.holdout] if l not in curves]
         if missing:
-            raise ValueError(f"{args.curves}: no curve for {', '.join(missing)} (labels: {', '.join(curves)})")
+            raise ValueError(f"no curve for {', '.join(missing)} (labels: {', '.join(curves)})")
         model = fit(curves, args.baseline, args.holdout, args.metric, args.targets or DEFAULT_TARGETS[args.metric])
     except (OSError, ValueError, KeyError) as e:
         print(f"ccsim.tta: {e}", file=sys.stderr)
         return 2
     fitted = [l for l in curves if l not in args.holdout]
     model["provenance"] = {
-        "summary": f"fitted on {len(fitted)} proxy runs of {args.curves.name}, {len(args.holdout)} held out",
-        "curves": args.curves.name, "source": args.source, "baseline": args.baseline, "fitted": fitted,
+        "summary": f"fitted on {len(fitted)} proxy runs of {', '.join(p.name for p in args.curves)}, "
+                   f"{len(args.holdout)} held out",
+        "curves": [p.name for p in args.curves], "source": args.source, "baseline": args.baseline, "fitted": fitted,
         "held_out": args.holdout,
         "command": "python3 -m ccsim.tta " + " ".join(a if " " not in a and "(" not in a else f'"{a}"'
                                                    for a in (argv if argv is not None else sys.argv[1:]))}
-    errs = [t["relative_error"] for r in model["entries"] if r["role"] == "held out" for t in r["targets"]
-            if t["relative_error"] is not None]
+    held = [t for r in model["entries"] if r["role"] == "held out" for t in r["targets"]]
+    errs = [t["relative_error"] for t in held if t["relative_error"] is not None]
     model["quality"] = {"held_out_max_relative_error": max(errs) if errs else None,
-                        "held_out_mean_relative_error": float(np.mean(errs)) if errs else None}
+                        "held_out_mean_relative_error": float(np.mean(errs)) if errs else None,
+                        "held_out_predictions": len(held),
+                        # reached in the proxy but predicted not to be, or the other way round
+                        "held_out_reach_mismatches": sum((t["measured"] is None) != (t["predicted"] is None)
+                                                         for t in held)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(args.out.name + ".part")
     tmp.write_text(json.dumps(model, indent=2) + "\n")
     os.replace(tmp, args.out)
     print(_report(model))
-    print(f"held-out rounds-to-target: max error {model['quality']['held_out_max_relative_error']}, "
-          f"mean {model['quality']['held_out_mean_relative_error']}; wrote {args.out}")
+    q = model["quality"]
+    print(f"held-out rounds-to-target: max error {q['held_out_max_relative_error']}, mean "
+          f"{q['held_out_mean_relative_error']}, {q['held_out_reach_mismatches']} of {q['held_out_predictions']} "
+          f"predictions disagree on reaching the target; wrote {args.out}")
     return 0
 
 
