@@ -1,5 +1,6 @@
 #include "algorithms/convergence.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ccsim::algo {
@@ -18,22 +19,35 @@ std::optional<uint64_t> rounds_to_target(const Curve& curve, double goal, Metric
   return std::nullopt;
 }
 
-double ConvergenceModel::final_ratio(double v) const {
-  const double shift = c * std::pow(std::max(v, 0.0), d);
+std::string ConvergenceModel::family(std::string_view scheme) {
+  size_t end = scheme.size();
+  while (end > 0 && scheme[end - 1] >= '0' && scheme[end - 1] <= '9') --end;
+  return std::string(scheme.substr(0, end));
+}
+
+double ConvergenceModel::final_ratio(double v, std::string_view scheme) const {
+  const auto it = families.find(family(scheme));
+  const FinalFit& f = it != families.end() ? it->second : all;
+  const double shift = f.c * std::pow(std::max(v, 0.0), f.d);
   return sense == MetricSense::kLowerIsBetter ? 1.0 + shift : 1.0 - shift;
 }
 
-const TargetFit* ConvergenceModel::fit_of(double t) const {
-  for (const TargetFit& f : targets)
-    if (std::abs(f.target - t) <= 1e-12) return &f;
-  return nullptr;
+std::optional<double> ConvergenceModel::baseline_rounds(double goal) const {
+  for (size_t i = 0; i < baseline.values.size(); ++i) {
+    const double x = baseline.values[i], r = static_cast<double>(baseline.rounds[i]);
+    if (!meets(x, goal, sense)) continue;
+    if (i == 0) return r;
+    const double x0 = baseline.values[i - 1], r0 = static_cast<double>(baseline.rounds[i - 1]);
+    return x0 == x ? r : r0 + (r - r0) * (x0 - goal) / (x0 - x);
+  }
+  return std::nullopt;
 }
 
-std::optional<double> ConvergenceModel::rounds_ratio(double v, double t, double vb) const {
-  const TargetFit* f = fit_of(t);
-  if (f == nullptr || !meets(final_ratio(v) / final_ratio(vb), t, sense)) return std::nullopt;
-  auto slowdown = [&](double x) { return 1.0 + f->a * std::pow(std::max(x, 0.0), f->b); };
-  return slowdown(v) / slowdown(vb);
+std::optional<double> ConvergenceModel::rounds(double v, std::string_view scheme, double vb, std::string_view base,
+                                               double t) const {
+  const double f = final_ratio(v, scheme) / final_ratio(vb, base);
+  if (!meets(f, t, sense)) return std::nullopt;
+  return baseline_rounds(t / f);
 }
 
 void finish_tta(std::vector<TtaRow>& rows, const std::string& baseline) {

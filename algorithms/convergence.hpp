@@ -9,14 +9,19 @@
 /// a proxy run or the user's own training) or from a calibrated convergence model that maps a
 /// scheme's gradient vNMSE to a rounds ratio against the baseline.
 ///
-/// The model (fitted by `python3 -m ccsim.tta fit` on proxy curves, stored as JSON):
-///   final metric:  m(v) = m_base * (1 + sign * c * v^d)            (sign +1 loss, -1 accuracy)
-///   rounds ratio:  R(v, t) / R_base(t) = 1 + a_t * v^b_t, if m(v) reaches t; else not reached
-/// v the scheme's vNMSE (mean over ranks of ||X - X^||^2 / ||X||^2 of the averaged gradient).
+/// The model (fitted by `python3 -m ccsim.tta fit` on proxy curves, stored as JSON): compression
+/// error scales the baseline's curve. A scheme of gradient vNMSE v ends at
+///   f(v) = 1 + sign * c * v^d        (sign +1 for a loss, -1 for an accuracy)
+/// times the baseline's final metric, and its metric at round r is the baseline's times f(v), so its
+/// rounds to a target t are the baseline's rounds to t / f(v) (not reached when f(v) misses t).
+/// c and d are fitted per scheme family (the name without trailing digits: mxfp4/6/8 -> mxfp), and
+/// once over every fitted entry for families the calibration has not seen.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/base/status.hpp"
@@ -39,28 +44,31 @@ bool meets(double value, double goal, MetricSense sense);
 /// The first round of `curve` whose value meets `goal` (nullopt: never).
 std::optional<uint64_t> rounds_to_target(const Curve& curve, double goal, MetricSense sense);
 
-/// One target's fitted rounds model.
-struct TargetFit {
-  double target = 1.0;          ///< relative target
-  double a = 0, b = 1;          ///< rounds ratio 1 + a v^b
-  uint64_t baseline_rounds = 0; ///< the proxy baseline's rounds to this target
+/// The final-metric fit of one family: f(v) = 1 +- c v^d.
+struct FinalFit {
+  double c = 0, d = 1;
 };
 
 /// A calibrated convergence model.
 struct ConvergenceModel {
   MetricSense sense = MetricSense::kLowerIsBetter;
   std::string metric = "loss";
-  double c = 0, d = 1;                 ///< final metric m(v) = m_base (1 +- c v^d)
-  std::vector<TargetFit> targets;
-  std::string provenance;              ///< what it was fitted on (one line)
+  Curve baseline;                          ///< the proxy baseline's curve, values over its final value
+  FinalFit all;                            ///< fitted on every entry
+  std::map<std::string, FinalFit> families;  ///< fitted on each family's entries
+  std::string provenance;                  ///< what it was fitted on (one line)
 
-  /// The final metric relative to the baseline's, for a scheme of vNMSE v.
-  double final_ratio(double v) const;
-  /// The rounds ratio to relative target `t` for vNMSE v against a baseline of vNMSE vb (the
-  /// baseline itself reaches every target at ratio 1), or nullopt when the predicted final metric,
-  /// relative to the baseline's, misses it. REQUIRES: t is one of `targets`.
-  std::optional<double> rounds_ratio(double v, double t, double vb = 0) const;
-  const TargetFit* fit_of(double t) const;
+  /// A scheme's family: its name without trailing digits.
+  static std::string family(std::string_view scheme);
+  /// f(v) for `scheme` (its family's fit, else the fit over all entries).
+  double final_ratio(double v, std::string_view scheme) const;
+  /// The baseline's rounds to `goal` (relative to its final value), interpolated linearly between
+  /// its evaluations (nullopt: its curve never meets the goal).
+  std::optional<double> baseline_rounds(double goal) const;
+  /// Rounds to relative target `t` of `scheme` at vNMSE v, against a baseline `base` at vNMSE vb
+  /// (which itself reaches t in baseline_rounds(t)): the baseline's rounds to t / (f(v) / f(vb)),
+  /// or nullopt when f(v) / f(vb) misses t.
+  std::optional<double> rounds(double v, std::string_view scheme, double vb, std::string_view base, double t) const;
 };
 
 /// One scheme's time-to-accuracy for one target.

@@ -22,27 +22,35 @@ TEST(Convergence, RoundsToTargetIsTheFirstCrossing) {
   EXPECT_DOUBLE_EQ(target_value(1.02, 2.5), 2.55);
 }
 
-TEST(Convergence, ModelPredictsTheFinalMetricAndTheRoundsRatio) {
+TEST(Convergence, ModelScalesTheBaselinesCurveByTheFinalRatio) {
   ConvergenceModel m;
-  m.c = 0.5;
-  m.d = 1.0;
-  m.targets = {{1.05, 2.0, 0.5, 100}, {1.0, 4.0, 1.0, 300}};
-  // v = 0.01: final 1 + 0.5 * 0.01 = 1.005: reaches 105% (ratio 1 + 2 * 0.1 = 1.2), misses 100%.
-  EXPECT_DOUBLE_EQ(m.final_ratio(0.01), 1.005);
-  ASSERT_TRUE(m.rounds_ratio(0.01, 1.05).has_value());
-  EXPECT_NEAR(*m.rounds_ratio(0.01, 1.05), 1.2, 1e-12);
-  EXPECT_FALSE(m.rounds_ratio(0.01, 1.0).has_value());
-  // v = 0 is the baseline itself: ratio 1 at every target.
-  EXPECT_DOUBLE_EQ(*m.rounds_ratio(0.0, 1.0), 1.0);
-  // v = 0.2: final 1.1 misses 105%.
-  EXPECT_FALSE(m.rounds_ratio(0.2, 1.05).has_value());
-  // Against a baseline of vNMSE 0.01 the same entry is at ratio 1 and reaches 100%.
-  EXPECT_DOUBLE_EQ(*m.rounds_ratio(0.01, 1.0, 0.01), 1.0);
-  EXPECT_NEAR(*m.rounds_ratio(0.04, 1.05, 0.01), (1 + 2 * 0.2) / 1.2, 1e-12);
-  // An accuracy model moves the other way: 1 - c v^d.
+  m.baseline = {{0, 100, 200, 300, 400}, {2.0, 1.2, 1.1, 1.04, 1.0}};
+  m.all = {0.5, 1.0};
+  m.families["mxfp"] = {1.0, 1.0};
+  EXPECT_EQ(ConvergenceModel::family("mxfp8"), "mxfp");
+  EXPECT_EQ(ConvergenceModel::family("dynamiq"), "dynamiq");
+  EXPECT_EQ(ConvergenceModel::family("fp32"), "fp");
+  // The baseline's own rounds, interpolated between evaluations: 1.15 lies half way from 1.2 to 1.1.
+  EXPECT_DOUBLE_EQ(*m.baseline_rounds(1.15), 150.0);
+  EXPECT_DOUBLE_EQ(*m.baseline_rounds(1.0), 400.0);
+  EXPECT_FALSE(m.baseline_rounds(0.99).has_value());
+  // dynamiq (the fit over all entries) at v = 0.04: f = 1.02; to 105% it needs the baseline's rounds
+  // to 1.05 / 1.02, on the segment from (300, 1.04) to (400, 1.0).
+  EXPECT_NEAR(m.final_ratio(0.04, "dynamiq"), 1.02, 1e-15);
+  const double goal = 1.05 / 1.02;
+  EXPECT_NEAR(*m.rounds(0.04, "dynamiq", 0.0, "fp32", 1.05), 300 + 100 * (1.04 - goal) / 0.04, 1e-9);
+  // It misses 102%: its final loss is 102% of the baseline's, and 1.02 / 1.02 = 1 is only reached at
+  // 400 exactly, while 101.9% is not reached at all.
+  EXPECT_NEAR(*m.rounds(0.04, "dynamiq", 0.0, "fp32", 1.02), 400.0, 1e-9);
+  EXPECT_FALSE(m.rounds(0.04, "dynamiq", 0.0, "fp32", 1.019).has_value());
+  // mxfp8 uses its family's fit: f = 1.04 at the same vNMSE, so it misses 102%.
+  EXPECT_NEAR(m.final_ratio(0.04, "mxfp8"), 1.04, 1e-15);
+  EXPECT_FALSE(m.rounds(0.04, "mxfp8", 0.0, "fp32", 1.02).has_value());
+  // Against a baseline of the same error the entry is the baseline.
+  EXPECT_NEAR(*m.rounds(0.04, "dynamiq", 0.04, "dynamiq", 1.0), 400.0, 1e-9);
+  // An accuracy model moves the other way: f = 1 - c v^d.
   m.sense = MetricSense::kHigherIsBetter;
-  EXPECT_DOUBLE_EQ(m.final_ratio(0.01), 0.995);
-  EXPECT_FALSE(m.rounds_ratio(0.01, 1.0).has_value());
+  EXPECT_NEAR(m.final_ratio(0.04, "dynamiq"), 0.98, 1e-15);
 }
 
 TEST(Convergence, TimeToAccuracyIsRoundsTimesRoundTimeAgainstTheBaseline) {

@@ -283,14 +283,16 @@ const Check kChecks[] = {
     {"ConvergenceCurvesOrder", "training", R"({"convergence": {"curves": "$DIR/curves_order.csv"}})",
      "/convergence/curves", "rounds of 'fp32' must increase, got 5 after 10"},
     {"ConvergenceCalibrationField", "training", R"({"convergence": {"calibration": "$DIR/calibration_bad.json"}})",
-     "/convergence/calibration", "calibration_bad.json: /final/c: expected a finite number, got \"a\""},
+     "/convergence/calibration", "calibration_bad.json: /families/mxfp/c: expected a finite number, got \"a\""},
+    {"ConvergenceCalibrationCurve", "training", R"({"convergence": {"calibration": "$DIR/calibration_curve.json"}})",
+     "/convergence/calibration", "calibration_curve.json: /baseline_curve/1: expected [round, value] with rounds increasing"},
     {"ConvergenceBaseline", "training", R"({"convergence": {"curves": "$DIR/curves.csv", "baseline": "bf16"}})",
      "/convergence/baseline", "expected the label of a compression entry (fp32), got 'bf16'"},
     {"ConvergenceTargetSense", "training", R"({"convergence": {"curves": "$DIR/curves.csv", "targets": [0.9]}})",
      "/convergence/targets/0", "expected a target at least 1 for metric loss"},
-    {"ConvergenceTargetNotFitted", "training",
-     R"({"convergence": {"calibration": "$DIR/calibration.json", "targets": [1.03]}})", "/convergence/targets/0",
-     "expected a target the calibration was fitted for, got 1.03"},
+    {"ConvergenceMetricOfCalibration", "training",
+     R"({"convergence": {"calibration": "$DIR/calibration.json", "metric": "accuracy"}})", "/convergence/metric",
+     "expected the calibration's metric 'loss', got 'accuracy'"},
     {"ConvergenceCalibrationIn3d", "parallel", R"({"convergence": {"calibration": "$DIR/calibration.json"}})",
      "/convergence/calibration", "expected curves in a 3D-parallel run"},
 };
@@ -324,14 +326,16 @@ class ValidateCatalog : public ::testing::TestWithParam<Check> {
     write(d / "curves_bad.csv", "label,round,val_loss\nfp32,0,4\nfp32,x,3\n");
     write(d / "curves_order.csv", "label,round,val_loss\nfp32,10,4\nfp32,5,3\n");
     const std::string calibration =
-        R"({"format": "ccsim-convergence-calibration", "version": 1, "metric": "loss", "final": {"c": 0.1, "d": 1},
-            "targets": [{"target": 1.05, "a": 1, "b": 1, "baseline_rounds": 10},
-                        {"target": 1.02, "a": 1, "b": 1, "baseline_rounds": 20},
-                        {"target": 1, "a": 1, "b": 1, "baseline_rounds": 40}]})";
+        R"({"format": "ccsim-convergence-calibration", "version": 2, "metric": "loss",
+            "default": {"c": 0.1, "d": 1}, "families": {"mxfp": {"c": 0.2, "d": 1}},
+            "baseline_curve": [[0, 2.0], [10, 1.1], [20, 1.0]]})";
     write(d / "calibration.json", calibration);
     json bad_calibration = json::parse(calibration);
-    bad_calibration["final"]["c"] = "a";
+    bad_calibration["families"]["mxfp"]["c"] = "a";
     write(d / "calibration_bad.json", bad_calibration.dump());
+    bad_calibration = json::parse(calibration);
+    bad_calibration["baseline_curve"][1][0] = 0;
+    write(d / "calibration_curve.json", bad_calibration.dump());
     write(d / "bad_cdf.json", R"({"format": "ccsim-straggler-cdf", "version": 1, "points": [[1, 0.5]]})");
     write(d / "not.npy", "hello");
     ASSERT_TRUE(traces::write_npy_f32((d / "a.npy").string(), {64}, std::vector<float>(64, 1.0f)).ok());

@@ -276,17 +276,18 @@ Result<std::optional<TtaReport>> tta_of(const LoadedScenario& loaded, const Resu
                                         const std::vector<double>& bits) {
   const ConvergenceInputs* in = loaded.plan->convergence.get();
   if (in == nullptr) return std::optional<TtaReport>();
-  std::vector<std::string> labels;
+  std::vector<std::string> labels, schemes;
   std::vector<double> round_s, vnmse;
   for (const auto& r : results) {
     labels.push_back(r.label);
+    schemes.push_back(r.scheme);
     round_s.push_back(r.summary.round_s);
   }
   if (in->model) {
     CCSIM_ASSIGN_OR_RETURN(vnmse, measure_entry_vnmse(loaded, bits));
   }
   return std::optional<TtaReport>(
-      compute_tta(*in, labels, round_s, vnmse, loaded.scenario.convergence.baseline_rounds));
+      compute_tta(*in, labels, schemes, round_s, vnmse, loaded.scenario.convergence.baseline_rounds));
 }
 
 }  // namespace

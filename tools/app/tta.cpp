@@ -114,19 +114,26 @@ void read_calibration(const std::string& file, ConvergenceInputs& in, Diagnostic
   m.metric = doc.value("metric", "");
   if (m.metric != "loss" && m.metric != "accuracy") return bad("/metric", "\"loss\" or \"accuracy\"");
   m.sense = m.metric == "loss" ? algo::MetricSense::kLowerIsBetter : algo::MetricSense::kHigherIsBetter;
-  if (!number("/final/c", m.c) || !number("/final/d", m.d)) return;
-  if (!doc.contains("targets") || !doc["targets"].is_array() || doc["targets"].empty())
-    return bad("/targets", "a non-empty array of fitted targets");
-  for (size_t i = 0; i < doc["targets"].size(); ++i) {
-    algo::TargetFit t;
-    const std::string p = fmt::format("/targets/{}", i);
-    double rounds = 0;
-    if (!number(p + "/target", t.target) || !number(p + "/a", t.a) || !number(p + "/b", t.b) ||
-        !number(p + "/baseline_rounds", rounds))
-      return;
-    if (rounds < 1) return bad(p + "/baseline_rounds", "a round count of at least 1");
-    t.baseline_rounds = static_cast<uint64_t>(rounds);
-    m.targets.push_back(t);
+  auto final_fit = [&](const std::string& ptr, algo::FinalFit& f) {
+    return number(ptr + "/c", f.c) && number(ptr + "/d", f.d) &&
+           (f.c >= 0 || (bad(ptr + "/c", "a coefficient of at least 0"), false));
+  };
+  if (!final_fit("/default", m.all)) return;
+  if (!doc.contains("families") || !doc["families"].is_object()) return bad("/families", "an object of family fits");
+  for (const auto& [name, fam] : doc["families"].items())
+    if (!final_fit("/families/" + name, m.families[name])) return;
+  const json* curve = doc.contains("baseline_curve") ? &doc["baseline_curve"] : nullptr;
+  if (curve == nullptr || !curve->is_array() || curve->empty())
+    return bad("/baseline_curve", "a non-empty array of [round, value over the final value]");
+  for (size_t i = 0; i < curve->size(); ++i) {
+    const json& pt = (*curve)[i];
+    const std::string ptr = fmt::format("/baseline_curve/{}", i);
+    if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number_unsigned() || !pt[1].is_number() ||
+        !std::isfinite(pt[1].get<double>()) ||
+        (!m.baseline.rounds.empty() && pt[0].get<uint64_t>() <= m.baseline.rounds.back()))
+      return bad(ptr, "[round, value] with rounds increasing");
+    m.baseline.rounds.push_back(pt[0].get<uint64_t>());
+    m.baseline.values.push_back(pt[1].get<double>());
   }
   m.provenance = doc.contains("provenance") ? doc["provenance"].value("summary", "") : "";
   in.model = std::move(m);
@@ -198,9 +205,6 @@ std::shared_ptr<const ConvergenceInputs> check_convergence(const Scenario& s, Ru
                fmt::format("expected a target {} 1 for metric {} (a fraction of the baseline's final value it may "
                            "reach), got {}",
                            in->metric == "loss" ? "at least" : "at most", in->metric, t));
-    if (in->model && diag.size() == before && in->model->fit_of(t) == nullptr)
-      diag.add(fmt::format("/convergence/targets/{}", i),
-               fmt::format("expected a target the calibration was fitted for, got {}", t));
   }
   return diag.size() == before ? in : nullptr;
 }
@@ -255,30 +259,28 @@ void rows_from_curve(const ConvergenceInputs& in, const std::string& label, doub
   rep.final_value.push_back(c.values.empty() ? kNan : c.values.back());
 }
 
-// Rows of entry i from the calibrated model, relative to the baseline's vNMSE `vb`: the baseline
-// reaches every target in the proxy baseline's rounds (scaled to baseline_rounds), an entry in
-// those times the model's ratio for v over its ratio for vb.
-void rows_from_model(const ConvergenceInputs& in, const std::string& label, double round_s, double v, double vb,
-                     int64_t baseline_rounds, TtaReport& rep) {
+// Rows of entry i from the calibrated model, against the baseline entry (vNMSE vb, scheme
+// `base`), which reaches every target in the proxy baseline's rounds, scaled so that it reaches its
+// final metric in `baseline_rounds` when that is set.
+void rows_from_model(const ConvergenceInputs& in, const std::string& label, const std::string& scheme, double round_s,
+                     double v, double vb, const std::string& base, int64_t baseline_rounds, TtaReport& rep) {
   const algo::ConvergenceModel& m = *in.model;
-  const algo::TargetFit* full = m.fit_of(1.0);
-  const double final_ratio = m.final_ratio(v) / m.final_ratio(vb);
+  const std::optional<double> full = m.baseline_rounds(1.0);
+  const double scale =
+      baseline_rounds > 0 && full && *full > 0 ? static_cast<double>(baseline_rounds) / *full : 1.0;
   for (double t : in.targets) {
-    const algo::TargetFit& f = *m.fit_of(t);
-    double base = static_cast<double>(f.baseline_rounds);
-    if (baseline_rounds > 0 && full != nullptr)
-      base = static_cast<double>(baseline_rounds) * base / static_cast<double>(full->baseline_rounds);
     algo::TtaRow row{label, t, kNan, std::nullopt, round_s};
-    if (auto ratio = m.rounds_ratio(v, t, vb)) row.rounds = base * *ratio;
+    if (auto r = m.rounds(v, scheme, vb, base, t)) row.rounds = *r * scale;
     rep.rows.push_back(row);
   }
-  rep.final_value.push_back(final_ratio);
+  rep.final_value.push_back(m.final_ratio(v, scheme) / m.final_ratio(vb, base));
 }
 
 }  // namespace
 
 TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string>& labels,
-                      const std::vector<double>& round_s, const std::vector<double>& vnmse, int64_t baseline_rounds) {
+                      const std::vector<std::string>& schemes, const std::vector<double>& round_s,
+                      const std::vector<double>& vnmse, int64_t baseline_rounds) {
   TtaReport rep;
   rep.source_desc = in.source_desc;
   rep.metric = in.metric;
@@ -286,7 +288,8 @@ TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string
   rep.vnmse = vnmse.empty() ? std::vector<double>(labels.size(), kNan) : vnmse;
   if (in.model) {
     for (size_t i = 0; i < labels.size(); ++i)
-      rows_from_model(in, labels[i], round_s[i], rep.vnmse[i], rep.vnmse[in.baseline_index], baseline_rounds, rep);
+      rows_from_model(in, labels[i], schemes[i], round_s[i], rep.vnmse[i], rep.vnmse[in.baseline_index],
+                      schemes[in.baseline_index], baseline_rounds, rep);
   } else {
     const algo::Curve& base = in.curves.at(in.baseline);
     const double base_final = base.values.empty() ? kNan : base.values.back();

@@ -48,10 +48,11 @@ struct TtaReport {
 /// `bits` the entry's mean bits per entry in the run (AQGB's truncation width comes from it).
 Result<std::vector<double>> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits);
 
-/// Time-to-accuracy of entries `labels` with mean simulated round times `round_s` and (calibration)
-/// vNMSE `vnmse`.
+/// Time-to-accuracy of entries `labels` (registered schemes `schemes`, whose families pick a
+/// calibration's fit) with mean simulated round times `round_s` and (calibration) vNMSE `vnmse`.
 TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string>& labels,
-                      const std::vector<double>& round_s, const std::vector<double>& vnmse, int64_t baseline_rounds);
+                      const std::vector<std::string>& schemes, const std::vector<double>& round_s,
+                      const std::vector<double>& vnmse, int64_t baseline_rounds);
 
 /// tta.csv: label, target, goal, reached, rounds, round_time_s, time_s, ratio, rounds_ratio, vnmse.
 std::string tta_csv(const TtaReport& r);

@@ -297,9 +297,11 @@ def train_entries(c: ProxyConfig, entries: list[Entry], jobs: int = 1, log: Call
              for e in entries for k in range(c.seeds)]
     if jobs > 1 and len(tasks) > 1:
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
-        with multiprocessing.get_context("spawn").Pool(min(jobs, len(tasks))) as pool:
-            runs = pool.map(_train_task, tasks, chunksize=1)
+        # A worker that dies fails the run (BrokenProcessPool) instead of leaving it waiting.
+        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            runs = list(pool.map(_train_task, tasks))
     else:
         runs = [train(t[0], t[1], log) for t in tasks]
     rows: list[dict] = []

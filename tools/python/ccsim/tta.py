@@ -1,17 +1,22 @@
 """Calibrating ccsim's convergence model on proxy curves (the ``ccsim.tta`` module; NumPy only).
 
-The model (algorithms/convergence.hpp, docs/tta.md) maps a scheme's gradient vNMSE v to
+The model (algorithms/convergence.hpp, docs/tta.md): compression error scales the baseline's
+curve. A scheme of gradient vNMSE v reaches
 
-    final metric     m(v) = m_base * (1 + s * c * v^d)         s = +1 for a loss, -1 for an accuracy
-    rounds to t      R(v, t) = R_base(t) * (1 + a_t * v^b_t)    when m(v) reaches t, else not reached
+    final metric   m(v) = m_base * f(v),   f(v) = 1 + s * c * v^d      s = +1 loss, -1 accuracy
 
-``fit`` reads the curves ``python3 -m ccsim.proxy`` wrote (one per compression entry, the baseline
-among them), fits c, d and every target's a_t, b_t on the entries it is told to fit, predicts the
-held-back entries and reports how far each prediction is from what the proxy measured; the
-calibration JSON carries the fit, its quality and its provenance, and ``ccsim run`` applies it
-(``convergence.calibration``):
+and its metric at round r is the baseline's times f(v), so that its rounds to a target t (relative
+to m_base) are the baseline's rounds to t / f(v): not reached when f(v) misses t. c and d are
+fitted per scheme family (the scheme's name without its trailing digits: mxfp4/6/8 -> mxfp), and
+once over every fitted entry for the schemes the calibration has not seen.
 
-    /usr/bin/python3 -m ccsim.tta fit scenarios/tta/gpt-proxy-calibration.curves.csv --baseline fp32 \\
+``fit`` reads the curves ``python3 -m ccsim.proxy`` wrote (the baseline among them), fits on the
+entries it is told to fit, predicts the held-back entries and reports how far each prediction is
+from what the proxy measured; the calibration JSON carries the baseline's relative curve, the fits,
+their quality and their provenance, and ``ccsim run`` applies it (``convergence.calibration``):
+
+    /usr/bin/python3 -m ccsim.tta fit scenarios/tta/gpt-proxy-ring8.curves.csv \\
+        scenarios/tta/gpt-proxy-calibration.curves.csv --baseline fp32 \\
         --holdout "dynamiq(budget=4)" mxfp6 --out scenarios/tta/calibrations/gpt-ring8.json
 """
 
@@ -28,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Curve", "read_curves", "rounds_to_target", "fit", "predict_rounds", "FORMAT"]
+__all__ = ["Curve", "read_curves", "rounds_to_target", "fit", "predict_rounds", "final_ratio", "family", "FORMAT"]
 
 FORMAT = "ccsim-convergence-calibration"
 DEFAULT_TARGETS = {"loss": [1.05, 1.02, 1.0], "accuracy": [0.99, 0.995, 1.0]}
@@ -40,6 +45,7 @@ class Curve:
     rounds: list[int]
     values: list[float]
     vnmse: float  # mean over the run's rounds
+    scheme: str = ""
 
 
 def read_curves(path: Path, metric: str = "loss") -> dict[str, Curve]:
@@ -49,7 +55,7 @@ def read_curves(path: Path, metric: str = "loss") -> dict[str, Curve]:
     vn: dict[str, list[float]] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            c = curves.setdefault(row["label"], Curve(row["label"], [], [], math.nan))
+            c = curves.setdefault(row["label"], Curve(row["label"], [], [], math.nan, row.get("scheme", "")))
             c.rounds.append(int(row["round"]))
             c.values.append(float(row[column]))
             if int(row["round"]) > 0:
@@ -73,65 +79,98 @@ def rounds_to_target(c: Curve, goal: float, metric: str) -> int | None:
 
 
 def _power_fit(v: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """a, b >= 0 minimizing sum ((1 + a v^b) - (1 + y))^2 / (1 + y)^2 over b in a grid (a closed form per b)."""
+    """c >= 0, d minimizing sum (c v^d - y)^2 over d in a grid (c in closed form per d)."""
     best = (math.inf, 0.0, 1.0)
-    w = 1.0 / (1.0 + y) ** 2
-    for b in np.linspace(0.2, 2.0, 91):
-        x = v ** b
-        a = max(0.0, float(np.sum(w * x * y) / np.sum(w * x * x)))
-        err = float(np.sum(w * (a * x - y) ** 2))
+    for d in np.linspace(0.2, 2.0, 91):
+        x = v ** d
+        c = max(0.0, float(np.sum(x * y) / np.sum(x * x)))
+        err = float(np.sum((c * x - y) ** 2))
         if err < best[0]:
-            best = (err, a, float(b))
+            best = (err, c, float(d))
     return best[1], best[2]
 
 
-def predict_rounds(model: dict, v: float, target: float, vb: float = 0.0) -> float | None:
-    """The model's rounds to `target` for vNMSE v against a baseline of vNMSE vb (None: the final
-    metric, relative to the baseline's, misses it), as algo::ConvergenceModel::rounds_ratio."""
+def family(scheme: str) -> str:
+    """A scheme's family: its name without trailing digits (mxfp8 -> mxfp, dynamiq -> dynamiq)."""
+    return scheme.rstrip("0123456789")
+
+
+def _final_fit(model: dict, scheme: str) -> dict:
+    return model["families"].get(family(scheme), model["default"])
+
+
+def final_ratio(model: dict, v: float, scheme: str) -> float:
+    f = _final_fit(model, scheme)
     sign = 1.0 if model["metric"] == "loss" else -1.0
-    final = (lambda x: 1.0 + sign * model["final"]["c"] * max(x, 0.0) ** model["final"]["d"])
-    if not meets(final(v) / final(vb), target, model["metric"]):
+    return 1.0 + sign * f["c"] * max(v, 0.0) ** f["d"]
+
+
+def baseline_rounds_to(model: dict, goal: float) -> float | None:
+    """The baseline's rounds to `goal` (relative to its final value) on its curve, interpolated
+    linearly between evaluations; None when the curve never meets it."""
+    metric = model["metric"]
+    pts = model["baseline_curve"]
+    for i, (r, x) in enumerate(pts):
+        if meets(x, goal, metric):
+            if i == 0:
+                return float(r)
+            r0, x0 = pts[i - 1]
+            return r0 + (r - r0) * (x0 - goal) / (x0 - x) if x0 != x else float(r)
+    return None
+
+
+def predict_rounds(model: dict, v: float, target: float, scheme: str, vb: float = 0.0,
+                   base_scheme: str = "") -> float | None:
+    """The model's rounds to `target` for a scheme of vNMSE v against a baseline of vNMSE vb (None:
+    its final metric, relative to the baseline's, misses it), as algo::ConvergenceModel::rounds."""
+    f = final_ratio(model, v, scheme) / final_ratio(model, vb, base_scheme or scheme)
+    if not meets(f, target, model["metric"]):
         return None
-    t = next(x for x in model["targets"] if abs(x["target"] - target) <= 1e-12)
-    slow = (lambda x: 1.0 + t["a"] * max(x, 0.0) ** t["b"])
-    return t["baseline_rounds"] * slow(v) / slow(vb)
+    return baseline_rounds_to(model, target / f)
 
 
-def fit(curves: dict[str, Curve], baseline: str, holdout: list[str], metric: str, targets: list[float]) -> dict:
-    """Fits the model on every entry but `holdout` (and the baseline's vNMSE of about 0 anchors
-    the ratio 1); returns the calibration dict with the per-entry table."""
+def fit(curves: dict[str, Curve], baseline: str, holdout: list[str], metric: str, targets: list[float],
+        schemes: dict[str, str]) -> dict:
+    """Fits the final-metric model per family and over all fitted entries (the baseline's vNMSE of
+    about 0 anchors f = 1); `schemes` maps labels to scheme names. Returns the calibration dict with
+    the per-entry table at `targets`."""
     base = curves[baseline]
     m_base = base.values[-1]
     sign = 1.0 if metric == "loss" else -1.0
     fitted = [l for l in curves if l not in holdout]
-    v = np.array([max(curves[l].vnmse, 1e-12) for l in fitted])
-    y_final = np.array([sign * (curves[l].values[-1] / m_base - 1.0) for l in fitted])
-    c, d = _power_fit(v, np.maximum(y_final, -0.5))
-    model = {"format": FORMAT, "version": 1, "metric": metric, "final": {"c": c, "d": d}, "targets": []}
-    for t in targets:
-        goal = t * m_base
-        r_base = rounds_to_target(base, goal, metric)
-        if r_base is None or r_base == 0:
-            continue
-        pts = [(max(curves[l].vnmse, 1e-12), rounds_to_target(curves[l], goal, metric)) for l in fitted]
-        pts = [(x, r / r_base - 1.0) for x, r in pts if r is not None]
-        a, b = _power_fit(np.array([p[0] for p in pts]), np.array([p[1] for p in pts])) if pts else (0.0, 1.0)
-        model["targets"].append({"target": t, "a": a, "b": b, "baseline_rounds": r_base})
-    model["entries"] = _table(curves, model, holdout, m_base, max(base.vnmse, 0.0))
+
+    def fit_of(labels: list[str]) -> dict:
+        v = np.array([max(curves[l].vnmse, 1e-12) for l in labels])
+        y = np.array([sign * (curves[l].values[-1] / m_base - 1.0) for l in labels])
+        c, d = _power_fit(v, y)
+        return {"c": c, "d": d, "entries": labels}
+
+    model = {"format": FORMAT, "version": 2, "metric": metric,
+             "baseline_curve": [[r, x / m_base] for r, x in zip(base.rounds, base.values) if math.isfinite(x)],
+             "default": fit_of(fitted), "families": {}}
+    for fam in sorted({family(schemes[l]) for l in fitted if l != baseline}):
+        members = [l for l in fitted if family(schemes[l]) == fam and l != baseline]
+        model["families"][fam] = fit_of([baseline] + members)
+    model["entries"] = _table(curves, model, holdout, targets, baseline, schemes)
     return model
 
 
-def _table(curves: dict[str, Curve], model: dict, holdout: list[str], m_base: float, base_v: float) -> list[dict]:
+def _table(curves: dict[str, Curve], model: dict, holdout: list[str], targets: list[float], baseline: str,
+           schemes: dict[str, str]) -> list[dict]:
     rows = []
     metric = model["metric"]
+    m_base = curves[baseline].values[-1]
+    vb = max(curves[baseline].vnmse, 0.0)
     for label, c in curves.items():
-        row = {"label": label, "role": "held out" if label in holdout else "fit", "vnmse": c.vnmse,
-               "final": c.values[-1], "final_ratio": c.values[-1] / m_base, "targets": []}
-        for t in model["targets"]:
-            measured = rounds_to_target(c, t["target"] * m_base, metric)
-            predicted = predict_rounds(model, c.vnmse, t["target"], base_v)
+        row = {"label": label, "scheme": schemes[label], "role": "held out" if label in holdout else "fit",
+               "vnmse": c.vnmse, "final": c.values[-1], "final_ratio": c.values[-1] / m_base,
+               "predicted_final_ratio": final_ratio(model, c.vnmse, schemes[label]) /
+               final_ratio(model, vb, schemes[baseline]), "targets": []}
+        for t in targets:
+            measured = rounds_to_target(c, t * m_base, metric)
+            predicted = predict_rounds(model, c.vnmse, t, schemes[label], vb, schemes[baseline])
             err = (abs(predicted - measured) / measured if measured and predicted is not None else None)
-            row["targets"].append({"target": t["target"], "measured": measured,
+            row["targets"].append({"target": t, "measured": measured,
                                    "predicted": None if predicted is None else round(predicted, 3),
                                    "relative_error": None if err is None else round(err, 4)})
         rows.append(row)
@@ -139,8 +178,9 @@ def _table(curves: dict[str, Curve], model: dict, holdout: list[str], m_base: fl
 
 
 def _report(model: dict) -> str:
-    lines = [f"{'entry':>22} {'role':>8} {'vNMSE':>10} {'final':>7} " +
-             " ".join(f"{'R(' + format(t['target'], 'g') + ') meas/pred/err':>26}" for t in model["targets"])]
+    targets = [t["target"] for t in model["entries"][0]["targets"]]
+    lines = [f"{'entry':>22} {'role':>8} {'vNMSE':>10} {'final':>7} {'pred':>7} " +
+             " ".join(f"{'R(' + format(t, 'g') + ') meas/pred/err':>26}" for t in targets)]
     for row in model["entries"]:
         cells = []
         for t in row["targets"]:
@@ -149,7 +189,7 @@ def _report(model: dict) -> str:
             err = "" if t["relative_error"] is None else f"{100 * t['relative_error']:.1f}%"
             cells.append(f"{meas + ' / ' + pred + ' / ' + err:>26}")
         lines.append(f"{row['label']:>22} {row['role']:>8} {row['vnmse']:>10.3e} {row['final_ratio']:>7.4f} "
-                     + " ".join(cells))
+                     f"{row['predicted_final_ratio']:>7.4f} " + " ".join(cells))
     return "\n".join(lines)
 
 
@@ -172,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         missing = [l for l in [args.baseline, *args.holdout] if l not in curves]
         if missing:
             raise ValueError(f"no curve for {', '.join(missing)} (labels: {', '.join(curves)})")
-        model = fit(curves, args.baseline, args.holdout, args.metric, args.targets or DEFAULT_TARGETS[args.metric])
+        model = fit(curves, args.baseline, args.holdout, args.metric, args.targets or DEFAULT_TARGETS[args.metric],
+                    {l: c.scheme for l, c in curves.items()})
     except (OSError, ValueError, KeyError) as e:
         print(f"ccsim.tta: {e}", file=sys.stderr)
         return 2
