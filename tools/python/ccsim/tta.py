@@ -17,7 +17,7 @@ their quality and their provenance, and ``ccsim run`` applies it (``convergence.
 
     /usr/bin/python3 -m ccsim.tta fit scenarios/tta/gpt-proxy-ring8.curves.csv \\
         scenarios/tta/gpt-proxy-calibration.curves.csv --baseline fp32 \\
-        --holdout "dynamiq(budget=4)" mxfp6 --out scenarios/tta/calibrations/gpt-ring8.json
+        --holdout "dynamiq(budget=4)" mxfp6 --out traces/convergence/gpt-ring8.json
 """
 
 from __future__ import annotations
