@@ -22,7 +22,6 @@ std::string fmt_num(double v) { return std::isfinite(v) ? fmt::format("{}", v) :
 
 // A simulated time (or a sum or difference of them) in seconds, on the engine's picosecond grid:
 // 0.35949584, not the 0.3594958400000001 that subtracting two doubles leaves.
-std::string sec(double s) { return std::isfinite(s) ? fmt::format("{}", std::round(s * 1e12) / 1e12) : fmt_num(s); }
 
 // One run's link counters as links.csv / links_timeline.csv list them.
 struct LinkCsvRun {
@@ -104,6 +103,8 @@ std::string decisions_csv(const std::vector<std::pair<std::string, const std::ve
 }
 
 }  // namespace
+
+std::string sec(double s) { return std::isfinite(s) ? fmt::format("{}", std::round(s * 1e12) / 1e12) : fmt_num(s); }
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;

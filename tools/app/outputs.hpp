@@ -23,6 +23,8 @@ const char* ccsim_version();
 /// Writes every (path, content) under a temporary name first and renames them only once all are
 /// complete, so a failure leaves no half-written output (the temporaries are removed).
 Status write_files_atomically(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
+/// Simulated seconds for a CSV: on the picosecond grid ("0.35949584", not "0.3594958400000001").
+std::string sec(double s);
 /// A CSV field, quoted when it holds a comma, quote or newline.
 std::string csv_field(const std::string& s);
 

@@ -256,7 +256,6 @@ void rows_from_curve(const ConvergenceInputs& in, const std::string& label, doub
   }
   for (size_t k = 0; k < c.rounds.size(); ++k)
     rep.curve.push_back({label, c.rounds[k], static_cast<double>(c.rounds[k]) * round_s, c.values[k]});
-  rep.final_value.push_back(c.values.empty() ? kNan : c.values.back());
 }
 
 // Rows of entry i from the calibrated model, against the baseline entry (vNMSE vb, scheme
@@ -273,7 +272,6 @@ void rows_from_model(const ConvergenceInputs& in, const std::string& label, cons
     if (auto r = m.rounds(v, scheme, vb, base, t)) row.rounds = *r * scale;
     rep.rows.push_back(row);
   }
-  rep.final_value.push_back(m.final_ratio(v, scheme) / m.final_ratio(vb, base));
 }
 
 }  // namespace
@@ -301,8 +299,7 @@ TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string
 
 namespace {
 std::string opt_num(double v, bool present) { return present ? fmt::format("{}", v) : std::string(); }
-// Simulated seconds on the picosecond grid (as every time column of ccsim's CSVs).
-double ps(double s) { return std::round(s * 1e12) / 1e12; }
+
 }  // namespace
 
 std::string tta_csv(const TtaReport& r) {
@@ -315,7 +312,7 @@ std::string tta_csv(const TtaReport& r) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_field(t.label), t.target,
                        opt_num(t.goal, std::isfinite(t.goal)),
                        t.rounds ? "true" : "false", opt_num(t.rounds.value_or(0), t.rounds.has_value()),
-                       ps(t.round_time_s), opt_num(ps(t.time_s), t.rounds.has_value()), opt_num(t.ratio, base),
+                       sec(t.round_time_s), t.rounds ? sec(t.time_s) : std::string(), opt_num(t.ratio, base),
                        opt_num(t.rounds_ratio, base), std::isfinite(v) ? fmt::format("{}", v) : std::string());
   }
   return out;
@@ -324,7 +321,7 @@ std::string tta_csv(const TtaReport& r) {
 std::string curves_csv(const TtaReport& r) {
   std::string out = "label,round,time_s,metric,value\n";
   for (const TtaCurvePoint& p : r.curve)
-    out += fmt::format("{},{},{},{},{}\n", csv_field(p.label), p.round, ps(p.time_s), r.metric,
+    out += fmt::format("{},{},{},{},{}\n", csv_field(p.label), p.round, sec(p.time_s), r.metric,
                        std::isfinite(p.value) ? fmt::format("{}", p.value) : std::string("nan"));
   return out;
 }

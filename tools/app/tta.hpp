@@ -39,7 +39,6 @@ struct TtaReport {
   std::string baseline;
   std::vector<algo::TtaRow> rows;    ///< per entry and target, entries in order
   std::vector<double> vnmse;         ///< per entry (calibration: what the model was applied to; else NaN)
-  std::vector<double> final_value;   ///< per entry: its curve's last value, or the model's prediction
   std::vector<TtaCurvePoint> curve;  ///< curves source: every point
 };
 
