@@ -244,25 +244,6 @@ Result<std::vector<ErrorRow>> study_errors(std::span<const StudyScheme> schemes,
 
 namespace {
 
-// The dumped steps asked for (all of them by default), as indices.
-Result<std::vector<size_t>> dump_steps(const traces::GradientDump& dump, const ErrorRequest& r) {
-  std::vector<size_t> steps;
-  if (r.steps.empty())
-    for (size_t i = 0; i < dump.steps(); ++i) steps.push_back(i);
-  for (uint64_t want : r.steps) {
-    size_t found = dump.steps();
-    std::string have;
-    for (size_t i = 0; i < dump.steps(); ++i) {
-      if (dump.step_info()[i].step == want) found = i;
-      have += (have.empty() ? "" : ", ") + std::to_string(dump.step_info()[i].step);
-    }
-    if (found == dump.steps())
-      return invalid_argument_at("/steps", fmt::format("{} has no step {}; dumped steps: {}", r.dump, want, have));
-    steps.push_back(found);
-  }
-  return steps;
-}
-
 // A dump's tensors (sampled when large); rank r reads worker r mod W.
 Status load_dump(const ErrorRequest& r, ErrorStudy& st, ErrorReport& report) {
   CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(r.dump));
@@ -272,7 +253,9 @@ Status load_dump(const ErrorRequest& r, ErrorStudy& st, ErrorReport& report) {
                                         (dump.dir() / "manifest.json").string(), dump.workers(), dump.workers()));
   if (st.ranks == 0) st.ranks = dump.workers();
   if (st.ranks < 2) return invalid_argument_at("/ranks", fmt::format("expected at least 2, got {}", st.ranks));
-  CCSIM_ASSIGN_OR_RETURN(const std::vector<size_t> steps, dump_steps(dump, r));
+  auto found = dump.step_indices(r.steps);
+  if (!found.ok()) return invalid_argument_at("/steps", found.status().message());
+  const std::vector<size_t> steps = std::move(*found);
   for (size_t si : steps) st.steps.push_back(dump.step_info()[si].step);
   const traces::DumpSample sample = traces::sample_dump(dump, r.max_elements, r.bucket, r.seed);
   report.sampling_note = sample.note;

@@ -511,6 +511,22 @@ bool GradientDump::safetensors_source(size_t w, Source& src, Diagnostics& diag) 
 
 fs::path GradientDump::worker_file(uint32_t w) const { return dir_ / worker_files_.at(w); }
 
+Result<std::vector<size_t>> GradientDump::step_indices(std::span<const uint64_t> steps) const {
+  std::vector<size_t> out;
+  if (steps.empty())
+    for (size_t i = 0; i < steps_.size(); ++i) out.push_back(i);
+  for (uint64_t want : steps) {
+    const auto it = std::find_if(steps_.begin(), steps_.end(), [&](const GradientStep& g) { return g.step == want; });
+    if (it == steps_.end()) {
+      std::string have;
+      for (const GradientStep& g : steps_) have += (have.empty() ? "" : ", ") + std::to_string(g.step);
+      return invalid_argument(fmt::format("{} has no step {}; dumped steps: {}", dir_.string(), want, have));
+    }
+    out.push_back(static_cast<size_t>(it - steps_.begin()));
+  }
+  return out;
+}
+
 Result<size_t> GradientDump::find_layer(std::string_view name) const {
   std::vector<std::string> names;
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -140,6 +140,9 @@ class GradientDump {
   const GradientDumpProvenance& provenance() const { return provenance_; }
   /// Path of worker `w`'s file. REQUIRES: w < workers().
   std::filesystem::path worker_file(uint32_t w) const;
+  /// The indices into step_info() of these training iterations, in the order given (all steps, in
+  /// order, when `steps` is empty); kInvalidArgument naming the dumped steps where one is missing.
+  Result<std::vector<size_t>> step_indices(std::span<const uint64_t> steps) const;
   /// Index of the layer called `name`; kNotFound (with the closest name) if there is none.
   Result<size_t> find_layer(std::string_view name) const;
 

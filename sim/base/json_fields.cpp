@@ -172,6 +172,13 @@ void FieldReader::path(const std::string& key, std::string& out, const char*) {
   resolve_path(*v, at(key), out);
 }
 
+void FieldReader::directory(const std::string& key, std::string& out, const char*) {
+  const json* v = get(key);
+  if (!v) return;
+  if (v->is_string() && v->get<std::string>().empty()) return out.clear();
+  resolve_path(*v, at(key), out, true);
+}
+
 void FieldReader::boolean(const std::string& key, bool& out, const char*) {
   const json* v = get(key);
   if (!v) return;
@@ -215,17 +222,23 @@ std::string why_not_a_file(const fs::path& path) {
 }
 
 // A file path relative to the document's folder, made absolute (so a resolved document still finds
-// it from any folder); false (and an error at `p`) unless it names an existing file.
-bool FieldReader::resolve_path(const json& e, const std::string& p, std::string& out) {
+// it from any folder); false (and an error at `p`) unless it names an existing file (or directory).
+bool FieldReader::resolve_path(const json& e, const std::string& p, std::string& out, bool directory) {
+  const char* what = directory ? "directory" : "file";
   if (!e.is_string()) {
-    diag_.add(p, fmt::format("expected a file path string, got {}", describe_json(e)));
+    diag_.add(p, fmt::format("expected a {} path string, got {}", what, describe_json(e)));
     return false;
   }
   fs::path file = e.get<std::string>();
   if (file.is_relative()) file = base_dir_ / file;
   file = fs::absolute(file).lexically_normal();
-  if (const std::string why = why_not_a_file(file); !why.empty()) {
-    diag_.add(p, fmt::format("expected an existing file, got \"{}\" (looked for {}: {})", e.get<std::string>(),
+  std::error_code ec;
+  const std::string why = !directory              ? why_not_a_file(file)
+                          : fs::is_directory(file, ec) ? std::string()
+                          : fs::exists(file, ec)  ? std::string("not a directory")
+                                                  : std::string("not found");
+  if (!why.empty()) {
+    diag_.add(p, fmt::format("expected an existing {}, got \"{}\" (looked for {}: {})", what, e.get<std::string>(),
                              file.string(), why));
     diag_.mark_not_found();
     return false;

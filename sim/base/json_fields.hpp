@@ -100,6 +100,8 @@ class FieldReader {
   /// Existing files, made absolute (relative ones against the base folder).
   void path_list(const std::string& key, std::vector<std::string>& out, const char*);
   void path(const std::string& key, std::string& out, const char*);
+  /// An existing directory, made absolute (a relative one against the base folder).
+  void directory(const std::string& key, std::string& out, const char*);
   void boolean(const std::string& key, bool& out, const char*);
   void table(const std::string& key, nlohmann::json& out, const TableField& field, const char*);
 
@@ -152,7 +154,7 @@ class FieldReader {
   std::string at(const std::string& key) const { return path_ + "/" + json_pointer_escape(key); }
   const nlohmann::json* get_quiet(const std::string& key) const;
   const nlohmann::json* get(const std::string& key);
-  bool resolve_path(const nlohmann::json& e, const std::string& p, std::string& out);
+  bool resolve_path(const nlohmann::json& e, const std::string& p, std::string& out, bool directory = false);
   void expected(const std::string& key, const std::string& what, const nlohmann::json& got);
   void read_choice(const std::string& key, std::string& out, const std::vector<std::string>& choices, bool required);
   void read_string(const std::string& key, std::string& out, bool required, const StringPattern* pattern);
@@ -190,6 +192,7 @@ class FieldWriter {
   }
   void path_list(const std::string& k, const std::vector<std::string>& v, const char*) { out[k] = v; }
   void path(const std::string& k, const std::string& v, const char*) { out[k] = v; }
+  void directory(const std::string& k, const std::string& v, const char*) { out[k] = v; }
   void boolean(const std::string& k, bool v, const char*) { out[k] = v; }
   void table(const std::string& k, const nlohmann::json& v, const TableField&, const char*) { out[k] = v; }
   template <class T>
@@ -240,6 +243,7 @@ class FieldSchema {
   void required_string(const std::string& k, const std::string&, const char* d, const StringPattern* pattern = nullptr);
   void path_list(const std::string& k, const std::vector<std::string>&, const char* d);
   void path(const std::string& k, const std::string&, const char* d);
+  void directory(const std::string& k, const std::string& v, const char* d) { path(k, v, d); }
   void boolean(const std::string& k, bool def, const char* d);
   void table(const std::string& k, const nlohmann::json&, const TableField& field, const char* d);
   template <class T>

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
+#include "tools/app/run_collective.hpp"
+#include "tools/app/run_training.hpp"
+#include "tools/app/scenario_io.hpp"
 #include "tools/app/vnmse.hpp"
 
 namespace ccsim::app {
@@ -420,6 +423,70 @@ TEST(Vnmse, StructuredSyntheticGradientsTradeDynamiqsTwoMargins) {
   EXPECT_LT(own.at("mxfp8"), 1.5 * own.at("dynamiq"));
   EXPECT_LT(own.at("omnireduce"), own.at("omnireduce(send=own)"));
   EXPECT_LT(own.at("omnireduce(send=own)"), 4 * own.at("dynamiq"));
+}
+
+// A scenario naming the dump (gradients.source "dump") measures its vNMSE on it: a collective run on
+// the one step it reads, a training run's calibration on every step it names, averaged. Each
+// equals `ccsim vnmse` on the same dump, ranks, steps, seed and buckets.
+LoadedScenario load_doc(const nlohmann::json& doc) {
+  auto loaded = load_scenario_json(doc, "dump.json", CCSIM_SOURCE_DIR);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+  return loaded.ok() ? *loaded : LoadedScenario{};
+}
+
+TEST(Vnmse, CollectiveRunOnADumpStepMatchesTheErrorStudy) {
+  const nlohmann::json doc = {
+      {"name", "dump"}, {"seed", 0}, {"cluster", {{"nodes", 8}}},
+      {"gradients", {{"source", "dump"}, {"dump", kDump}, {"steps", {200}}}},
+      {"compression", {{{"scheme", "bf16"}}, {{"scheme", "dynamiq"}}, {{"scheme", "mxfp8"}}}}};
+  const LoadedScenario loaded = load_doc(doc);
+  ASSERT_NE(loaded.plan, nullptr);
+  auto run = run_scenario(loaded);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(run->elements, 366336u);
+  VnmseOptions o;
+  o.gradients = kDump;
+  o.ranks = 8;
+  o.steps = {200};
+  o.algos = {"bf16", "dynamiq", "mxfp8"};
+  const auto study = measure(o);
+  for (const SchemeResult& r : run->results) {
+    SCOPED_TRACE(r.label);
+    ASSERT_TRUE(study.count({r.label, 200}));
+    EXPECT_GT(r.vnmse, 0);
+    EXPECT_NEAR(r.vnmse, study.at({r.label, 200}), 1e-9 * study.at({r.label, 200}));
+  }
+}
+
+TEST(Vnmse, TrainingRunMeasuresItsCalibrationOnTheDumpsSteps) {
+  nlohmann::json doc = {
+      {"name", "dump"}, {"seed", 3}, {"cluster", {{"nodes", 4}}},
+      {"workload", {{"trace", "traces/models/resnet50-aqgb-4blocks.json"}, {"rounds", 2}}},
+      {"sync", {{"bucket", "1MB"}}},
+      {"gradients", {{"source", "dump"}, {"dump", kDump}, {"steps", {50, 200}}}},
+      {"compression", {{{"scheme", "fp32"}}, {{"scheme", "dynamiq"}}}},
+      {"convergence", {{"calibration", "traces/convergence/gpt-ring8.json"}, {"vnmse_warmup", 1}}}};
+  auto run = run_training(load_doc(doc));
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_TRUE(run->tta.has_value());
+  EXPECT_NE(run->tta->vnmse_desc.find("gradient dump gpt-bpe"), std::string::npos) << run->tta->vnmse_desc;
+  EXPECT_NE(run->tta->vnmse_desc.find("steps 50, 200"), std::string::npos) << run->tta->vnmse_desc;
+  VnmseOptions o;
+  o.gradients = kDump;
+  o.ranks = 4;
+  o.seed = 3;
+  o.warmup = 1;
+  o.ddp_bucket = "1MB";
+  o.algos = {"dynamiq"};
+  const auto study = measure(o);
+  const double mean = (study.at({"dynamiq", 50}) + study.at({"dynamiq", 200})) / 2;
+  EXPECT_DOUBLE_EQ(run->tta->vnmse[1], mean);
+  EXPECT_NE(study.at({"dynamiq", 50}), study.at({"dynamiq", 200}));
+  // The synthetic generator's tensors give another figure: the dump was read.
+  doc.erase("gradients");
+  auto synthetic = run_training(load_doc(doc));
+  ASSERT_TRUE(synthetic.ok()) << synthetic.status().message();
+  EXPECT_NE(synthetic->tta->vnmse[1], mean);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "algorithms/collective_session.hpp"
@@ -32,6 +33,13 @@ Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, uint64
     traces::generate_synthetic_gradients(spec, static_cast<uint64_t>(s.seed), views);
     return grads;
   }
+  if (g.source == GradientSource::kDump) {
+    CCSIM_ASSIGN_OR_RETURN(DumpGradients d, read_dump_gradients(g, ranks));
+    if (d.ranks.empty() || d.ranks[0].size() != elements)
+      return io_error(fmt::format("{}: now holds {} values per worker, {} when the scenario was checked", g.dump,
+                                  d.ranks.empty() ? 0 : d.ranks[0].size(), elements));
+    return std::move(d.ranks);
+  }
   std::vector<std::vector<float>> loaded;
   for (const std::string& file : g.files) {
     CCSIM_ASSIGN_OR_RETURN(traces::NpyArray arr, traces::read_npy(file));
@@ -49,6 +57,10 @@ std::string gradients_desc(const Scenario& s) {
   const GradientsConfig& g = s.gradients;
   if (g.source == GradientSource::kNpy)
     return fmt::format("{} .npy file(s), worker w reads file w mod {}", g.files.size(), g.files.size());
+  if (g.source == GradientSource::kDump)
+    return fmt::format("gradient dump {}{}, rank r reads worker r mod its workers",
+                       std::filesystem::path(g.dump).filename().string(),
+                       g.steps.empty() ? std::string(", its first step") : fmt::format(", step {}", g.steps[0]));
   const traces::SyntheticGradientSpec& y = g.synthetic;
   const std::string shared = y.envelope_correlation < 1.0
                                  ? fmt::format(" correlated {} between ranks", y.envelope_correlation)

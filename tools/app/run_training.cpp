@@ -277,17 +277,19 @@ Result<std::optional<TtaReport>> tta_of(const LoadedScenario& loaded, const Resu
   const ConvergenceInputs* in = loaded.plan->convergence.get();
   if (in == nullptr) return std::optional<TtaReport>();
   std::vector<std::string> labels, schemes;
-  std::vector<double> round_s, vnmse;
+  std::vector<double> round_s;
+  EntryVnmse measured;
   for (const auto& r : results) {
     labels.push_back(r.label);
     schemes.push_back(r.scheme);
     round_s.push_back(r.summary.round_s);
   }
   if (in->model) {
-    CCSIM_ASSIGN_OR_RETURN(vnmse, measure_entry_vnmse(loaded, bits));
+    CCSIM_ASSIGN_OR_RETURN(measured, measure_entry_vnmse(loaded, bits));
   }
-  return std::optional<TtaReport>(
-      compute_tta(*in, labels, schemes, round_s, vnmse, loaded.scenario.convergence.baseline_rounds));
+  TtaReport rep = compute_tta(*in, labels, schemes, round_s, measured.vnmse, loaded.scenario.convergence.baseline_rounds);
+  rep.vnmse_desc = measured.desc;
+  return std::optional<TtaReport>(std::move(rep));
 }
 
 }  // namespace

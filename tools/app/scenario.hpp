@@ -27,9 +27,9 @@ namespace ccsim::app {
 // ---- Closed choices of scenario files (each with its names, in the order files list them) ----
 
 /// Where per-rank gradients come from.
-enum class GradientSource : uint8_t { kSynthetic, kNpy };
-inline constexpr EnumName<GradientSource> kGradientSources[] = {{GradientSource::kSynthetic, "synthetic"},
-                                                                {GradientSource::kNpy, "npy"}};
+enum class GradientSource : uint8_t { kSynthetic, kNpy, kDump };
+inline constexpr EnumName<GradientSource> kGradientSources[] = {
+    {GradientSource::kSynthetic, "synthetic"}, {GradientSource::kNpy, "npy"}, {GradientSource::kDump, "dump"}};
 /// Which ranks run the collective: all of them, or every group of one parallelism dimension.
 enum class CollectiveGroup : uint8_t { kWorld, kTp, kPp, kDp };
 inline constexpr EnumName<CollectiveGroup> kCollectiveGroups[] = {
@@ -117,6 +117,8 @@ struct GradientsConfig {
   uint64_t size_bytes = 0;           ///< synthetic: fp32 bytes per rank
   traces::SyntheticGradientSpec synthetic;  ///< synthetic: the generator (its elements unset)
   std::vector<std::string> files;    ///< npy: one file per worker (worker w reads files[w % size])
+  std::string dump;                  ///< dump: a gradient dump's directory (traces/gradient_dump.hpp)
+  std::vector<int64_t> steps;        ///< dump: the dumped training steps to use (empty: all; a collective: the first)
   uint64_t numerics_memory_bytes = 8ull << 30;  ///< numerics run only if one group's buffers fit in this
 
   /// The synthetic generator's parameters for `elements` entries per worker.
@@ -328,10 +330,17 @@ void visit(V& v, CollectiveConfig& c) {
 
 template <class V>
 void visit(V& v, GradientsConfig& c) {
-  v.choice("source", c.source, kGradientSources, "synthetic generator or per-worker .npy files");
+  v.choice("source", c.source, kGradientSources,
+           "synthetic generator, per-worker .npy files (collective runs) or a gradient dump (docs/gradient-dumps.md)");
   v.bytes("size", c.size_bytes, "synthetic: fp32 gradient bytes per rank (a multiple of 4)");
   visit(v, c.synthetic);  // its fields sit in this object
   v.path_list("files", c.files, "npy: per-worker gradient files (float32/float16), relative to the scenario file");
+  v.directory("dump", c.dump,
+              "dump: a gradient dump's directory (manifest.json and one file per worker), relative to the scenario "
+              "file; rank r reads worker r mod W. A training run measures its calibration's vNMSE on it");
+  v.integer_list("steps", c.steps, 0, INT64_MAX,
+                 "dump: the dumped training steps to use (empty: all of them in a training run, the first in a "
+                 "collective run, which takes one)");
   v.bytes("numerics_memory", c.numerics_memory_bytes,
           "the numerics interpreter runs (one collective group, real data) only when its buffers fit in this much "
           "memory; otherwise vNMSE is not computed and the summary says why");
@@ -461,7 +470,7 @@ void visit(V& v, ConvergenceConfig& c) {
             "(0: the proxy's own)");
   v.integer("vnmse_elements", c.vnmse_elements, 1024, INT64_C(1) << 32,
             "calibration in training runs: gradient entries per rank each entry's vNMSE is measured on (synthetic, "
-            "DDP-bucketed as the run)");
+            "or at most this many of a gradient dump's, sampled in whole rows; DDP-bucketed as the run)");
   v.integer("vnmse_warmup", c.vnmse_warmup, 0, 1024, "rounds each vNMSE measurement runs before the measured one");
   v.object("proxy", c.proxy, "the proxy training that writes `curves` (python3 -m ccsim.proxy SCENARIO)");
 }

@@ -21,6 +21,7 @@
 #include "tools/app/tta.hpp"
 #include "topology/builders/builders.hpp"
 #include "traces/device_profile.hpp"
+#include "traces/gradient_dump.hpp"
 #include "traces/npy.hpp"
 
 namespace ccsim::app {
@@ -53,6 +54,39 @@ Result<traces::ComputeTrace> load_trace(const WorkloadConfig& wl) {
 
 // ---- gradients, profile, cluster ---------------------------------------------------------------
 
+// The dump fields: set only with source "dump", whose dump opens and holds the steps asked for; a
+// training run reads it only to measure its calibration's vNMSE, a collective run reads one step.
+void check_dump_fields(const Scenario& s, bool training, Diagnostics& diag) {
+  const GradientsConfig& g = s.gradients;
+  if (g.source != GradientSource::kDump) {
+    auto stray = [&](const char* at) {
+      diag.add(at, fmt::format("applies to source \"dump\" only, and the source is \"{}\"; set /gradients/source to "
+                               "\"dump\", or remove it",
+                               enum_name<GradientSource>(kGradientSources, g.source)));
+    };
+    if (!g.dump.empty()) stray("/gradients/dump");
+    if (!g.steps.empty()) stray("/gradients/steps");
+    return;
+  }
+  if (!clean(diag, {"/gradients/dump"})) return;
+  if (g.dump.empty()) return diag.add("/gradients/dump", "expected a gradient dump's directory for source \"dump\"");
+  if (training && s.convergence.calibration.empty())
+    diag.add("/gradients/dump", "a training run reads its dump only to measure the vNMSE a convergence calibration "
+                                "needs, and this one has no /convergence/calibration: the dump would change nothing");
+  if (!training && g.steps.size() > 1)
+    diag.add("/gradients/steps", fmt::format("expected at most one step in a collective run (it reduces one "
+                                             "gradient), got {}", g.steps.size()));
+  auto dump = traces::GradientDump::open(g.dump);
+  if (!dump.ok()) return diag.add("/gradients/dump", dump.status().message());
+  const std::vector<uint64_t> steps(g.steps.begin(), g.steps.end());
+  auto found = dump->step_indices(steps);
+  if (!found.ok()) return diag.add("/gradients/steps", found.status().message());
+  if (!training) return;  // check_dump_gradients reads the collective's step
+  for (size_t si : *found)  // the values too, as the measurement reads them (non-finite ones are errors)
+    for (uint32_t w = 0; w < dump->workers(); ++w)
+      if (auto v = dump->worker(w, si); !v.ok()) return diag.add("/gradients/dump", v.status().message());
+}
+
 // A collective run needs a synthetic size or .npy files (training runs size their gradients from
 // the compute trace).
 void check_gradient_fields(const Scenario& s, const json& doc, bool training, Diagnostics& diag) {
@@ -68,7 +102,13 @@ void check_gradient_fields(const Scenario& s, const json& doc, bool training, Di
       files = &doc["gradients"]["files"];
     if (files == nullptr || (files->is_array() && files->empty()))
       diag.add("/gradients/files", "expected at least one .npy file for source \"npy\"");
+    if (training)
+      diag.add("/gradients/source",
+               "expected \"synthetic\" or \"dump\" in a training run (its vNMSE is measured on a gradient dump, "
+               "whose manifest gives the layers and steps), got \"npy\"; give the .npy files a manifest.json "
+               "(docs/gradient-dumps.md) and name its directory in /gradients/dump");
   }
+  check_dump_fields(s, training, diag);
 }
 
 // No field a run would ignore: a run without a workload trace times one collective per scheme, so
@@ -223,7 +263,27 @@ bool check_machine_memory(double need, const std::string& at, const std::string&
   return false;
 }
 
-// The tensor: a synthetic size or .npy files of one size (the numerics are sized by size_numerics).
+// A collective run's dump: the step it reads fits this machine and sums in range on g ranks (check_dump_fields
+// opened it and found the step).
+void check_dump_gradients(const GradientsConfig& gc, uint32_t g, Diagnostics& diag, GradientPlan& out) {
+  auto dump = traces::GradientDump::open(gc.dump);
+  if (!dump.ok()) return diag.add("/gradients/dump", dump.status().message());
+  out.elements = dump->elements();
+  if (!check_machine_memory(3.0 * g * static_cast<double>(out.elements) * 4, "/gradients/dump",
+                            fmt::format("the numerics on {} ranks", g), diag))
+    return;
+  auto read = read_dump_gradients(gc, g);
+  if (!read.ok()) return diag.add("/gradients/dump", read.status().message());
+  std::vector<std::span<const float>> ranks(read->ranks.begin(), read->ranks.end());
+  if (Status st = algo::check_sum_in_range(ranks); !st.ok())
+    return diag.add("/gradients/dump", fmt::format("{} step {} (rank r reads worker r mod {}): {}", gc.dump,
+                                                   read->step, dump->workers(), st.message()));
+  out.layout = read->layout;
+  out.sample_elements = out.elements;
+  out.sample_layout = out.layout;
+}
+
+// The tensor: a synthetic size or .npy files of one size or a dump's step (the numerics are sized by size_numerics).
 void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientPlan& out) {
   const GradientsConfig& gc = s.gradients;
   if (gc.source == GradientSource::kSynthetic) {
@@ -231,6 +291,7 @@ void check_gradients(const Scenario& s, uint32_t g, Diagnostics& diag, GradientP
     out.layout = synthetic_layout(s, out.elements);
     return;
   }
+  if (gc.source == GradientSource::kDump) return check_dump_gradients(gc, g, diag, out);
   for (size_t i = 0; i < gc.files.size(); ++i) {
     const std::string at = fmt::format("/gradients/files/{}", i);
     auto h = traces::read_npy_header(gc.files[i]);
@@ -360,7 +421,7 @@ void check_collective_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
                                                       plan.base);
         !st.ok())
       diag.add(at_entry(i), fmt::format("the vNMSE sample of {} per rank: {}",
-                                        format_quantity(4.0 * plan.gradients.sample_elements, UnitKind::kBytes),
+                                        format_quantity(4.0 * static_cast<double>(plan.gradients.sample_elements), UnitKind::kBytes),
                                         st.message()));
   }
 }
@@ -835,6 +896,25 @@ std::shared_ptr<const RunPlan> check_scenario(const Scenario& s, const json& doc
   plan->convergence = check_convergence(s, plan->kind, labels, diag);
   if (!diag.empty()) return nullptr;
   return plan;
+}
+
+Result<DumpGradients> read_dump_gradients(const GradientsConfig& g, uint32_t ranks) {
+  CCSIM_ASSIGN_OR_RETURN(const traces::GradientDump dump, traces::GradientDump::open(g.dump));
+  const std::vector<uint64_t> want(g.steps.begin(), g.steps.begin() + std::min<size_t>(g.steps.size(), 1));
+  CCSIM_ASSIGN_OR_RETURN(const std::vector<size_t> steps, dump.step_indices(want));
+  DumpGradients out;
+  out.step = dump.step_info()[steps[0]].step;
+  for (const traces::GradientLayer& l : dump.layers()) {
+    const uint64_t rows = l.shape.empty() ? 1 : std::max<uint64_t>(1, l.shape.front());
+    out.layout.push_back({l.offset, l.count, rows, l.count / rows});
+  }
+  std::vector<std::vector<float>> workers;
+  for (uint32_t w = 0; w < std::min(ranks, dump.workers()); ++w) {
+    CCSIM_ASSIGN_OR_RETURN(const traces::GradientVector v, dump.worker(w, steps[0]));
+    workers.emplace_back(v.values().begin(), v.values().end());
+  }
+  for (uint32_t r = 0; r < ranks; ++r) out.ranks.push_back(workers[r % workers.size()]);
+  return out;
 }
 
 }  // namespace ccsim::app

@@ -50,6 +50,16 @@ Result<LoadedScenario> load_scenario(const std::string& file, const Overrides& o
 Result<LoadedScenario> load_scenario_json(nlohmann::json doc, const std::string& file, const std::string& base_dir,
                                           const Overrides& overrides = {});
 
+/// A collective run's per-rank gradients from its dump (gradients.source "dump"), with their layers:
+/// rank r reads worker r mod W at the first of gradients.steps (the first dumped step when none is
+/// given). Errors carry the dump's file and what was wrong.
+struct DumpGradients {
+  std::vector<std::vector<float>> ranks;
+  std::vector<algo::LayerShape> layout;
+  uint64_t step = 0;  ///< the training step read
+};
+Result<DumpGradients> read_dump_gradients(const GradientsConfig& g, uint32_t ranks);
+
 /// The fully resolved JSON form of a scenario.
 nlohmann::json scenario_to_json(const Scenario& s);
 /// The JSON Schema (draft 2020-12) for scenario files, generated from the field declarations.

@@ -209,10 +209,26 @@ std::shared_ptr<const ConvergenceInputs> check_convergence(const Scenario& s, Ru
   return diag.size() == before ? in : nullptr;
 }
 
-Result<std::vector<double>> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits) {
+namespace {
+
+// What measure_entry_vnmse measured on, in one line.
+std::string vnmse_source(const Scenario& s, const algo::ErrorReport& rep) {
+  if (s.gradients.source != GradientSource::kDump)
+    return fmt::format("vNMSE on {} synthetic entries per rank of the scenario's generator, after {} rounds",
+                       rep.elements, s.convergence.vnmse_warmup);
+  std::string steps;
+  for (const algo::ErrorRow& row : rep.rows) steps += (steps.empty() ? "" : ", ") + std::to_string(row.step);
+  return fmt::format("vNMSE on gradient dump {} ({} of its entries per worker{}), the mean of steps {}",
+                     std::filesystem::path(s.gradients.dump).filename().string(), rep.elements,
+                     rep.sampling_note.empty() ? std::string(", all") : ", sampled in whole rows", steps);
+}
+
+}  // namespace
+
+Result<EntryVnmse> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
-  std::vector<double> out;
+  EntryVnmse out;
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
     const CompressionConfig& cc = s.compression[ci];
     algo::ErrorRequest r;
@@ -222,9 +238,15 @@ Result<std::vector<double>> measure_entry_vnmse(const LoadedScenario& loaded, co
     Diagnostics diag;
     scheme.resolved = plan.schemes[ci].info->params.resolve(scheme.params, "/params", diag);
     r.schemes = {scheme};
-    r.rows = static_cast<uint64_t>(s.convergence.vnmse_elements);
-    r.shape_text = std::to_string(r.rows);
-    r.structure = s.gradients.synthetic;
+    if (s.gradients.source == GradientSource::kDump) {
+      r.dump = s.gradients.dump;
+      r.steps.assign(s.gradients.steps.begin(), s.gradients.steps.end());
+      r.max_elements = static_cast<uint64_t>(s.convergence.vnmse_elements);
+    } else {
+      r.rows = static_cast<uint64_t>(s.convergence.vnmse_elements);
+      r.shape_text = std::to_string(r.rows);
+      r.structure = s.gradients.synthetic;
+    }
     const bool broadcast = s.sync.mode == SyncMode::kBroadcast;
     r.operation = broadcast ? "allreduce" : std::string(topo::collective_op_name(plan.schemes[ci].collective->operation));
     r.algorithm = broadcast ? "p2p" : plan.schemes[ci].collective->algorithm;
@@ -237,8 +259,12 @@ Result<std::vector<double>> measure_entry_vnmse(const LoadedScenario& loaded, co
       r.ddp_cap = s.sync.bucket_bytes;
       r.ddp_first = s.sync.first_bucket_bytes;
     }
-    CCSIM_ASSIGN_OR_RETURN(algo::ErrorReport rep, algo::measure_errors(r));
-    out.push_back(rep.rows.empty() ? kNan : rep.rows[0].vnmse);
+    auto rep = algo::measure_errors(r);
+    if (!rep.ok()) return r.dump.empty() ? rep.status() : rep.status().with_context("/gradients/dump");
+    double sum = 0;
+    for (const algo::ErrorRow& row : rep->rows) sum += row.vnmse;
+    out.vnmse.push_back(rep->rows.empty() ? kNan : sum / static_cast<double>(rep->rows.size()));
+    if (ci == 0) out.desc = vnmse_source(s, *rep);
   }
   return out;
 }
@@ -334,7 +360,9 @@ json tta_json(const TtaReport& r) {
                     {"rounds", t.rounds ? json(*t.rounds) : json(nullptr)}, {"round_time_s", t.round_time_s},
                     {"time_s", t.rounds ? json(t.time_s) : json(nullptr)},
                     {"ratio", t.ratio > 0 ? json(t.ratio) : json(nullptr)}});
-  return {{"source", r.source_desc}, {"metric", r.metric}, {"baseline", r.baseline}, {"rows", rows}};
+  json out = {{"source", r.source_desc}, {"metric", r.metric}, {"baseline", r.baseline}, {"rows", rows}};
+  if (!r.vnmse_desc.empty()) out["vnmse_source"] = r.vnmse_desc;
+  return out;
 }
 
 std::string format_tta(const TtaReport& r) {
@@ -345,6 +373,7 @@ std::string format_tta(const TtaReport& r) {
   for (const algo::TtaRow& t : r.rows) w = std::max(w, t.label.size());
   std::string out = fmt::format("\n  time to accuracy  {}; targets x the final {} of {}; time relative to {}\n",
                                 r.source_desc, r.metric, r.baseline, r.baseline);
+  if (!r.vnmse_desc.empty()) out += fmt::format("                    {}\n", r.vnmse_desc);
   out += fmt::format("  {:<{}}", "scheme", w);
   for (double t : targets) out += fmt::format(" {:>26}", fmt::format("{:g}%", 100 * t));
   out += "\n";

@@ -39,13 +39,21 @@ struct TtaReport {
   std::string baseline;
   std::vector<algo::TtaRow> rows;    ///< per entry and target, entries in order
   std::vector<double> vnmse;         ///< per entry (calibration: what the model was applied to; else NaN)
+  std::string vnmse_desc;            ///< calibration: what the vNMSE was measured on
   std::vector<TtaCurvePoint> curve;  ///< curves source: every point
 };
 
-/// Measures each entry's gradient vNMSE for a calibration (synthetic gradients of the scenario's
-/// generator, convergence.vnmse_elements per rank, bucketed as the run, on the entry's collective);
+/// Each entry's gradient vNMSE, and one line on what it was measured on.
+struct EntryVnmse {
+  std::vector<double> vnmse;
+  std::string desc;
+};
+/// Measures each entry's gradient vNMSE for a calibration, bucketed as the run, on the entry's
+/// collective: on the scenario's gradient dump (gradients.source "dump": its steps, each a sampled
+/// round, averaged; at most convergence.vnmse_elements per worker, sampled in whole rows beyond),
+/// else on convergence.vnmse_elements synthetic entries per rank of the scenario's generator.
 /// `bits` the entry's mean bits per entry in the run (AQGB's truncation width comes from it).
-Result<std::vector<double>> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits);
+Result<EntryVnmse> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits);
 
 /// Time-to-accuracy of entries `labels` (registered schemes `schemes`, whose families pick a
 /// calibration's fit) with mean simulated round times `round_s` and (calibration) vNMSE `vnmse`.

@@ -209,7 +209,10 @@ int cmd_list(const std::vector<std::string>& args) {
   for (const auto& t : topo::known_topologies()) std::cout << fmt::format("  {:<10} {}\n", t.name, t.description);
   std::cout << "\ngradient sources (gradients.source):\n"
             << "  synthetic  generated per rank: layered scales, lognormal local envelope, cross-worker correlation\n"
-            << "  npy        one NumPy .npy file (float32/float16) per worker, listed in gradients.files\n";
+            << "  npy        one NumPy .npy file (float32/float16) per worker, listed in gradients.files (collective runs)\n"
+            << "  dump       a gradient dump's directory (manifest.json, one file per worker) in gradients.dump, at\n"
+            << "             gradients.steps: a collective run reduces one step, a training run measures its\n"
+            << "             convergence calibration's vNMSE on them\n";
   return kExitOk;
 }
 
