@@ -179,6 +179,13 @@ void FieldReader::directory(const std::string& key, std::string& out, const char
   resolve_path(*v, at(key), out, true);
 }
 
+void FieldReader::json_object(const std::string& key, json& out, const char*) {
+  const json* v = get(key);
+  if (!v) return;
+  if (!v->is_object()) return expected(key, "an object", *v);
+  out = *v;
+}
+
 void FieldReader::boolean(const std::string& key, bool& out, const char*) {
   const json* v = get(key);
   if (!v) return;

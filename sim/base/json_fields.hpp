@@ -103,6 +103,8 @@ class FieldReader {
   /// An existing directory, made absolute (a relative one against the base folder).
   void directory(const std::string& key, std::string& out, const char*);
   void boolean(const std::string& key, bool& out, const char*);
+  /// A JSON object whose members the caller checks (their meaning depends on other fields).
+  void json_object(const std::string& key, nlohmann::json& out, const char*);
   void table(const std::string& key, nlohmann::json& out, const TableField& field, const char*);
 
   template <class T>
@@ -193,6 +195,7 @@ class FieldWriter {
   void path_list(const std::string& k, const std::vector<std::string>& v, const char*) { out[k] = v; }
   void path(const std::string& k, const std::string& v, const char*) { out[k] = v; }
   void directory(const std::string& k, const std::string& v, const char*) { out[k] = v; }
+  void json_object(const std::string& k, const nlohmann::json& v, const char*) { out[k] = v; }
   void boolean(const std::string& k, bool v, const char*) { out[k] = v; }
   void table(const std::string& k, const nlohmann::json& v, const TableField&, const char*) { out[k] = v; }
   template <class T>
@@ -244,6 +247,9 @@ class FieldSchema {
   void path_list(const std::string& k, const std::vector<std::string>&, const char* d);
   void path(const std::string& k, const std::string&, const char* d);
   void directory(const std::string& k, const std::string& v, const char* d) { path(k, v, d); }
+  void json_object(const std::string& k, const nlohmann::json& v, const char* d) {
+    props[k] = {{"type", "object"}, {"default", v}, {"description", d}};
+  }
   void boolean(const std::string& k, bool def, const char* d);
   void table(const std::string& k, const nlohmann::json&, const TableField& field, const char* d);
   template <class T>

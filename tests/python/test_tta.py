@@ -65,6 +65,33 @@ class ProxyTraining(unittest.TestCase):
         self.assertLess(abs(qwd[-1]["val_loss"] - plain[-1]["val_loss"]),
                         abs(qw[-1]["val_loss"] - plain[-1]["val_loss"]))
 
+    def test_proxy_params_replace_an_entrys_own_under_its_label(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            scenario = json.loads((SOURCE / "scenarios/tta/digits-proxy-ring8.json").read_text())
+            scenario["workload"]["trace"] = str(SOURCE / "traces/models/resnet50-layers.json")
+            scenario["compression"] = [{"scheme": "fp32"}, {"scheme": "powersgd", "params": {"rank": 64}}]
+            scenario["convergence"]["curves"] = "curves.csv"
+            scenario["convergence"]["proxy"].update({"rounds": 10, "workers": 4, "seeds": 1,
+                                                     "params": {"powersgd(rank=64)": {"rank": 1}}})
+            path = tmp / "s.json"
+            path.write_text(json.dumps(scenario))
+            check = subprocess.run([CCSIM_BIN, "validate", str(path)], capture_output=True, text=True)
+            self.assertEqual(check.returncode, 2, check.stderr)  # the curves are not written yet
+            self.assertEqual(check.stderr.count("\n"), 1, check.stderr)
+            self.assertIn("/convergence/curves", check.stderr)
+            proxy.run_scenario(path, log=None)
+            rows = [r for r in csv.DictReader((tmp / "curves.csv").read_text().splitlines())
+                    if r["label"] == "powersgd(rank=64)"]
+            config = proxy.ProxyConfig(**{**scenario["convergence"]["proxy"], "params": {}})
+            direct = proxy.train(config, proxy.Entry("powersgd", {"rank": 1}))
+            self.assertEqual(len(rows), len(direct))
+            for r, d in zip(rows, direct):
+                self.assertAlmostEqual(float(r["val_loss"]), d["val_loss"], places=5)
+                if d["round"]:
+                    self.assertAlmostEqual(float(r["bits_per_entry"]), d["bits_per_entry"], places=4)
+            self.assertEqual(subprocess.run([CCSIM_BIN, "validate", str(path)], capture_output=True).returncode, 0)
+
     def test_scenario_curves_become_tta(self):
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)

@@ -70,6 +70,13 @@ struct ConvergenceInputs {
   std::map<std::string, algo::Curve> curves;     ///< convergence.curves, by label
   std::optional<algo::ConvergenceModel> model;   ///< or convergence.calibration
   std::string source_desc;                       ///< one line: where rounds-to-target come from
+  /// One of convergence.phases: from round `from`, a `share` of the rounds timed as entry `timed_as`.
+  struct Phase {
+    uint64_t from = 0;
+    size_t timed_as = 0;
+    double share = 1;
+  };
+  std::map<size_t, std::vector<Phase>> phases;  ///< by entry index, rounds increasing
 };
 
 /// The resolved run.

@@ -203,6 +203,18 @@ struct ProxyConfig {
   int64_t seeds = 1;            ///< repetitions averaged per round
   double bucket_mb = 25;
   int64_t d_model = 32, layers = 2, heads = 4, block_size = 32, hidden = 128;
+  /// Per entry label, scheme parameters the proxy trains it with instead of the entry's (a rank or a
+  /// schedule counted in rounds that fits the timed model but not the proxy's).
+  nlohmann::json params = nlohmann::json::object();
+};
+
+/// A stretch of an entry's rounds timed as another entry's round: the phases of an adaptive scheme
+/// (EDGC's uncompressed warm-up, then its compressed rounds), each timed by an entry of the run.
+struct TimingPhase {
+  std::string label;       ///< the entry whose rounds these are
+  int64_t from_round = 0;  ///< the phase's first round; it lasts until the label's next phase
+  std::string timed_as;    ///< the entry whose mean simulated round time these rounds take
+  double share = 1;        ///< the fraction of these rounds timed so; the rest keep the previous timing
 };
 
 /// Time-to-accuracy (algorithms/convergence.hpp, docs/tta.md): where rounds-to-target come from.
@@ -215,6 +227,7 @@ struct ConvergenceConfig {
   int64_t baseline_rounds = 0;  ///< calibration: the baseline's rounds to its final metric (0 = the proxy's)
   int64_t vnmse_elements = INT64_C(1) << 21;  ///< calibration in training runs: entries per rank the vNMSE is measured on
   int64_t vnmse_warmup = 2;     ///< ... and rounds run before the measured one
+  std::vector<TimingPhase> phases;  ///< rounds of an entry timed as another entry's (empty: each its own)
   ProxyConfig proxy;
 };
 
@@ -427,6 +440,16 @@ void visit(V& v, NetworkConfig& c) {
 }
 
 template <class V>
+void visit(V& v, TimingPhase& c) {
+  v.required_string("label", c.label, "the entry whose rounds these are");
+  v.integer("from_round", c.from_round, 0, INT64_C(1) << 40, "the phase's first round (it lasts until the next)");
+  v.required_string("timed_as", c.timed_as, "the entry whose mean simulated round time these rounds take");
+  v.number("share", c.share, 0.0, 1.0,
+           "the fraction of these rounds timed as timed_as, the rest keeping the previous timing (a curve averaged "
+           "over proxy seeds of which only some entered the phase)");
+}
+
+template <class V>
 void visit(V& v, ProxyConfig& c) {
   v.choice("task", c.task, {"gpt", "digits"},
            "gpt: character-level GPT on the Debian license texts (metric loss); digits: a perceptron on "
@@ -449,6 +472,9 @@ void visit(V& v, ProxyConfig& c) {
   v.integer("heads", c.heads, 1, 64, "gpt: attention heads (dividing d_model)");
   v.integer("block_size", c.block_size, 8, 4096, "gpt: context length in characters");
   v.integer("hidden", c.hidden, 1, 1 << 16, "digits: hidden units");
+  v.json_object("params", c.params,
+                "per entry label, scheme parameters the proxy trains that entry with in place of its own (a rank or "
+                "a schedule in rounds sized for the timed model, not the proxy's); the entry keeps its label");
 }
 
 template <class V>
@@ -472,6 +498,10 @@ void visit(V& v, ConvergenceConfig& c) {
             "calibration in training runs: gradient entries per rank each entry's vNMSE is measured on (synthetic, "
             "or at most this many of a gradient dump's, sampled in whole rows; DDP-bucketed as the run)");
   v.integer("vnmse_warmup", c.vnmse_warmup, 0, 1024, "rounds each vNMSE measurement runs before the measured one");
+  v.object_list("phases", c.phases,
+                "rounds of an entry timed as another entry's: an adaptive scheme's phases (EDGC's uncompressed "
+                "warm-up, then its compressed rounds), each {label, from_round, timed_as}; an entry's rounds before "
+                "its first phase take its own round time");
   v.object("proxy", c.proxy, "the proxy training that writes `curves` (python3 -m ccsim.proxy SCENARIO)");
 }
 

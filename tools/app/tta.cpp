@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <tuple>
 
 #include "algorithms/error_study.hpp"
 #include "algorithms/registry.hpp"
@@ -172,6 +173,51 @@ void check_sources(const ConvergenceConfig& c, const std::vector<std::string>& l
                                in.model->provenance.empty() ? "" : " (" + in.model->provenance + ")");
 }
 
+// convergence.phases: labels and timing entries of the run, rounds increasing per label.
+void check_phases(const ConvergenceConfig& c, const std::vector<std::string>& labels, ConvergenceInputs& in,
+                  Diagnostics& diag) {
+  auto index = [&](const std::string& l) {
+    return static_cast<size_t>(std::find(labels.begin(), labels.end(), l) - labels.begin());
+  };
+  for (size_t i = 0; i < c.phases.size(); ++i) {
+    const TimingPhase& p = c.phases[i];
+    const std::string at = fmt::format("/convergence/phases/{}", i);
+    const size_t who = index(p.label), as = index(p.timed_as);
+    for (const auto& [key, name, found] : {std::tuple{"label", p.label, who}, std::tuple{"timed_as", p.timed_as, as}})
+      if (found == labels.size())
+        diag.add(fmt::format("{}/{}", at, key),
+                 fmt::format("expected the label of a compression entry ({}), got '{}'", fmt::join(labels, ", "), name));
+    if (who == labels.size() || as == labels.size()) continue;
+    auto& list = in.phases[who];
+    const uint64_t from = static_cast<uint64_t>(p.from_round);
+    if (!list.empty() && from <= list.back().from) {
+      diag.add(at + "/from_round", fmt::format("expected more than {} (the previous phase of '{}'), got {}",
+                                               list.back().from, p.label, from));
+      continue;
+    }
+    list.push_back({from, as, p.share});
+  }
+}
+
+// convergence.proxy.params: entry labels, each with parameters its scheme takes.
+void check_proxy_params(const Scenario& s, const std::vector<std::string>& labels, Diagnostics& diag) {
+  for (const auto& [label, params] : s.convergence.proxy.params.items()) {
+    const std::string at = "/convergence/proxy/params/" + label;
+    const auto it = std::find(labels.begin(), labels.end(), label);
+    if (it == labels.end()) {
+      diag.add(at, fmt::format("expected the label of a compression entry ({}), got '{}'", fmt::join(labels, ", "), label));
+      continue;
+    }
+    const CompressionConfig& cc = s.compression[static_cast<size_t>(it - labels.begin())];
+    const algo::CompressorInfo* info = algo::CompressorRegistry::global().find(cc.scheme);
+    if (!params.is_object()) {
+      diag.add(at, fmt::format("expected an object of {} parameters, got {}", cc.scheme, params.dump()));
+      continue;
+    }
+    if (info != nullptr) info->params.resolve(params, at, diag);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const ConvergenceInputs> check_convergence(const Scenario& s, RunKind kind,
@@ -195,6 +241,8 @@ std::shared_ptr<const ConvergenceInputs> check_convergence(const Scenario& s, Ru
     diag.add("/convergence/baseline",
              fmt::format("expected the label of a compression entry ({}), got '{}'", fmt::join(labels, ", "), c.baseline));
   in->baseline_index = static_cast<size_t>(it - labels.begin());
+  check_phases(c, labels, *in, diag);
+  check_proxy_params(s, labels, diag);
   if (diag.size() == before) check_sources(c, labels, *in, diag);
   in->targets = c.targets.empty() ? default_targets(in->metric) : c.targets;
   for (size_t i = 0; i < in->targets.size(); ++i) {
@@ -300,6 +348,34 @@ void rows_from_model(const ConvergenceInputs& in, const std::string& label, cons
   }
 }
 
+// Simulated seconds of an entry's first `rounds` rounds: its own round time `own` before its first
+// phase; in each phase, its share of the rounds at its timing entry's round time, the rest at the
+// previous phase's.
+double phased_seconds(double rounds, double own, const std::vector<ConvergenceInputs::Phase>& phases,
+                      const std::vector<double>& round_s) {
+  double t = 0, at = 0, rate = own;
+  for (const ConvergenceInputs::Phase& p : phases) {
+    const double f = std::min(static_cast<double>(p.from), rounds);
+    t += (f - at) * rate;
+    at = f;
+    rate = p.share * round_s[p.timed_as] + (1 - p.share) * rate;
+  }
+  return t + (rounds - at) * rate;
+}
+
+// Entries with phases: each row's round time becomes the mean over its rounds, each curve point's
+// time the phases' sum.
+void apply_phases(const ConvergenceInputs& in, const std::vector<std::string>& labels,
+                  const std::vector<double>& round_s, TtaReport& rep) {
+  for (const auto& [i, phases] : in.phases) {
+    for (algo::TtaRow& row : rep.rows)
+      if (row.label == labels[i] && row.rounds && *row.rounds > 0)
+        row.round_time_s = phased_seconds(*row.rounds, round_s[i], phases, round_s) / *row.rounds;
+    for (TtaCurvePoint& p : rep.curve)
+      if (p.label == labels[i]) p.time_s = phased_seconds(static_cast<double>(p.round), round_s[i], phases, round_s);
+  }
+}
+
 }  // namespace
 
 TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string>& labels,
@@ -319,6 +395,7 @@ TtaReport compute_tta(const ConvergenceInputs& in, const std::vector<std::string
     const double base_final = base.values.empty() ? kNan : base.values.back();
     for (size_t i = 0; i < labels.size(); ++i) rows_from_curve(in, labels[i], round_s[i], base_final, rep);
   }
+  apply_phases(in, labels, round_s, rep);
   algo::finish_tta(rep.rows, in.baseline);
   return rep;
 }

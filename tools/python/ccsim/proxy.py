@@ -50,7 +50,7 @@ __all__ = ["ProxyConfig", "Entry", "train", "train_entries", "run_scenario", "CU
 TASKS = ("gpt", "digits")
 
 # The curve's columns (docs/outputs.md, convergence.curves).
-CURVE_COLUMNS = ["label", "scheme", "round", "train_loss", "val_loss", "val_accuracy", "vnmse", "bits_per_entry",
+CURVE_COLUMNS = ["label", "scheme", "round", "train_loss", "val_loss", "val_accuracy", "vnmse", "bits_per_entry", "rank",
                  "seconds"]
 
 
@@ -79,6 +79,8 @@ class ProxyConfig:
     block_size: int = 32
     # digits
     hidden: int = 128
+    # per entry label: scheme parameters the proxy trains it with in place of its own
+    params: dict = field(default_factory=dict)
 
     def resolved(self) -> "ProxyConfig":
         c = ProxyConfig(**self.__dict__)
@@ -237,7 +239,7 @@ def train(c: ProxyConfig, entry: Entry, log: Callable[[str], None] | None = None
     weights = _WeightSync(model, entry, c) if entry.weights else None
     opt = _optimizer(model, c)
     gens = [torch.Generator().manual_seed(c.seed * 1000 + w + 1) for w in range(c.workers)]
-    rows, window, t0 = [], {"loss": [], "vnmse": [], "bits": []}, time.perf_counter()
+    rows, window, t0 = [], {"loss": [], "vnmse": [], "bits": [], "rank": []}, time.perf_counter()
 
     def record(step: int) -> None:
         ev = task.evaluate()
@@ -245,7 +247,8 @@ def train(c: ProxyConfig, entry: Entry, log: Callable[[str], None] | None = None
         rows.append({"label": entry.name(), "scheme": entry.scheme, "round": step,
                      "train_loss": mean(window["loss"]), "val_loss": ev["val_loss"],
                      "val_accuracy": ev.get("val_accuracy", float("nan")), "vnmse": mean(window["vnmse"]),
-                     "bits_per_entry": mean(window["bits"]), "seconds": time.perf_counter() - t0})
+                     "bits_per_entry": mean(window["bits"]), "rank": mean(window["rank"]),
+                     "seconds": time.perf_counter() - t0})
         for v in window.values():
             v.clear()
         if log:
@@ -254,6 +257,7 @@ def train(c: ProxyConfig, entry: Entry, log: Callable[[str], None] | None = None
                 + (f" accuracy {r['val_accuracy']:.4f}" if c.task == "digits" else "")
                 + (f", vNMSE {r['vnmse']:.3e}" if step else "") + f"  [{r['seconds']:.1f} s]")
 
+    compressing = None
     record(0)
     for step in range(c.rounds):
         batches = [task.batch_of(w, gens[w]) for w in range(c.workers)]
@@ -261,6 +265,13 @@ def train(c: ProxyConfig, entry: Entry, log: Callable[[str], None] | None = None
         window["loss"].append(float(np.mean(losses)))
         window["vnmse"].append(float(np.dot(sizes, [s["vnmse"] for s in ddp.stats]) / sum(sizes)))
         window["bits"].append(float(np.dot(sizes, [s["bits_per_entry"] for s in ddp.stats]) / sum(sizes)))
+        ranks = [d["value"] for s in ddp.stats for d in s["decisions"] if d["quantity"] == "rank"]
+        if ranks:  # a low-rank scheme's rank this round (EDGC's controller: 0 while warming up)
+            window["rank"].append(float(np.mean(ranks)))
+            if compressing is None and window["rank"][-1] > 0:
+                compressing = step
+                if log:
+                    log(f"{entry.name():>24} round {step:5d}: compresses from this round on, rank {window['rank'][-1]:g}")
         for g in opt.param_groups:
             g["lr"] = c.lr * _lr_factor(step, c)
         opt.step()
@@ -277,7 +288,7 @@ def _average(runs: list[list[dict]]) -> list[dict]:
     out = []
     for rows in zip(*runs):
         avg = dict(rows[0])
-        for k in ("train_loss", "val_loss", "val_accuracy", "vnmse", "bits_per_entry", "seconds"):
+        for k in ("train_loss", "val_loss", "val_accuracy", "vnmse", "bits_per_entry", "rank", "seconds"):
             avg[k] = float(np.mean([r[k] for r in rows]))
         out.append(avg)
     return out
@@ -364,6 +375,9 @@ def run_scenario(path: Path, only: list[str] | None = None, rounds: int = 0,
     config = config.resolved()
     out = out or (path.parent / conv["curves"]).resolve()
     entries = [e for e in _scenario_entries(scenario) if not only or e.name() in only]
+    for e in entries:  # the proxy's own parameters for an entry, under the entry's label
+        if e.name() in config.params:
+            e.label, e.params = e.name(), {**e.params, **config.params[e.name()]}
     for e in entries:
         try:
             ccsim.Collective(e.scheme, e.params, config.collective)
