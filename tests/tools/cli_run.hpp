@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -29,7 +30,23 @@ struct Outcome {
   int code = -1;  ///< exit status; -1 when killed by a signal
   std::string out;
   std::string err;
+  double peak_rss_bytes = 0;  ///< the largest resident size this run reached (the shell or ccsim)
 };
+
+/// Runs `cmd` through /bin/sh; its wait status, and in `peak_bytes` the largest resident size it or
+/// a child it waited for reached (wait4 reports the child's usage with its children's).
+inline int run_shell(const std::string& cmd, double& peak_bytes) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = -1;
+  struct rusage u {};
+  if (pid < 0 || ::wait4(pid, &status, 0, &u) != pid) return -1;
+  peak_bytes = static_cast<double>(u.ru_maxrss) * 1024;
+  return status;
+}
 
 /// Runs `ccsim ARGS` (ARGS already shell-quoted) with stdout and stderr captured into `scratch`.
 inline Outcome ccsim(const std::string& args, const TempDir& scratch) {
@@ -39,22 +56,14 @@ inline Outcome ccsim(const std::string& args, const TempDir& scratch) {
   ++n;
   const std::string cmd =
       fmt::format("{} {} >{} 2>{}", quote(CCSIM_BINARY), args, quote(out.string()), quote(err.string()));
-  const int status = std::system(cmd.c_str());
   Outcome o;
+  const int status = run_shell(cmd, o.peak_rss_bytes);
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   o.out = read_file(out);
   o.err = read_file(err);
   std::filesystem::remove(out);
   std::filesystem::remove(err);
   return o;
-}
-
-/// The largest resident size, in bytes, any finished child of this process reached (ccsim runs
-/// through a shell, which waits for it, so they count).
-inline double peak_child_rss_bytes() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_CHILDREN, &u);
-  return static_cast<double>(u.ru_maxrss) * 1024;
 }
 
 /// An outcome for failure messages.

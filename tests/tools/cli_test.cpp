@@ -404,7 +404,7 @@ TEST_F(Cli, NumericsMemoryEstimateIsWithinAQuarterOfThePeak) {
     ASSERT_EQ(o.code, 0) << show(o);
     const double estimate =
         json::parse(read_file(out / "summary.json"))["numerics_memory_estimate_bytes"].get<double>();
-    const double peak = peak_child_rss_bytes();
+    const double peak = o.peak_rss_bytes;
     EXPECT_GT(estimate, 0.75 * peak) << estimate << " vs " << peak;
     EXPECT_LT(estimate, 1.25 * peak) << estimate << " vs " << peak;
   }

@@ -262,13 +262,15 @@ namespace {
 // What measure_entry_vnmse measured on, in one line.
 std::string vnmse_source(const Scenario& s, const algo::ErrorReport& rep) {
   if (s.gradients.source != GradientSource::kDump)
-    return fmt::format("vNMSE on {} synthetic entries per rank of the scenario's generator, after {} rounds",
+    return fmt::format("vNMSE on {} synthetic entries per rank of the scenario's generator, after {} warm-up rounds",
                        rep.elements, s.convergence.vnmse_warmup);
   std::string steps;
   for (const algo::ErrorRow& row : rep.rows) steps += (steps.empty() ? "" : ", ") + std::to_string(row.step);
-  return fmt::format("vNMSE on gradient dump {} ({} of its entries per worker{}), the mean of steps {}",
+  return fmt::format("vNMSE on gradient dump {} ({} of its entries per worker{}), the mean of steps {}, each after "
+                     "{} warm-up rounds",
                      std::filesystem::path(s.gradients.dump).filename().string(), rep.elements,
-                     rep.sampling_note.empty() ? std::string(", all") : ", sampled in whole rows", steps);
+                     rep.sampling_note.empty() ? std::string(", all") : ", sampled in whole rows", steps,
+                     s.convergence.vnmse_warmup);
 }
 
 }  // namespace
