@@ -58,9 +58,9 @@ std::string gradients_desc(const Scenario& s) {
   if (g.source == GradientSource::kNpy)
     return fmt::format("{} .npy file(s), worker w reads file w mod {}", g.files.size(), g.files.size());
   if (g.source == GradientSource::kDump)
-    return fmt::format("gradient dump {}{}, rank r reads worker r mod its workers",
+    return fmt::format("gradient dump {}, {}, rank r reads worker r mod its workers",
                        std::filesystem::path(g.dump).filename().string(),
-                       g.steps.empty() ? std::string(", its first step") : fmt::format(", step {}", g.steps[0]));
+                       g.steps.empty() ? std::string("its first dumped step") : fmt::format("step {}", g.steps[0]));
   const traces::SyntheticGradientSpec& y = g.synthetic;
   const std::string shared = y.envelope_correlation < 1.0
                                  ? fmt::format(" correlated {} between ranks", y.envelope_correlation)

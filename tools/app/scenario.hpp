@@ -500,8 +500,8 @@ void visit(V& v, ConvergenceConfig& c) {
   v.integer("vnmse_warmup", c.vnmse_warmup, 0, 1024, "rounds each vNMSE measurement runs before the measured one");
   v.object_list("phases", c.phases,
                 "rounds of an entry timed as another entry's: an adaptive scheme's phases (EDGC's uncompressed "
-                "warm-up, then its compressed rounds), each {label, from_round, timed_as}; an entry's rounds before "
-                "its first phase take its own round time");
+                "warm-up, then its compressed rounds), each {label, from_round, timed_as, share}; an entry's rounds "
+                "before its first phase take its own round time");
   v.object("proxy", c.proxy, "the proxy training that writes `curves` (python3 -m ccsim.proxy SCENARIO)");
 }
 
