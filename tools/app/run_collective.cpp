@@ -18,6 +18,8 @@
 namespace ccsim::app {
 namespace {
 
+using json = nlohmann::json;
+
 // Group 0's per-rank gradients of `elements` entries: the synthetic generator's, or worker w
 // reading files[w % files].
 Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, uint64_t elements, uint32_t ranks) {
@@ -115,6 +117,33 @@ bool ring_formula(const Scenario& s, const RunPlan& plan, const RunReport& repor
          s.collective.segments == 1;
 }
 
+json layout_json(const std::vector<algo::LayerShape>& layout) {
+  json out = json::array();
+  for (const algo::LayerShape& l : layout) out.push_back({l.offset, l.count, l.rows, l.cols});
+  return out;
+}
+
+// Every input scheme i's numerics (run_numerics) read: its scheme, the schedule's inputs (the
+// collective, group size, options), the tensor (size, layers, sample, source, seed) and the
+// gradient files' identity. Timing-only settings (bandwidth, latency, topology, tenants,
+// stragglers, kernel costs) are not in it, so a run that differs only in them reuses the figure.
+json numerics_key(const LoadedScenario& loaded, size_t i, uint32_t group_size) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  const GradientPlan& gp = plan.gradients;
+  const topo::CollectiveOptions& o = plan.base;
+  json key = {{"numerics", "collective vNMSE"}, {"format", 1},
+              {"scheme", s.compression[i].scheme}, {"params", s.compression[i].params},
+              {"collective", {topo::collective_op_name(plan.collective->operation), plan.collective->algorithm}},
+              {"ranks", group_size}, {"options", {o.align, o.segments, o.root, o.gpus_per_node, o.cuts}},
+              {"elements", gp.elements}, {"sample_elements", gp.sample_elements},
+              {"layout", layout_json(gp.layout)}, {"sample_layout", layout_json(gp.sample_layout)},
+              {"gradients", loaded.resolved.value("gradients", json())}, {"seed", s.seed}};
+  if (s.gradients.source == GradientSource::kDump) key["files"] = file_stamps(s.gradients.dump);
+  for (const std::string& f : s.gradients.files) key["files"].push_back(file_stamps(f));
+  return key;
+}
+
 // Group 0's numerics: the round run on real buffers, vNMSE against what the operation defines. On
 // the whole tensor the timed round itself runs; on a sample, a fresh instance of the scheme
 // (algo::CollectiveSession) plans and runs the sample's round.
@@ -202,9 +231,11 @@ Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
   return ok_status();
 }
 
-// One planned scheme timed on every group at once, then its numerics.
+// One planned scheme timed on every group at once, then its numerics (`cached`: as an earlier run
+// with the same numerics inputs measured them).
 Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered& lowered,
-                                const std::vector<std::vector<float>>& grads, const RunReport& report) {
+                                const std::vector<std::vector<float>>& grads, const RunReport& report,
+                                const std::optional<json>& cached) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[i];
@@ -240,7 +271,12 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered&
                       ? (r.timing.time_s - r.timing.plan_time_s) / r.analytic_time_s - 1.0
                       : std::numeric_limits<double>::quiet_NaN();
   r.vnmse = r.vnmse_max_rank = std::numeric_limits<double>::quiet_NaN();
-  if (plan.gradients.sample_elements > 0) CCSIM_RETURN_IF_ERROR(run_numerics(loaded, i, lowering, grads, report.groups, r));
+  if (cached) {
+    r.vnmse = cached_number(cached->at("vnmse"));
+    r.vnmse_max_rank = cached_number(cached->at("vnmse_max_rank"));
+  } else if (plan.gradients.sample_elements > 0) {
+    CCSIM_RETURN_IF_ERROR(run_numerics(loaded, i, lowering, grads, report.groups, r));
+  }
   return r;
 }
 
@@ -263,7 +299,7 @@ std::string topology_line(const Scenario& s, const topo::Topology& topology, boo
   return out;
 }
 
-Result<RunReport> run_scenario(const LoadedScenario& loaded, const Progress& progress) {
+Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hooks) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   CCSIM_CHECK(plan.kind == RunKind::kCollective, "run_scenario on a training scenario");
@@ -282,17 +318,29 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const Progress& pro
                              : "none for this collective/topology";
   const GradientPlan& gp = plan.gradients;
   CCSIM_ASSIGN_OR_RETURN(std::vector<Lowered> schemes, lower_schemes(loaded, g, gp.elements));
+  // Numerics an earlier run measured on equal inputs; the gradients are read only where a scheme
+  // still needs them (its numerics, or a metadata phase planned on the whole tensor).
+  std::vector<std::optional<json>> cached(schemes.size());
+  bool numerics_needed = false, plan_needs_data = false;
+  for (size_t i = 0; i < schemes.size(); ++i) {
+    if (hooks.numerics != nullptr && gp.sample_elements > 0) cached[i] = hooks.numerics->find(numerics_key(loaded, i, g));
+    numerics_needed |= !cached[i] && gp.sample_elements > 0;
+    plan_needs_data |= schemes[i].lowering->plan_bytes() > 0;
+  }
   std::vector<std::vector<float>> grads;
-  if (!gp.sampled()) {
+  if (!gp.sampled() && (numerics_needed || plan_needs_data)) {
     CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.elements, g));
   }
   CCSIM_RETURN_IF_ERROR(plan_schemes(s, gp, g, grads, schemes));
-  if (gp.sampled() && gp.sample_elements > 0) {
+  if (gp.sampled() && numerics_needed) {
     CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.sample_elements, g));
   }
   for (size_t i = 0; i < s.compression.size(); ++i) {
-    if (progress) progress(i, s.compression.size(), report.loaded.plan->schemes[i].label);
-    CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, report));
+    if (hooks.progress) hooks.progress(i, s.compression.size(), report.loaded.plan->schemes[i].label);
+    CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, report, cached[i]));
+    if (hooks.numerics != nullptr && !cached[i] && gp.sample_elements > 0)
+      hooks.numerics->store(numerics_key(loaded, i, g),
+                            {{"vnmse", cache_number(r.vnmse)}, {"vnmse_max_rank", cache_number(r.vnmse_max_rank)}});
     report.results.push_back(std::move(r));
   }
   return report;

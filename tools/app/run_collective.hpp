@@ -69,7 +69,9 @@ struct RunReport {
 
 /// Runs a loaded collective scenario (its plan's kind is kCollective). The loader found every input
 /// error; what fails here is a runtime failure (an unreadable gradient file, a validation gap).
-Result<RunReport> run_scenario(const LoadedScenario& loaded, const Progress& progress = {});
+/// With `hooks.numerics`, each scheme's vNMSE is read from the cache when an earlier run had the same
+/// numerics inputs (numerics_key), and computed and stored otherwise.
+Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hooks = {});
 
 /// The topology's links as links.csv names them.
 std::vector<LinkRow> link_rows_of(const topo::Topology& topology);

@@ -273,7 +273,7 @@ std::string trace_line(const traces::ComputeTrace& trace, bool parallel) {
 // Time-to-accuracy of the entries from their mean round times (and, for a calibration, their vNMSE).
 template <class Results>
 Result<std::optional<TtaReport>> tta_of(const LoadedScenario& loaded, const Results& results,
-                                        const std::vector<double>& bits) {
+                                        const std::vector<double>& bits, NumericsCache* cache) {
   const ConvergenceInputs* in = loaded.plan->convergence.get();
   if (in == nullptr) return std::optional<TtaReport>();
   std::vector<std::string> labels, schemes;
@@ -285,7 +285,7 @@ Result<std::optional<TtaReport>> tta_of(const LoadedScenario& loaded, const Resu
     round_s.push_back(r.summary.round_s);
   }
   if (in->model) {
-    CCSIM_ASSIGN_OR_RETURN(measured, measure_entry_vnmse(loaded, bits));
+    CCSIM_ASSIGN_OR_RETURN(measured, measure_entry_vnmse(loaded, bits, cache));
   }
   TtaReport rep = compute_tta(*in, labels, schemes, round_s, measured.vnmse, loaded.scenario.convergence.baseline_rounds);
   rep.vnmse_desc = measured.desc;
@@ -295,7 +295,7 @@ Result<std::optional<TtaReport>> tta_of(const LoadedScenario& loaded, const Resu
 }  // namespace
 
 
-Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress& progress) {
+Result<TrainingReport> run_training(const LoadedScenario& loaded, const RunHooks& hooks) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   CCSIM_CHECK(plan.kind == RunKind::kTraining, "run_training on another kind of scenario");
@@ -313,17 +313,17 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress
                                           wl.rounds > 0 ? fmt::format(" (at most {} rounds)", wl.rounds) : "")
                             : fmt::format("{} rounds", wl.rounds);
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
-    if (progress) progress(ci, s.compression.size(), s.compression[ci].scheme);
+    if (hooks.progress) hooks.progress(ci, s.compression.size(), s.compression[ci].scheme);
     CCSIM_ASSIGN_OR_RETURN(TrainingResult r, train_scheme(loaded, ci, report));
     report.results.push_back(std::move(r));
   }
   std::vector<double> bits;
   for (const TrainingResult& r : report.results) bits.push_back(r.bits_per_element);
-  CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, bits));
+  CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, bits, hooks.numerics));
   return report;
 }
 
-Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const Progress& progress) {
+Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const RunHooks& hooks) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   CCSIM_CHECK(plan.kind == RunKind::kParallel, "run_parallel_training on another kind of scenario");
@@ -347,11 +347,11 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const
   report.stragglers_desc = plan.stragglers->describe();
   report.kernel_cost_desc = plan.costs.describe();
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
-    if (progress) progress(ci, s.compression.size(), s.compression[ci].scheme);
+    if (hooks.progress) hooks.progress(ci, s.compression.size(), s.compression[ci].scheme);
     CCSIM_ASSIGN_OR_RETURN(ParallelResult r, train_parallel_scheme(loaded, ci, report));
     report.results.push_back(std::move(r));
   }
-  CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, {}));
+  CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, {}, hooks.numerics));
   return report;
 }
 

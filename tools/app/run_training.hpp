@@ -91,8 +91,8 @@ struct ParallelReport {
 };
 
 /// Runs a loaded data-parallel training scenario (plan kind kTraining).
-Result<TrainingReport> run_training(const LoadedScenario& loaded, const Progress& progress = {});
+Result<TrainingReport> run_training(const LoadedScenario& loaded, const RunHooks& hooks = {});
 /// Runs a loaded 3D-parallel training scenario (plan kind kParallel).
-Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const Progress& progress = {});
+Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const RunHooks& hooks = {});
 
 }  // namespace ccsim::app

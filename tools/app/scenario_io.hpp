@@ -11,6 +11,7 @@
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/status.hpp"
 #include "sim/training/parallel_job.hpp"
+#include "tools/app/numerics_cache.hpp"
 #include "tools/app/run_plan.hpp"
 #include "tools/app/scenario.hpp"
 #include "topology/builders/builders.hpp"

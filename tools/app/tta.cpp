@@ -275,46 +275,75 @@ std::string vnmse_source(const Scenario& s, const algo::ErrorReport& rep) {
 
 }  // namespace
 
-Result<EntryVnmse> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits) {
+namespace {
+
+// Entry ci's error study, as measure_entry_vnmse runs it.
+algo::ErrorRequest entry_request(const LoadedScenario& loaded, size_t ci, const std::vector<double>& bits) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
+  const CompressionConfig& cc = s.compression[ci];
+  algo::ErrorRequest r;
+  algo::StudyScheme scheme{plan.schemes[ci].label, cc.scheme, cc.params, json::object()};
+  if (cc.controller.kind == ControllerKind::kAqgb)  // the run's mean truncation width
+    scheme.params["k"] = std::clamp<int64_t>(std::llround(bits[ci]), 10, 32);
+  Diagnostics diag;
+  scheme.resolved = plan.schemes[ci].info->params.resolve(scheme.params, "/params", diag);
+  r.schemes = {scheme};
+  if (s.gradients.source == GradientSource::kDump) {
+    r.dump = s.gradients.dump;
+    r.steps.assign(s.gradients.steps.begin(), s.gradients.steps.end());
+    r.max_elements = static_cast<uint64_t>(s.convergence.vnmse_elements);
+  } else {
+    r.rows = static_cast<uint64_t>(s.convergence.vnmse_elements);
+    r.shape_text = std::to_string(r.rows);
+    r.structure = s.gradients.synthetic;
+  }
+  const bool broadcast = s.sync.mode == SyncMode::kBroadcast;
+  r.operation = broadcast ? "allreduce" : std::string(topo::collective_op_name(plan.schemes[ci].collective->operation));
+  r.algorithm = broadcast ? "p2p" : plan.schemes[ci].collective->algorithm;
+  r.ranks = plan.topology->num_ranks();
+  r.seed = static_cast<uint64_t>(s.seed);
+  r.warmup = static_cast<uint32_t>(s.convergence.vnmse_warmup);
+  r.base.segments = static_cast<uint32_t>(s.collective.segments);
+  r.base.gpus_per_node = plan.topology->gpus_per_node();
+  if (!broadcast) {
+    r.ddp_cap = s.sync.bucket_bytes;
+    r.ddp_first = s.sync.first_bucket_bytes;
+  }
+  return r;
+}
+
+// Every input of entry_request's study, for the numerics cache.
+json request_key(const LoadedScenario& loaded, const algo::ErrorRequest& r) {
+  const algo::StudyScheme& sc = r.schemes.front();
+  json key = {{"numerics", "training entry vNMSE"}, {"format", 1},
+              {"scheme", {sc.label, sc.name, sc.params, sc.resolved}},
+              {"dump", r.dump}, {"steps", r.steps}, {"max_elements", r.max_elements}, {"rows", r.rows},
+              {"gradients", loaded.resolved.value("gradients", json())},
+              {"collective", {r.operation, r.algorithm, r.ranks, r.base.segments, r.base.gpus_per_node}},
+              {"seed", r.seed}, {"warmup", r.warmup}, {"ddp", {r.ddp_cap, r.ddp_first}}};
+  if (!r.dump.empty()) key["files"] = file_stamps(r.dump);
+  return key;
+}
+
+}  // namespace
+
+Result<EntryVnmse> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits,
+                                       NumericsCache* cache) {
+  const Scenario& s = loaded.scenario;
   EntryVnmse out;
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
-    const CompressionConfig& cc = s.compression[ci];
-    algo::ErrorRequest r;
-    algo::StudyScheme scheme{plan.schemes[ci].label, cc.scheme, cc.params, json::object()};
-    if (cc.controller.kind == ControllerKind::kAqgb)  // the run's mean truncation width
-      scheme.params["k"] = std::clamp<int64_t>(std::llround(bits[ci]), 10, 32);
-    Diagnostics diag;
-    scheme.resolved = plan.schemes[ci].info->params.resolve(scheme.params, "/params", diag);
-    r.schemes = {scheme};
-    if (s.gradients.source == GradientSource::kDump) {
-      r.dump = s.gradients.dump;
-      r.steps.assign(s.gradients.steps.begin(), s.gradients.steps.end());
-      r.max_elements = static_cast<uint64_t>(s.convergence.vnmse_elements);
-    } else {
-      r.rows = static_cast<uint64_t>(s.convergence.vnmse_elements);
-      r.shape_text = std::to_string(r.rows);
-      r.structure = s.gradients.synthetic;
-    }
-    const bool broadcast = s.sync.mode == SyncMode::kBroadcast;
-    r.operation = broadcast ? "allreduce" : std::string(topo::collective_op_name(plan.schemes[ci].collective->operation));
-    r.algorithm = broadcast ? "p2p" : plan.schemes[ci].collective->algorithm;
-    r.ranks = plan.topology->num_ranks();
-    r.seed = static_cast<uint64_t>(s.seed);
-    r.warmup = static_cast<uint32_t>(s.convergence.vnmse_warmup);
-    r.base.segments = static_cast<uint32_t>(s.collective.segments);
-    r.base.gpus_per_node = plan.topology->gpus_per_node();
-    if (!broadcast) {
-      r.ddp_cap = s.sync.bucket_bytes;
-      r.ddp_first = s.sync.first_bucket_bytes;
-    }
-    auto rep = algo::measure_errors(r);
-    if (!rep.ok()) return r.dump.empty() ? rep.status() : rep.status().with_context("/gradients/dump");
-    double sum = 0;
-    for (const algo::ErrorRow& row : rep->rows) sum += row.vnmse;
-    out.vnmse.push_back(rep->rows.empty() ? kNan : sum / static_cast<double>(rep->rows.size()));
-    if (ci == 0) out.desc = vnmse_source(s, *rep);
+    const algo::ErrorRequest r = entry_request(loaded, ci, bits);
+    CCSIM_ASSIGN_OR_RETURN(const json got, cached_numerics(cache, request_key(loaded, r), [&]() -> Result<json> {
+      auto rep = algo::measure_errors(r);
+      if (!rep.ok()) return r.dump.empty() ? rep.status() : rep.status().with_context("/gradients/dump");
+      double sum = 0;
+      for (const algo::ErrorRow& row : rep->rows) sum += row.vnmse;
+      const double v = rep->rows.empty() ? kNan : sum / static_cast<double>(rep->rows.size());
+      return json{{"vnmse", cache_number(v)}, {"desc", vnmse_source(s, *rep)}};
+    }));
+    out.vnmse.push_back(cached_number(got.at("vnmse")));
+    if (ci == 0) out.desc = got.at("desc").get<std::string>();
   }
   return out;
 }

@@ -52,8 +52,10 @@ struct EntryVnmse {
 /// collective: on the scenario's gradient dump (gradients.source "dump": its steps, each a sampled
 /// round, averaged; at most convergence.vnmse_elements per worker, sampled in whole rows beyond),
 /// else on convergence.vnmse_elements synthetic entries per rank of the scenario's generator.
-/// `bits` the entry's mean bits per entry in the run (AQGB's truncation width comes from it).
-Result<EntryVnmse> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits);
+/// `bits` the entry's mean bits per entry in the run (AQGB's truncation width comes from it). With a
+/// `cache`, an entry measured before on equal inputs is read from it.
+Result<EntryVnmse> measure_entry_vnmse(const LoadedScenario& loaded, const std::vector<double>& bits,
+                                       NumericsCache* cache = nullptr);
 
 /// Time-to-accuracy of entries `labels` (registered schemes `schemes`, whose families pick a
 /// calibration's fit) with mean simulated round times `round_s` and (calibration) vNMSE `vnmse`.

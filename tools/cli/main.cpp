@@ -31,24 +31,15 @@
 #include "tools/app/run_collective.hpp"
 #include "tools/app/run_training.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "tools/app/sweep.hpp"
 #include "tools/app/vnmse.hpp"
+#include "tools/cli/cli_common.hpp"
 
 namespace po = boost::program_options;
 using namespace ccsim;
+using namespace ccsim::cli;
 
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitRuntime = 1;
-constexpr int kExitBadInput = 2;
-
-int report(const Status& s) {
-  // One "ccsim: " per line, so every error of a multi-error report reads the same.
-  std::string line;
-  std::istringstream lines(s.message());
-  while (std::getline(lines, line)) std::cerr << "ccsim: " << line << "\n";
-  return s.is_input_error() ? kExitBadInput : kExitRuntime;
-}
 
 const char* kTopUsage =
     "usage: ccsim <command> [options]\n"
@@ -61,6 +52,7 @@ const char* kTopUsage =
     "  bench             wall time of simulating large collectives (flow network + schedules)\n"
     "  vnmse             compression error of schemes on a gradient dump through a collective\n"
     "  bench-kernels     measure the compression kernels and write a device cost profile\n"
+    "  sweep SWEEP       run a scenario over axes of values into one table (resumable, shardable)\n"
     "  manifest DIR      write the manifest.json of a directory of per-worker .npy or .safetensors files\n"
     "\n"
     "options:\n"
@@ -68,37 +60,6 @@ const char* kTopUsage =
     "  --version         print the version\n"
     "\n"
     "exit codes: 0 success, 1 runtime failure, 2 bad input\n";
-
-// Parses `args` against `desc` (+ positionals); prints help and returns false when asked to.
-bool parse(const std::vector<std::string>& args, const po::options_description& desc,
-           const po::positional_options_description& pos, po::variables_map& vm, const std::string& usage) {
-  po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << usage << "\n" << desc << "\n";
-    return false;
-  }
-  po::notify(vm);
-  return true;
-}
-
-// --max-flows: a count of transfers, as an integer or in exponent form ("1e9"); false (after the
-// message) for anything else.
-bool parse_max_flows(const std::string& text, uint64_t& out) {
-  double v = 0;
-  size_t used = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(v >= 1) || v > 1.8e19 || v != std::floor(v)) {
-    std::cerr << fmt::format("ccsim: --max-flows: expected a whole number of transfers of at least 1 (e.g. 5e8), got "
-                             "'{}'\n", text);
-    return false;
-  }
-  out = static_cast<uint64_t>(v);
-  return true;
-}
 
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description desc("run options");
@@ -128,31 +89,22 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!loaded.ok()) return report(loaded.status());
   std::string out_dir = vm.count("out") ? vm["out"].as<std::string>() : loaded->scenario.outputs.dir;
 
-  // Either kind of run: simulate, write every output (or none), print the summary.
+  // Any kind of run: simulate, write every output (or none), print the summary. On a terminal, a
+  // status line says which scheme is being simulated (cleared before the summary).
   const auto t0 = std::chrono::steady_clock::now();
-  // On a terminal, a status line says which scheme is being simulated (cleared before the summary).
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  const app::Progress progress = [&](size_t i, size_t n, const std::string& scheme) {
-    const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cerr << fmt::format("\r\033[Kccsim: scheme {}/{} ({}), {:.0f} s so far", i + 1, n, scheme, at) << std::flush;
-  };
-  auto run = [&](auto&& simulate, auto&& write, auto&& summarize) {
-    auto rep = simulate(*loaded, tty ? progress : app::Progress());
-    if (tty) std::cerr << "\r\033[K" << std::flush;
-    if (!rep.ok()) return report(rep.status().with_context(file));
-    if (Status w = write(*rep, out_dir); !w.ok()) return report(w);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << summarize(*rep, out_dir) << fmt::format("  wall time   {:.2f} s\n", wall);
-    return kExitOk;
-  };
-  switch (loaded->plan->kind) {
-    case app::RunKind::kParallel:
-      return run(app::run_parallel_training, app::write_parallel_outputs, app::format_parallel_summary);
-    case app::RunKind::kTraining:
-      return run(app::run_training, app::write_training_outputs, app::format_training_summary);
-    case app::RunKind::kCollective: break;
-  }
-  return run(app::run_scenario, app::write_outputs, app::format_summary);
+  app::RunHooks hooks;
+  if (tty)
+    hooks.progress = [&](size_t i, size_t n, const std::string& scheme) {
+      const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cerr << fmt::format("\r\033[Kccsim: scheme {}/{} ({}), {:.0f} s so far", i + 1, n, scheme, at) << std::flush;
+    };
+  Result<std::string> summary = app::run_and_write(*loaded, out_dir, hooks);
+  if (tty) std::cerr << "\r\033[K" << std::flush;
+  if (!summary.ok()) return report(summary.status());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << *summary << fmt::format("  wall time   {:.2f} s\n", wall);
+  return kExitOk;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {
@@ -525,6 +477,7 @@ int main(int argc, char** argv) {
     if (cmd == "vnmse") return cmd_vnmse(rest);
     if (cmd == "bench-kernels") return cmd_bench_kernels(rest);
     if (cmd == "manifest") return cmd_manifest(rest);
+    if (cmd == "sweep") return cmd_sweep(rest);
   } catch (const po::error& e) {
     std::cerr << "ccsim " << cmd << ": " << e.what() << " (see `ccsim " << cmd << " --help`)\n";
     return kExitBadInput;
