@@ -33,7 +33,7 @@ def scenarios():
     base = os.path.join(ROOT, "scenarios")
     for folder, _, files in os.walk(base):
         for f in files:
-            if f.endswith(".json") and f != "schema.json":
+            if f.endswith(".json") and f != "schema.json" and not f.endswith(".sweep.json"):
                 out.append(os.path.relpath(os.path.join(folder, f), ROOT))
     return sorted(out)
 

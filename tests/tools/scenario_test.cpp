@@ -25,6 +25,7 @@
 #include "tools/app/run_collective.hpp"
 #include "tools/app/run_training.hpp"
 #include "tools/app/scenario_io.hpp"
+#include "tools/app/sweep.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "traces/npy.hpp"
@@ -134,14 +135,36 @@ std::function<void(json&)> rename(const std::string& pointer, const std::string&
 // ---------------------------------------------------------------------------------------------
 // Shipped files.
 
-std::vector<std::string> shipped_scenarios() {
+bool is_sweep_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.size() > 11 && name.compare(name.size() - 11, 11, ".sweep.json") == 0;
+}
+
+// Scenario files (*.json but schema.json and the sweep files *.sweep.json), or with `sweeps` the
+// sweep files, relative to the source tree, sorted.
+std::vector<std::string> shipped_scenarios(bool sweeps = false) {
   std::vector<std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(kScenarios)) {
     if (!e.is_regular_file() || e.path().extension() != ".json" || e.path() == kSchemaFile) continue;
+    if (is_sweep_file(e.path()) != sweeps) continue;
     out.push_back(fs::relative(e.path(), kSourceDir).generic_string());
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Every shipped sweep file loads, and every one of its runs passes the checks `ccsim run` makes.
+TEST(ShippedSweeps, LoadAndEveryRunPassesTheChecks) {
+  const ScopedCurrentPath in(kSourceDir);
+  const auto files = shipped_scenarios(true);
+  EXPECT_FALSE(files.empty()) << "tools/reproduce runs the sweep files under scenarios/papers/";
+  for (const std::string& f : files) {
+    Result<Sweep> sw = load_sweep(f);
+    ASSERT_TRUE(sw.ok()) << sw.status().message();
+    EXPECT_GT(sw->runs.size(), 1u) << f;
+    const Status st = check_sweep(*sw, Overrides{});
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
 }
 
 TEST(ShippedScenarios, AreFoundIncludingQuickstart) {

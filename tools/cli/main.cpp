@@ -110,7 +110,7 @@ int cmd_run(const std::vector<std::string>& args) {
 int cmd_validate(const std::vector<std::string>& args) {
   po::options_description desc("validate options");
   desc.add_options()("help,h", "show this help")("files", po::value<std::vector<std::string>>()->required(),
-                                                 "scenario JSON files")(
+                                                 "scenario JSON files (a *.sweep.json file: every run of the sweep)")(
       "set,s", po::value<std::vector<std::string>>()->composing(), "override a value before validating (as in run)")(
       "max-flows", po::value<std::string>(), "most transfers the run may simulate (as in run)");
   po::positional_options_description pos;
@@ -122,6 +122,13 @@ int cmd_validate(const std::vector<std::string>& args) {
   if (vm.count("max-flows") && !parse_max_flows(vm["max-flows"].as<std::string>(), ov.max_flows)) return kExitBadInput;
   int rc = kExitOk;
   for (const auto& f : vm["files"].as<std::vector<std::string>>()) {
+    if (f.size() > 11 && f.compare(f.size() - 11, 11, ".sweep.json") == 0) {  // a sweep: every run checked
+      Result<app::Sweep> sw = app::load_sweep(f);
+      const Status st = sw.ok() ? app::check_sweep(*sw, ov) : sw.status();
+      if (st.ok()) std::cout << fmt::format("ok: {} ({} runs)\n", f, sw->runs.size());
+      else rc = std::max(rc, report(st));
+      continue;
+    }
     auto loaded = app::load_scenario(f, ov);
     if (loaded.ok()) {
       std::cout << "ok: " << f << "\n";
