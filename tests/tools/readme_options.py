@@ -12,8 +12,8 @@ import re
 import subprocess
 import sys
 
-COMMANDS = ["run", "validate", "list", "schema", "bench", "vnmse", "bench-kernels", "manifest"]
-POSITIONAL = {"--help", "--scenario", "--files", "--dir"}
+COMMANDS = ["run", "validate", "list", "schema", "bench", "vnmse", "bench-kernels", "manifest", "sweep"]
+POSITIONAL = {"--help", "--scenario", "--files", "--dir", "--sweep"}
 
 
 def help_options(ccsim: str, command: str) -> set:
