@@ -9,7 +9,8 @@
 /// reduce-scatter phase; hop.summed == hop.ranks (the complete sum) belongs to the all-gather
 /// phase. `phases` picks which of the two are quantized; a message of an unquantized phase is sent
 /// in BF16 (round to nearest even, as the `bf16` scheme), the format of the paper's tensor and of
-/// its baseline all-reduce, and is added in fp32. (A hop with summed > ranks, which no schedule
+/// its baseline all-reduce, and is added in fp32 (magnitudes past BF16's range round to ±inf, as
+/// in bf16). (A hop with summed > ranks, which no schedule
 /// produces, counts as all-gather.)
 /// EQuARX is an all-reduce scheme: the rule reads a standalone all-gather collective, whose
 /// messages carry one rank's shard (summed = 1), as reduce-scatter traffic.
