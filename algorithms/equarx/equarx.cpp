@@ -1,8 +1,6 @@
 #include "algorithms/equarx/equarx.hpp"
 
-#include <cstring>
-
-#include "kernels/parallel.hpp"
+#include "kernels/quant/bf16_quant.hpp"
 
 namespace ccsim::algo {
 
@@ -12,14 +10,14 @@ CompressorInfo EquarxCompressor::info() {
       .add_choice("format", "element format: int8 (127 levels), FP8 e4m3 or FP8 e5m2", "int8", {"int8", "e4m3", "e5m2"})
       .add_choice("phases",
                   "which phase is quantized: reduce-scatter (summed < ranks), all-gather (summed == ranks) "
-                  "or both; the other travels as fp32",
+                  "or both; the other travels as BF16 (the paper's baseline format)",
                   "both", {"rs", "ag", "both"})
       .add_choice("rounding", "nearest (ties to even, as the paper) or stochastic (unbiased)", "nearest",
                   {"nearest", "stochastic"});
   return {
       "equarx",
       "EQuARX dynamic block-wise int8/FP8 quantization with fp32 block scales, RS/AG phase selection: "
-      "8 bits/element + 32/block (fp32 in an unquantized phase)",
+      "8 bits/element + 32/block (BF16, 16 bits/element, in an unquantized phase)",
       std::move(params), [](const Params& p) {
         const std::string format = p.get_string("format"), phases = p.get_string("phases");
         kern::GroupQuantFormat f;
@@ -39,7 +37,7 @@ void EquarxCompressor::encode(std::span<const float> x, const TensorSpec& spec, 
   if (quantized(hop)) {
     kern::group_quant_encode(x.data(), spec.count, format_, key, spec.offset, out.data());
   } else {
-    if (spec.count != 0) std::memcpy(out.data(), x.data(), 4 * spec.count);  // empty spans may be null
+    kern::bf16_encode(x.data(), spec.count, reinterpret_cast<uint16_t*>(out.data()));
   }
 }
 
@@ -48,7 +46,7 @@ void EquarxCompressor::decode(std::span<const uint8_t> in, const TensorSpec& spe
   if (quantized(hop)) {
     kern::group_quant_decode(in.data(), spec.count, format_, out.data());
   } else {
-    if (spec.count != 0) std::memcpy(out.data(), in.data(), 4 * spec.count);  // empty spans may be null
+    kern::bf16_decode(reinterpret_cast<const uint16_t*>(in.data()), spec.count, out.data());
   }
 }
 
@@ -58,15 +56,7 @@ void EquarxCompressor::decode_accumulate(std::span<const uint8_t> in, const Tens
     kern::group_quant_decode_accumulate(in.data(), spec.count, format_, acc.data());
     return;
   }
-  const uint8_t* src = in.data();
-  float* dst = acc.data();
-  kern::parallel_for(spec.count, 1 << 16, [=](uint64_t b, uint64_t e) {
-    for (uint64_t i = b; i < e; ++i) {
-      float v;
-      std::memcpy(&v, src + 4 * i, sizeof v);
-      dst[i] += v;
-    }
-  });
+  kern::bf16_decode_accumulate(reinterpret_cast<const uint16_t*>(in.data()), spec.count, acc.data());
 }
 
 }  // namespace ccsim::algo

@@ -332,6 +332,9 @@ const std::vector<BadCase>& bad_cases() {
        {"did you mean 'allreduce'"}, P{"/collective/operation", "expected one of"}},
       {"UnknownAlgorithm", set("/collective/algorithm", "rign"), "/collective/algorithm", {"did you mean 'ring'"},
        P{"/collective/algorithm", "expected one of"}},
+      // A compression entry's own algorithm runs in a collective run: it must exist for the operation.
+      {"EntryAlgorithmWithoutTheOperation", set("/compression/1/algorithm", "two_level"), "/compression/1/algorithm",
+       {"no algorithm 'two_level' for allreduce", "valid: ring, ring_bidir, semi_loop"}},
       {"KernelCostTypo", set("/cluster/gpu/kernel_cost", "rooflin"), "/cluster/gpu/kernel_cost",
        {"did you mean 'roofline'"}, P{"/cluster/gpu/kernel_cost", "expected one of"}},
       {"UnknownScheme", set("/compression/1/scheme", "int4"), "/compression/1/scheme",

@@ -173,6 +173,7 @@ json summary_json(const RunReport& report) {
                                  : std::isfinite(r.vnmse_max_rank) ? json(r.vnmse_max_rank)
                                                                    : json("inf")},
               {"unbiased", r.unbiased}};
+    if (r.algorithm != s.collective.algorithm) j["algorithm"] = r.algorithm;  // the entry's own
     if (std::isfinite(r.analytic_time_s)) {
       j["analytic_time_s"] = r.analytic_time_s;
       if (std::isfinite(r.vs_analytic)) j["time_vs_analytic"] = r.vs_analytic;
@@ -212,7 +213,7 @@ std::string results_csv(const RunReport& report) {
   for (const auto& r : report.results) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},", s.name, csv_field(r.label), r.scheme,
                        csv_field(r.params.dump()), report.ranks, report.group_size, report.groups,
-                       topo::collective_op_name(s.collective.operation), s.collective.algorithm, n);
+                       topo::collective_op_name(s.collective.operation), r.algorithm, n);
     out += fmt::format("{},{},{},{},{},{},", r.bits_per_element, algo::RoundBytes::bits(r.bytes.payload, n),
                        algo::RoundBytes::bits(r.bytes.metadata, n), algo::RoundBytes::bits(r.bytes.plan, n),
                        r.tensor_wire_bytes, r.bytes.plan);
@@ -274,6 +275,10 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
         std::isnan(r.vnmse) ? std::string("-") : fmt::format("{:.3e}", r.vnmse),
         format_quantity(r.timing.kernel_time_s, UnitKind::kTime), format_quantity(r.timing.round_kernel_time_s, UnitKind::kTime));
   }
+  for (const auto& r : report.results)
+    if (r.algorithm != s.collective.algorithm)
+      out += fmt::format("  {:<{}} collective: {}/{} (its own algorithm)\n", r.label, w,
+                         topo::collective_op_name(s.collective.operation), r.algorithm);
   if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
     for (const auto& r : report.results) out += fmt::format("  {:<{}} kernels: {}\n", r.label, w, r.kernel_cost);
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,links.csv{}}}\n", out_dir,

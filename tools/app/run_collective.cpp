@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -111,8 +112,8 @@ void describe(const LoadedScenario& loaded, RunReport& report) {
 }
 
 // The ring all-reduce's closed form, where it applies (one switch, one GPU per node, one group).
-bool ring_formula(const Scenario& s, const RunPlan& plan, const RunReport& report) {
-  return plan.collective->operation == topo::CollectiveOp::kAllReduce && plan.collective->algorithm == "ring" &&
+bool ring_formula(const Scenario& s, const topo::CollectiveInfo& collective, const RunReport& report) {
+  return collective.operation == topo::CollectiveOp::kAllReduce && collective.algorithm == "ring" &&
          s.cluster.topology == "star" && s.cluster.gpus_per_node == 1 && report.groups == 1 &&
          s.collective.segments == 1;
 }
@@ -158,7 +159,7 @@ Status run_numerics(const LoadedScenario& loaded, size_t i, const algo::Compress
   std::vector<algo::ErrorStats> errs;
   if (gp.sampled()) {
     CCSIM_ASSIGN_OR_RETURN(auto session, algo::CollectiveSession::create(
-                                             s.compression[i].scheme, s.compression[i].params, *loaded.plan->collective,
+                                             s.compression[i].scheme, s.compression[i].params, *loaded.plan->schemes[i].collective,
                                              lowering.ranks(), gp.sample_elements, loaded.plan->base,
                                              gp.sample_layout, seed));
     Result<algo::SessionRound> round = session->run(ins, views);
@@ -193,7 +194,7 @@ Result<std::vector<Lowered>> lower_schemes(const LoadedScenario& loaded, uint32_
                                                                                  s.compression[i].params));
     out[i].comp->set_layout(plan.gradients.layout);
     out[i].lowering =
-        std::make_unique<algo::CompressedCollective>(*out[i].comp, *plan.collective, g, elements, plan.base);
+        std::make_unique<algo::CompressedCollective>(*out[i].comp, *plan.schemes[i].collective, g, elements, plan.base);
   }
   return out;
 }
@@ -243,6 +244,7 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered&
   const uint32_t g = report.group_size;
   SchemeResult r;
   r.label = plan.schemes[i].label;
+  r.algorithm = plan.schemes[i].collective->algorithm;
   r.scheme = cc.scheme;
   r.params = cc.params;
   r.unbiased = lowered.comp->unbiased();
@@ -258,13 +260,13 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered&
   r.kernel_cost = plan.costs.scheme(cc.scheme, lowered.comp->params()).describe(round);
   r.timing = sim::time_round(groups, sim::group_phases(lowering.phases(), plan.costs));
   if (engine.passed_horizon())
-    return sim::past_horizon_error(fmt::format("the {} collective of '{}'", s.collective.algorithm, r.label))
+    return sim::past_horizon_error(fmt::format("the {} collective of '{}'", r.algorithm, r.label))
         .at("/gradients");
   r.events = engine.events_processed();
   r.links = network.link_stats();
   r.timeline = network.timeline();
   const double alpha = plan.topology->route_latency_s(0, 1), bw = s.cluster.nic_bandwidth_Bps;
-  r.analytic_time_s = ring_formula(s, plan, report)
+  r.analytic_time_s = ring_formula(s, *plan.schemes[i].collective, report)
                           ? 2.0 * (g - 1) * (alpha + static_cast<double>(r.tensor_wire_bytes) / (g * bw))
                           : std::numeric_limits<double>::quiet_NaN();
   r.vs_analytic = s.cluster.gpu.kernel_cost == sim::KernelCostMode::kIdeal
@@ -308,7 +310,10 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   describe(loaded, report);
   const uint32_t g = report.group_size;
   const double alpha = plan.topology->route_latency_s(0, 1), bw = s.cluster.nic_bandwidth_Bps;
-  report.analytic_desc = ring_formula(s, plan, report)
+  const bool any_ring = std::any_of(plan.schemes.begin(), plan.schemes.end(), [&](const SchemePlan& e) {
+    return ring_formula(s, *e.collective, report);
+  });
+  report.analytic_desc = any_ring
                              ? fmt::format("2(n-1)(alpha + S/(nB)), n={}, alpha={} (rank-to-rank route), B={}{}", g,
                                            format_quantity(alpha, UnitKind::kTime),
                                            format_quantity(bw, UnitKind::kBandwidth),

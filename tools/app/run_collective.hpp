@@ -23,6 +23,7 @@ struct SchemeResult {
   std::string scheme;
   nlohmann::json params;
   std::string label;               ///< the entry's name in every output
+  std::string algorithm;           ///< the collective algorithm it ran (its own or collective.algorithm)
   uint64_t tensor_wire_bytes = 0;  ///< S: one rank's whole tensor encoded once
   algo::RoundBytes bytes;          ///< one rank's bytes: payload and metadata (= S), metadata phase
   double bits_per_element = 0;     ///< 8 · bytes.total() / elements

@@ -151,7 +151,7 @@ struct CompressionConfig {
   std::string scheme;
   nlohmann::json params = nlohmann::json::object();
   std::string label;          ///< the entry's name in every output ("": entry_label's default)
-  std::string algorithm;      ///< training: the gradient collective's algorithm ("": collective.algorithm)
+  std::string algorithm;      ///< collective and DP training runs: this entry's algorithm ("": collective.algorithm)
   ControllerConfig controller;
   WeightsConfig weights;      ///< sync.mode sharded: the weight all-gather
 };
@@ -367,8 +367,9 @@ void visit(V& v, CompressionConfig& c) {
            "the entry's name on the console and in every output file (empty: the scheme and its non-default "
            "parameters, e.g. dynamiq(budget=3)); unique among the entries");
   v.choice("algorithm", c.algorithm, algorithm_names_or_default(),
-           "training runs: the algorithm of this scheme's gradient collective (empty: collective.algorithm), e.g. "
-           "two_level for a reduce-scatter whose format changes between node levels");
+           "collective and data-parallel training runs: the algorithm of this scheme's collective (empty: "
+           "collective.algorithm), e.g. semi_loop for one EQuARX flavour beside ring_bidir, or two_level for a "
+           "reduce-scatter whose format changes between node levels");
   v.object("controller", c.controller, "training runs: an adaptive controller driving the scheme per round");
   v.object("weights", c.weights, "sync.mode sharded: the weight all-gather after each bucket's reduce-scatter");
 }

@@ -395,6 +395,26 @@ std::unique_ptr<algo::Compressor> entry_compressor(const Scenario& s, size_t i, 
   return comp;
 }
 
+// Entry i's collective in a collective run: its own `algorithm` for collective.operation, or the
+// scenario's; false (with the error at its pointer) where it does not exist or cannot run the tensor.
+bool entry_collective(const Scenario& s, size_t i, uint32_t g, uint64_t n, Diagnostics& diag, RunPlan& plan) {
+  const CompressionConfig& cc = s.compression[i];
+  plan.schemes[i].collective = plan.collective;
+  if (cc.algorithm.empty() || cc.algorithm == plan.collective->algorithm) return true;
+  const std::string at = at_entry(i) + "/algorithm";
+  const auto found = topo::find_collective(std::string(topo::collective_op_name(s.collective.operation)), cc.algorithm);
+  if (!found.ok()) {
+    diag.add(at, found.status().message());
+    return false;
+  }
+  if (Status st = (*found)->check(g, n, plan.base); !st.ok()) {
+    diag.add(at, fmt::format("{} cannot run {} elements on {} ranks: {}", cc.algorithm, n, g, st.message()));
+    return false;
+  }
+  plan.schemes[i].collective = *found;
+  return true;
+}
+
 void check_collective_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
   if (plan.collective == nullptr || plan.groups.empty() || !clean(diag, {"/gradients"})) return;
   const auto g = static_cast<uint32_t>(plan.groups.front().size());
@@ -407,9 +427,9 @@ void check_collective_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
   std::vector<std::unique_ptr<algo::Compressor>> comps(s.compression.size());
   for (size_t i = 0; i < s.compression.size(); ++i) {
     if (plan.schemes[i].info == nullptr || !clean(diag, {at_entry(i)})) continue;
-    plan.schemes[i].collective = plan.collective;
+    if (!entry_collective(s, i, g, n, diag, plan)) continue;
     comps[i] = entry_compressor(s, i, plan, plan.gradients.layout);
-    diag.add(at_entry(i), algo::CompressedCollective::check(*comps[i], *plan.collective, g, n, plan.base));
+    diag.add(at_entry(i), algo::CompressedCollective::check(*comps[i], *plan.schemes[i].collective, g, n, plan.base));
   }
   if (!clean(diag, {"/compression"})) return;
   size_numerics(s, g, comps, diag, plan.gradients);
@@ -417,7 +437,8 @@ void check_collective_run(const Scenario& s, Diagnostics& diag, RunPlan& plan) {
     return;
   for (size_t i = 0; i < s.compression.size(); ++i) {  // the sample runs every scheme too
     auto comp = entry_compressor(s, i, plan, plan.gradients.sample_layout);
-    if (Status st = algo::CompressedCollective::check(*comp, *plan.collective, g, plan.gradients.sample_elements,
+    if (Status st = algo::CompressedCollective::check(*comp, *plan.schemes[i].collective, g,
+                                                      plan.gradients.sample_elements,
                                                       plan.base);
         !st.ok())
       diag.add(at_entry(i), fmt::format("the vNMSE sample of {} per rank: {}",
@@ -543,7 +564,13 @@ void check_training_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPl
   if (cc.controller.kind == ControllerKind::kEdgc)
     return diag.add(at + "/controller/kind", "edgc sets the ranks of pipeline stages (parallelism.pp > 1); a "
                                              "data-parallel run expected none or aqgb");
-  if (s.sync.mode == SyncMode::kBroadcast) return check_broadcast_scheme(s, i, diag, plan);
+  if (s.sync.mode == SyncMode::kBroadcast) {
+    if (!cc.algorithm.empty() && cc.algorithm != s.collective.algorithm)
+      return diag.add(at + "/algorithm", fmt::format("sync.mode broadcast sends every block peer to peer; a "
+                                                     "scheme's own algorithm would change nothing, got {}",
+                                                     cc.algorithm));
+    return check_broadcast_scheme(s, i, diag, plan);
+  }
   if (cc.controller.kind != ControllerKind::kNone)
     return diag.add(at + "/controller/kind",
                     fmt::format("aqgb drives a broadcast (sync.mode broadcast); with sync.mode {} expected none",
@@ -606,6 +633,10 @@ void check_parallel_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPl
   const CompressionConfig& cc = s.compression[i];
   const std::string at = at_entry(i);
   const uint32_t dp = plan.parallel->layout().dp;
+  if (!cc.algorithm.empty() && cc.algorithm != s.collective.algorithm)
+    return diag.add(at + "/algorithm", fmt::format("a 3D-parallel run syncs every stage with collective.algorithm "
+                                                   "({}); a scheme's own algorithm would change nothing, got {}",
+                                                   s.collective.algorithm, cc.algorithm));
   auto probe = plan.schemes[i].info->create(algo::Params(cc.params));
   const bool low_rank = dynamic_cast<const algo::LowRankCompressor*>(probe.get()) != nullptr;
   if (cc.controller.kind == ControllerKind::kAqgb)
@@ -748,7 +779,10 @@ void check_run_size(const Scenario& s, uint64_t max_flows, Diagnostics& diag, co
   if (plan.kind == RunKind::kCollective && plan.collective != nullptr && !plan.groups.empty()) {
     const auto g = static_cast<uint32_t>(plan.groups.front().size());
     per_unit = plan.collective->transfers(g, plan.gradients.elements, plan.base);
-    for (size_t i = 0; i < s.compression.size(); ++i) add(per_unit, plan.groups.size());
+    for (size_t i = 0; i < s.compression.size(); ++i) {
+      const topo::CollectiveInfo* c = plan.schemes[i].collective ? plan.schemes[i].collective : plan.collective;
+      add(c->transfers(g, plan.gradients.elements, plan.base), plan.groups.size());
+    }
     unit = fmt::format("{} per collective of {} ranks x {} concurrent group(s) x {} scheme(s)", per_unit, g,
                        plan.groups.size(), s.compression.size());
     at = "/cluster/nodes";
