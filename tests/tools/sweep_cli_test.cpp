@@ -176,6 +176,30 @@ TEST_F(SweepCli, BandwidthSweepComputesTheNumericsOnce) {
   EXPECT_TRUE(contains(again.out, "numerics 2 computed, 6 reused")) << again.out;
 }
 
+// Entries that differ only in their own collective algorithm have different numerics: the cache
+// keeps them apart, within a run and across runs.
+TEST_F(SweepCli, EntriesOnTheirOwnAlgorithmsKeepTheirOwnNumerics) {
+  dir_.write("algos.json", R"({
+    "name": "algos", "seed": 3,
+    "cluster": { "topology": "star", "nodes": 8, "nic_bandwidth": "100Gbps", "link_latency": "1us" },
+    "collective": { "operation": "allreduce", "algorithm": "ring" },
+    "gradients": { "source": "synthetic", "size": "1MB" },
+    "compression": [ { "scheme": "int8", "label": "on-ring" },
+                     { "scheme": "int8", "label": "on-butterfly", "algorithm": "butterfly" } ] })");
+  dir_.write("a.json", R"({ "base": "algos.json", "axes": { "cluster.nic_bandwidth": ["25Gbps", "100Gbps"] } })");
+  const Outcome o = ccsim(sweep("a.json", "a"), dir_);
+  ASSERT_EQ(o.code, 0) << show(o);
+  EXPECT_TRUE(contains(o.out, "numerics 2 computed, 2 reused")) << o.out;
+  const auto vnmse = column(read_file(dir_ / "a" / "sweep.csv"), "vnmse");
+  ASSERT_EQ(vnmse.size(), 4u);
+  EXPECT_NE(vnmse[0], vnmse[1]) << "ring and butterfly reduce in different orders";
+  const Outcome alone = ccsim(fmt::format("run {} --out {}", quote((dir_ / "algos.json").string()),
+                                          quote((dir_ / "alone").string())),
+                              dir_);
+  ASSERT_EQ(alone.code, 0) << show(alone);
+  EXPECT_EQ(read_file(dir_ / "a" / "runs" / "0001" / "results.csv"), read_file(dir_ / "alone" / "results.csv"));
+}
+
 TEST_F(SweepCli, EveryRunIsCheckedBeforeTheFirstStarts) {
   dir_.write("bad.json", R"({ "base": "base.json",
     "axes": { "cluster.nodes": [8, 0], "compression.1.params.block": [256, 7] } })");

@@ -135,7 +135,8 @@ json numerics_key(const LoadedScenario& loaded, size_t i, uint32_t group_size) {
   const topo::CollectiveOptions& o = plan.base;
   json key = {{"numerics", "collective vNMSE"}, {"format", 1},
               {"scheme", s.compression[i].scheme}, {"params", s.compression[i].params},
-              {"collective", {topo::collective_op_name(plan.collective->operation), plan.collective->algorithm}},
+              {"collective", {topo::collective_op_name(plan.schemes[i].collective->operation),
+                              plan.schemes[i].collective->algorithm}},
               {"ranks", group_size}, {"options", {o.align, o.segments, o.root, o.gpus_per_node, o.cuts}},
               {"elements", gp.elements}, {"sample_elements", gp.sample_elements},
               {"layout", layout_json(gp.layout)}, {"sample_layout", layout_json(gp.sample_layout)},
