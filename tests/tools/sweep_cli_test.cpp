@@ -222,6 +222,7 @@ TEST_F(SweepCli, BadSweepFilesAreRejectedWithWhereAndWhat) {
   const Case cases[] = {
       {R"({ "base": "base.json", "axis": {} })", "/axis: unknown key 'axis' (did you mean 'axes'?)"},
       {R"({ "axes": { "seed": [1] } })", "missing 'base'"},
+      {R"({ "base": "base.json", "set": [1] })", "/set: expected an object of PATH: value"},
       {R"({ "base": "nope.json" })", "nope.json: no such scenario file"},
       {R"({ "base": "base.json", "axes": { "seed": [] } })", "/axes/seed: expected a non-empty array of values"},
       {R"({ "base": "base.json", "zip": { "seed": [1, 2], "cluster.nodes": [4] } })",
@@ -253,6 +254,22 @@ TEST_F(SweepCli, InlineBaseAndDryRun) {
   ASSERT_EQ(o.code, 0) << show(o);
   EXPECT_TRUE(contains(o.out, "run 0002 (seed=3)")) << o.out;
   EXPECT_TRUE(contains(o.out, "3 runs, all valid; outputs would go to out/inl")) << o.out;
+}
+
+// "set" gives every run a value without making it an axis (no column).
+TEST_F(SweepCli, SetAppliesToEveryRunWithoutAColumn) {
+  dir_.write("set.json", R"({ "base": "base.json", "set": { "cluster.nodes": 4, "compression.1.params.block": 64 },
+    "axes": { "seed": [1, 2] } })");
+  const Outcome o = ccsim(sweep("set.json", "set"), dir_);
+  ASSERT_EQ(o.code, 0) << show(o);
+  const std::string table = read_file(dir_ / "set" / "sweep.csv");
+  EXPECT_EQ(table.substr(0, table.find('\n')).find("cluster.nodes"), std::string::npos) << table;
+  for (const std::string& ranks : column(table, "ranks")) EXPECT_EQ(ranks, "4");
+  EXPECT_EQ(column(table, "label")[1], "int8(block=64)");
+  dir_.write("bad-set.json", R"({ "base": "base.json", "set": { "cluster.nodes": -4 } })");
+  const Outcome bad = ccsim(sweep("bad-set.json", "bad-set"), dir_);
+  EXPECT_EQ(bad.code, 2) << show(bad);
+  EXPECT_TRUE(contains(bad.err, "/cluster/nodes")) << bad.err;
 }
 
 }  // namespace

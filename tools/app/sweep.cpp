@@ -142,7 +142,9 @@ fs::path run_dir(const std::string& dir, const SweepRun& run) { return fs::path(
 json plan_json(const Sweep& sw) {
   json runs = json::array();
   for (const SweepRun& r : sw.runs) runs.push_back({{"id", r.id}, {"values", r.values}});
-  return {{"format", 1}, {"name", sw.name}, {"columns", sw.columns}, {"base", sw.base}, {"runs", runs}};
+  json set = json::array();
+  for (const auto& [path, value] : sw.set) set.push_back({path, value});
+  return {{"format", 1}, {"name", sw.name}, {"columns", sw.columns}, {"base", sw.base}, {"set", set}, {"runs", runs}};
 }
 
 }  // namespace
@@ -156,11 +158,11 @@ Result<Sweep> load_sweep(const std::string& file) {
     diag.add("", fmt::format("expected a sweep object {{\"base\", \"axes\", \"zip\"}}, got {}", doc.dump()));
     return diag.to_status(file);
   }
-  static const std::vector<std::string> kKeys = {"name", "base", "axes", "zip", "out"};
+  static const std::vector<std::string> kKeys = {"name", "base", "set", "axes", "zip", "out"};
   for (const auto& [key, value] : doc.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) continue;
     const std::string near = closest_match(key, kKeys);
-    diag.add("/" + json_pointer_escape(key), fmt::format("unknown key '{}'{}; valid: name, base, axes, zip, out", key,
+    diag.add("/" + json_pointer_escape(key), fmt::format("unknown key '{}'{}; valid: name, base, set, axes, zip, out", key,
                                                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
   }
   Sweep sw;
@@ -173,6 +175,11 @@ Result<Sweep> load_sweep(const std::string& file) {
   if (doc.contains("out") && !doc["out"].is_string()) diag.add("/out", "expected a folder name");
   sw.out_dir = doc.contains("out") && doc["out"].is_string() ? doc["out"].get<std::string>() : "out/" + sw.name;
   read_base(doc, sweep_dir, sw, diag);
+  if (doc.contains("set")) {
+    if (!doc["set"].is_object()) diag.add("/set", fmt::format("expected an object of PATH: value, got {}", doc["set"].dump()));
+    else
+      for (const auto& [path, value] : doc["set"].items()) sw.set.emplace_back(path, json::parse(value.dump()));
+  }
   std::vector<Axis> axes;
   if (doc.contains("axes")) read_axes(doc["axes"], "/axes", 0, axes, diag);
   const size_t groups = axes.size();
@@ -195,6 +202,9 @@ std::string sweep_run_desc(const Sweep& sw, size_t k) {
 
 Result<json> sweep_run_document(const Sweep& sw, size_t k) {
   json doc = sw.base;
+  for (const auto& [path, value] : sw.set)
+    CCSIM_RETURN_IF_ERROR(apply_override(doc, path + "=" + rebase_path(value, sw.dir, sw.base_dir).dump())
+                              .with_context(fmt::format("{}: /set/{}", sw.file, json_pointer_escape(path))));
   for (size_t c = 0; c < sw.columns.size(); ++c)
     CCSIM_RETURN_IF_ERROR(apply_override(doc, sw.columns[c] + "=" + rebase_path(sw.runs[k].values[c], sw.dir,
                                                                                 sw.base_dir).dump())

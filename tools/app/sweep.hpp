@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -41,18 +42,21 @@ struct Sweep {
   std::string name;                  ///< "name", else the file's stem
   nlohmann::json base;               ///< the base scenario document
   std::string base_dir;              ///< where the base's relative paths resolve
+  std::vector<std::pair<std::string, nlohmann::json>> set;  ///< "set": values every run takes (in order)
   std::vector<std::string> columns;  ///< axis paths as written: "axes" in order, then the zipped ones
   std::vector<SweepRun> runs;        ///< the first axis varies slowest
   std::string out_dir;               ///< "out", else out/<name>
 };
 
-/// Reads and expands `file`: {"name", "base": FILE or {scenario}, "axes": {PATH: [values]},
+/// Reads and expands `file`: {"name", "base": FILE or {scenario}, "set": {PATH: value} (every
+/// run, before the axes; no column), "axes": {PATH: [values]},
 /// "zip": {PATH: [values]} or [{...}, ...] (each group's lists of one length, varying together),
 /// "out"}. PATHs are those `--set` takes. A base file and axis values naming files resolve
 /// against the sweep file's folder. Every problem is reported at once.
 Result<Sweep> load_sweep(const std::string& file);
 
-/// Run `k`'s scenario document (the base with its axis values set), and its name in messages.
+/// Run `k`'s scenario document (the base with "set" and its axis values applied), and its name in
+/// messages.
 Result<nlohmann::json> sweep_run_document(const Sweep& sweep, size_t k);
 std::string sweep_run_desc(const Sweep& sweep, size_t k);  ///< "run 0007 (a=1, b=\"x\")"
 
