@@ -19,7 +19,8 @@ import sys
 import tempfile
 
 RUNS = {  # kind as docs/outputs.md's headings name it -> scenario and overrides
-    "collective runs": ("scenarios/quickstart.json", ["outputs.link_timeline_bin=1ms", "gradients.size=16MB"]),
+    "collective runs": ("scenarios/quickstart.json", ["outputs.link_timeline_bin=1ms", "gradients.size=16MB",
+                                                      "serving.layers=4", "serving.layer_compute=1ms"]),
     "training runs": ("scenarios/tta/digits-proxy-ring8.json",  # with tenants and a convergence block
                       ["workload.rounds=2",
                        "network.tenants=[{\"kind\":\"ring_allreduce\",\"count\":2,\"size\":\"10MB\"}]"]),

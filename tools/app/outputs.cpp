@@ -146,6 +146,13 @@ Status write_files_atomically(const std::vector<std::pair<fs::path, std::string>
 
 // ---- collective runs ----------------------------------------------------------------------------
 
+namespace {
+// A serving pass's speedup: the first entry's latency over `r`'s.
+double serving_speedup(const RunReport& report, const SchemeResult& r) {
+  return report.results.front().serving_latency_s / r.serving_latency_s;
+}
+}  // namespace
+
 json summary_json(const RunReport& report) {
   const Scenario& s = report.loaded.scenario;
   json results = json::array();
@@ -174,13 +181,17 @@ json summary_json(const RunReport& report) {
                                                                    : json("inf")},
               {"unbiased", r.unbiased}};
     if (r.algorithm != s.collective.algorithm) j["algorithm"] = r.algorithm;  // the entry's own
+    if (s.serving.layers > 0) {
+      j["serving_latency_s"] = r.serving_latency_s;
+      j["serving_speedup"] = serving_speedup(report, r);
+    }
     if (std::isfinite(r.analytic_time_s)) {
       j["analytic_time_s"] = r.analytic_time_s;
       if (std::isfinite(r.vs_analytic)) j["time_vs_analytic"] = r.vs_analytic;
     }
     results.push_back(std::move(j));
   }
-  return json{{"ccsim_version", ccsim_version()},
+  json out{{"ccsim_version", ccsim_version()},
               {"scenario", s.name},
               {"seed", s.seed},
               {"ranks", report.ranks},
@@ -199,6 +210,10 @@ json summary_json(const RunReport& report) {
               {"kernel_cost", report.kernel_cost_desc},
               {"analytic_model", report.analytic_desc},
               {"results", results}};
+  if (s.serving.layers > 0)
+    out["serving"] = {{"layers", s.serving.layers}, {"collectives_per_layer", s.serving.collectives_per_layer},
+                      {"layer_compute_s", s.serving.layer_compute_s}, {"baseline", report.results.front().label}};
+  return out;
 }
 
 std::string results_csv(const RunReport& report) {
@@ -207,7 +222,9 @@ std::string results_csv(const RunReport& report) {
       "scenario,label,scheme,params,ranks,group_size,groups,operation,algorithm,elements,bits_per_element,"
       "payload_bits_per_element,metadata_bits_per_element,plan_bits_per_element,tensor_wire_bytes,plan_bytes_per_rank,"
       "wire_bytes_total,transfers,time_s,time_min_s,plan_time_s,analytic_time_s,time_vs_analytic,kernel_time_s,"
-      "round_kernel_time_s,vnmse,vnmse_max_rank,vnmse_elements,unbiased\n";
+      "round_kernel_time_s,vnmse,vnmse_max_rank,vnmse_elements,unbiased";
+  const bool serving = s.serving.layers > 0;
+  out += serving ? ",serving_latency_s,serving_speedup\n" : "\n";
   auto num = [](double x) { return std::isnan(x) ? std::string() : fmt::format("{}", x); };
   const uint64_t n = report.elements;
   for (const auto& r : report.results) {
@@ -222,6 +239,7 @@ std::string results_csv(const RunReport& report) {
                        num(r.analytic_time_s), num(r.vs_analytic), sec(r.timing.kernel_time_s),
                        sec(r.timing.round_kernel_time_s), num(r.vnmse),
                        num(r.vnmse_max_rank), report.vnmse_elements, r.unbiased ? "true" : "false");
+    if (serving) out.insert(out.size() - 1, fmt::format(",{},{}", sec(r.serving_latency_s), serving_speedup(report, r)));
   }
   return out;
 }
@@ -281,6 +299,14 @@ std::string format_summary(const RunReport& report, const std::string& out_dir) 
                          topo::collective_op_name(s.collective.operation), r.algorithm);
   if (s.cluster.gpu.kernel_cost == sim::KernelCostMode::kProfile)
     for (const auto& r : report.results) out += fmt::format("  {:<{}} kernels: {}\n", r.label, w, r.kernel_cost);
+  if (s.serving.layers > 0) {
+    out += fmt::format("\n  serving     {} layers x ({} of compute + {} x the collective), speedup over {}\n",
+                       s.serving.layers, format_quantity(s.serving.layer_compute_s, UnitKind::kTime),
+                       s.serving.collectives_per_layer, report.results.front().label);
+    for (const auto& r : report.results)
+      out += fmt::format("  {:<{}} {:>12} {:>8.3f}x\n", r.label, w, format_quantity(r.serving_latency_s, UnitKind::kTime),
+                         serving_speedup(report, r));
+  }
   out += fmt::format("\n  outputs     {}/{{scenario.resolved.json,summary.json,results.csv,links.csv{}}}\n", out_dir,
                      s.outputs.link_timeline_bin_s > 0 ? ",links_timeline.csv" : "");
   return out;

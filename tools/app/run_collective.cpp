@@ -270,6 +270,9 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered&
   r.analytic_time_s = ring_formula(s, *plan.schemes[i].collective, report)
                           ? 2.0 * (g - 1) * (alpha + static_cast<double>(r.tensor_wire_bytes) / (g * bw))
                           : std::numeric_limits<double>::quiet_NaN();
+  const ServingConfig& sv = s.serving;
+  r.serving_latency_s = static_cast<double>(sv.layers) *
+                        (sv.layer_compute_s + static_cast<double>(sv.collectives_per_layer) * r.timing.time_s);
   r.vs_analytic = s.cluster.gpu.kernel_cost == sim::KernelCostMode::kIdeal
                       ? (r.timing.time_s - r.timing.plan_time_s) / r.analytic_time_s - 1.0
                       : std::numeric_limits<double>::quiet_NaN();

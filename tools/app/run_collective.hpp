@@ -24,6 +24,7 @@ struct SchemeResult {
   nlohmann::json params;
   std::string label;               ///< the entry's name in every output
   std::string algorithm;           ///< the collective algorithm it ran (its own or collective.algorithm)
+  double serving_latency_s = 0;    ///< serving.layers x (layer_compute + collectives_per_layer x time_s); 0: none
   uint64_t tensor_wire_bytes = 0;  ///< S: one rank's whole tensor encoded once
   algo::RoundBytes bytes;          ///< one rank's bytes: payload and metadata (= S), metadata phase
   double bits_per_element = 0;     ///< 8 · bytes.total() / elements

@@ -111,6 +111,15 @@ struct CollectiveConfig {
   int64_t root = 0;
 };
 
+/// A serving (forward-only) pass built from a collective run's collective: `layers` layers, each
+/// its forward compute then `collectives_per_layer` of the collective, one after the other, as a
+/// tensor-parallel prefill's activation all-reduces sit on its critical path.
+struct ServingConfig {
+  int64_t layers = 0;  ///< 0: no serving pass
+  int64_t collectives_per_layer = 1;
+  double layer_compute_s = 0;  ///< one layer's forward on one device, between its collectives
+};
+
 /// Where per-rank gradients come from.
 struct GradientsConfig {
   GradientSource source = GradientSource::kSynthetic;
@@ -252,6 +261,7 @@ struct Scenario {
   sim::StragglerSpec stragglers;
   NetworkConfig network;
   ConvergenceConfig convergence;
+  ServingConfig serving;
   OutputsConfig outputs;
 };
 
@@ -339,6 +349,17 @@ void visit(V& v, CollectiveConfig& c) {
            "ranks taking part: all of them, or every tensor/pipeline/data-parallel group at once");
   v.integer("segments", c.segments, 1, 1 << 16, "pipelined segments per chunk");
   v.integer("root", c.root, 0, 1 << 20, "broadcast: source rank within the group");
+}
+
+template <class V>
+void visit(V& v, ServingConfig& c) {
+  v.integer("layers", c.layers, 0, 1 << 20,
+            "layers of the pass, each its compute then collectives_per_layer of the run's collective in sequence "
+            "(0: no serving pass)");
+  v.integer("collectives_per_layer", c.collectives_per_layer, 1, 64,
+            "collectives after each layer's compute (a tensor-parallel transformer layer: 2 all-reduces)");
+  v.quantity("layer_compute", c.layer_compute_s, UnitKind::kTime, Sign::kNonNegative,
+             "one layer's forward compute on one device, between its collectives");
 }
 
 template <class V>
@@ -530,6 +551,9 @@ void visit(V& v, Scenario& s) {
   v.object("network", s.network, "training: background tenants on the links");
   v.object("convergence", s.convergence,
            "training: time-to-accuracy from proxy curves, a user's curve or a calibrated model (tta.csv)");
+  v.object("serving", s.serving,
+           "collective runs: a forward-only serving pass (prefill) of layers, each its compute then the collective; "
+           "its latency and speedup over the first entry join the outputs");
   v.object("outputs", s.outputs, "output files");
 }
 

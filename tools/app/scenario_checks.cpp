@@ -116,8 +116,11 @@ void check_gradient_fields(const Scenario& s, const json& doc, bool training, Di
 // default is reported where it is set, with what would make it apply. (A field at its default
 // changes no run, so a written scenario.resolved.json, which holds every field, runs again.)
 void check_fields_apply(const Scenario& s, bool training, Diagnostics& diag) {
-  if (training) return;
   const json given = scenario_to_json(s), defaults = scenario_to_json(Scenario{});
+  if (training && given["serving"] != defaults["serving"])
+    diag.add("/serving", "applies to collective runs only: a training run (workload.trace) times its own layers; "
+                         "remove /serving or /workload/trace");
+  if (training) return;
   for (const char* section : {"workload", "sync", "stragglers", "network"}) {
     std::set<std::string> reported;
     for (const json& op : json::diff(defaults[section], given[section])) {
