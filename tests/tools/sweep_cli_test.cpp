@@ -141,7 +141,11 @@ TEST_F(SweepCli, MpiRanksGiveTheSameTable) {
   dir_.write("s.json", kSweep48);
   const Outcome whole = ccsim(sweep("s.json", "whole"), dir_);
   ASSERT_EQ(whole.code, 0) << show(whole);
+  // OpenMPI's dlopen'ed components leave allocations at MPI_Finalize that LeakSanitizer reports
+  // (their frames are unloaded, so no suppression can name them); leak checking stays on for ccsim's
+  // own code in every other sweep test, which runs the same paths without MPI.
   const std::string cmd = fmt::format(
+      "ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 {} "
       "--oversubscribe -np 2 {} {} >{} 2>&1",
       quote(CCSIM_MPIRUN), quote(CCSIM_BINARY), sweep("s.json", "mpi"), quote((dir_ / "mpi.log").string()));
