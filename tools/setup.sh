@@ -9,7 +9,8 @@ CCSIM_BUILD="${CCSIM_BUILD_DIR:-$CCSIM_ROOT/build}"
 # Debian packages the build and the tests need (CUDA is optional and never installed here).
 CCSIM_PACKAGES=(cmake make g++ libboost-graph-dev libboost-program-options-dev libeigen3-dev
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3-dev pybind11-dev python3-numpy python3-torch python3-sklearn python3-matplotlib python3-pandas openmpi-bin libopenmpi-dev)
+  python3-dev pybind11-dev python3-numpy python3-torch python3-sklearn python3-matplotlib python3-pandas
+  openmpi-bin libopenmpi-dev)
 
 ccsim_install_packages() {
   if ! command -v dpkg-query >/dev/null 2>&1; then

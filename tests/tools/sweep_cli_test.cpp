@@ -235,6 +235,10 @@ TEST_F(SweepCli, BadSweepFilesAreRejectedWithWhereAndWhat) {
        "/zip/seed: this path is already an axis of the sweep"},
       {R"({ "base": "base.json", "axes": { "cluster.nodez": [4] } })", "nodez"},
       {R"({ "base": "base.json", )", "invalid JSON"},
+      {R"({ "base": "base.json", "axes": { "seed": [1,2,3,4,5,6,7,8,9,10], "cluster.nodes": [1,2,3,4,5,6,7,8,9,10],
+            "gradients.size": [1,2,3,4,5,6,7,8,9,10], "collective.segments": [1,2,3,4,5,6,7,8,9,10],
+            "cluster.link_latency": [1,2,3,4,5,6,7,8,9,10], "compression.0.params.x": [1,2,3,4,5,6,7,8,9,10] } })",
+       "the axes make 1000000 runs, more than 100000"},
   };
   for (const Case& c : cases) {
     dir_.write("x.json", c.text);
