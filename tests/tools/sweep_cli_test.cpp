@@ -180,6 +180,27 @@ TEST_F(SweepCli, BandwidthSweepComputesTheNumericsOnce) {
   EXPECT_TRUE(contains(again.out, "numerics 2 computed, 6 reused")) << again.out;
 }
 
+// A training run's calibration vNMSE (docs/tta.md) is numerics too: measured once per content.
+TEST_F(SweepCli, TrainingCalibrationVnmseIsMeasuredOnce) {
+  const std::string src = CCSIM_SOURCE_DIR;
+  dir_.write("train.json", fmt::format(R"({{ "name": "tr", "seed": 1,
+    "cluster": {{ "nodes": 4, "nic_bandwidth": "10Gbps" }},
+    "workload": {{ "trace": "{}/traces/models/resnet50-aqgb-4blocks.json", "rounds": 3 }},
+    "compression": [ {{ "scheme": "fp32" }}, {{ "scheme": "dynamiq" }} ],
+    "convergence": {{ "calibration": "{}/traces/convergence/gpt-ring8.json", "baseline": "fp32",
+                      "vnmse_elements": 65536 }} }})", src, src));
+  dir_.write("t.json", R"({ "base": "train.json", "axes": { "cluster.nic_bandwidth": ["10Gbps", "25Gbps"] } })");
+  const Outcome o = ccsim(sweep("t.json", "t"), dir_);
+  ASSERT_EQ(o.code, 0) << show(o);
+  EXPECT_TRUE(contains(o.out, "numerics 2 computed, 2 reused")) << o.out;
+  const Outcome alone = ccsim(fmt::format("run {} --set cluster.nic_bandwidth=25Gbps --out {}",
+                                          quote((dir_ / "train.json").string()), quote((dir_ / "alone").string())),
+                              dir_);
+  ASSERT_EQ(alone.code, 0) << show(alone);
+  for (const char* f : {"tta.csv", "summary.json", "results.csv"})
+    EXPECT_EQ(read_file(dir_ / "t" / "runs" / "0001" / f), read_file(dir_ / "alone" / f)) << f;
+}
+
 // Entries that differ only in their own collective algorithm have different numerics: the cache
 // keeps them apart, within a run and across runs.
 TEST_F(SweepCli, EntriesOnTheirOwnAlgorithmsKeepTheirOwnNumerics) {
