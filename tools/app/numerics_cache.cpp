@@ -1,5 +1,7 @@
 #include "tools/app/numerics_cache.hpp"
 
+#include "tools/app/outputs.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <sstream>
 #include <vector>
 
-#include <unistd.h>
 
 namespace ccsim::app {
 namespace fs = std::filesystem;
@@ -70,19 +71,8 @@ void NumericsCache::store(const json& key, const json& value) {
   if (dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  const fs::path file = file_of(text);
-  fs::path tmp = file;
-  tmp += fmt::format(".tmp.{}", static_cast<unsigned long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << json{{"key", key}, {"value", value}}.dump(1) << "\n";
-    if (!out) {
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
-  fs::rename(tmp, file, ec);
-  if (ec) fs::remove(tmp, ec);
+  // A failed write only loses the reuse: the run's result does not depend on it.
+  (void)write_files_atomically({{file_of(text), json{{"key", key}, {"value", value}}.dump(1) + "\n"}});
 }
 
 Result<json> cached_numerics(NumericsCache* cache, const json& key, const std::function<Result<json>()>& compute) {

@@ -53,15 +53,6 @@ class NumericsCache {
   uint64_t reused_ = 0;
 };
 
-/// What a run may be given besides its scenario: progress reports for a terminal, and a numerics
-/// cache (nullptr: compute everything).
-struct RunHooks {
-  RunHooks() = default;
-  RunHooks(std::function<void(size_t, size_t, const std::string&)> p) : progress(std::move(p)) {}  // NOLINT
-  std::function<void(size_t index, size_t count, const std::string& scheme)> progress;
-  NumericsCache* numerics = nullptr;
-};
-
 /// `compute()`'s value, or the cached one for `key` when `cache` holds it (then `compute` is not
 /// called); a computed value is stored.
 Result<nlohmann::json> cached_numerics(NumericsCache* cache, const nlohmann::json& key,

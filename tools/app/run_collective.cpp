@@ -329,10 +329,15 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   CCSIM_ASSIGN_OR_RETURN(std::vector<Lowered> schemes, lower_schemes(loaded, g, gp.elements));
   // Numerics an earlier run measured on equal inputs; the gradients are read only where a scheme
   // still needs them (its numerics, or a metadata phase planned on the whole tensor).
+  const bool caching = hooks.numerics != nullptr && gp.sample_elements > 0;
+  std::vector<json> keys(schemes.size());
   std::vector<std::optional<json>> cached(schemes.size());
   bool numerics_needed = false, plan_needs_data = false;
   for (size_t i = 0; i < schemes.size(); ++i) {
-    if (hooks.numerics != nullptr && gp.sample_elements > 0) cached[i] = hooks.numerics->find(numerics_key(loaded, i, g));
+    if (caching) {
+      keys[i] = numerics_key(loaded, i, g);
+      cached[i] = hooks.numerics->find(keys[i]);
+    }
     numerics_needed |= !cached[i] && gp.sample_elements > 0;
     plan_needs_data |= schemes[i].lowering->plan_bytes() > 0;
   }
@@ -347,8 +352,8 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   for (size_t i = 0; i < s.compression.size(); ++i) {
     if (hooks.progress) hooks.progress(i, s.compression.size(), report.loaded.plan->schemes[i].label);
     CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, report, cached[i]));
-    if (hooks.numerics != nullptr && !cached[i] && gp.sample_elements > 0)
-      hooks.numerics->store(numerics_key(loaded, i, g),
+    if (caching && !cached[i])
+      hooks.numerics->store(keys[i],
                             {{"vnmse", cache_number(r.vnmse)}, {"vnmse_max_rank", cache_number(r.vnmse_max_rank)}});
     report.results.push_back(std::move(r));
   }

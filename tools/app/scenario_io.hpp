@@ -30,6 +30,13 @@ struct LoadedScenario {
 /// shows it on a terminal).
 using Progress = std::function<void(size_t index, size_t count, const std::string& scheme)>;
 
+/// What a run may be given besides its scenario: progress reports for a terminal, and a numerics
+/// cache (nullptr: compute everything).
+struct RunHooks {
+  Progress progress;
+  NumericsCache* numerics = nullptr;
+};
+
 /// The most transfers a run may simulate unless --max-flows allows more: a ring all-reduce over
 /// about 10,000 ranks, minutes of simulation on one core.
 inline constexpr uint64_t kDefaultMaxFlows = 200'000'000;
