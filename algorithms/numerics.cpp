@@ -268,22 +268,60 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
   return stats;
 }
 
+namespace {
+
+constexpr uint64_t kErrorPiece = 1 << 16;  // error sums are per piece, then added in piece order
+
+// The squared error and norm of got[0, n) against exact[0, n), in element order.
+ErrorStats piece_error(const float* exact, const float* got, uint64_t n) {
+  double se = 0, sn = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const double x = exact[i], d = x - static_cast<double>(got[i]);
+    se += d * d;
+    sn += x * x;
+  }
+  return {se, sn};
+}
+
+// An all-reduce's errors: every rank's output against the exact sum of the inputs, the sum made a
+// piece at a time and compared with every output while it is in cache (the same sums, in the same
+// order, as error_stats() of each rank against the whole sum).
+std::vector<ErrorStats> allreduce_errors(std::span<const std::span<const float>> inputs,
+                                         std::span<const std::span<const float>> outputs, uint64_t n) {
+  const uint64_t pieces = (n + kErrorPiece - 1) / kErrorPiece, ranks = outputs.size();
+  std::vector<ErrorStats> partial(pieces * ranks);
+  kern::parallel_for(pieces, 1, [&](uint64_t p0, uint64_t p1) {
+    std::vector<float> sum(kErrorPiece);
+    for (uint64_t p = p0; p < p1; ++p) {
+      const uint64_t b = p * kErrorPiece, len = std::min(n, b + kErrorPiece) - b;
+      for (uint64_t i = 0; i < len; ++i) {
+        double acc = 0;
+        for (const auto& in : inputs) acc += in[b + i];
+        sum[i] = static_cast<float>(acc);
+      }
+      for (uint64_t r = 0; r < ranks; ++r) partial[p * ranks + r] = piece_error(sum.data(), outputs[r].data() + b, len);
+    }
+  });
+  std::vector<ErrorStats> out(ranks);  // summed in a fixed order: independent of the thread count
+  for (uint64_t p = 0; p < pieces; ++p)
+    for (uint64_t r = 0; r < ranks; ++r) {
+      out[r].sq_error += partial[p * ranks + r].sq_error;
+      out[r].sq_norm += partial[p * ranks + r].sq_norm;
+    }
+  return out;
+}
+
+}  // namespace
+
 ErrorStats error_stats(std::span<const float> exact, std::span<const float> got) {
   CCSIM_CHECK(exact.size() == got.size());
   const uint64_t n = exact.size();
-  constexpr uint64_t kPiece = 1 << 16;
-  const uint64_t pieces = (n + kPiece - 1) / kPiece;
+  const uint64_t pieces = (n + kErrorPiece - 1) / kErrorPiece;
   std::vector<ErrorStats> partial(pieces);
   kern::parallel_for(pieces, 1, [&](uint64_t p0, uint64_t p1) {
-    for (uint64_t p = p0; p < p1; ++p) {
-      double se = 0, sn = 0;
-      for (uint64_t i = p * kPiece; i < std::min(n, (p + 1) * kPiece); ++i) {
-        const double x = exact[i], d = x - static_cast<double>(got[i]);
-        se += d * d;
-        sn += x * x;
-      }
-      partial[p] = {se, sn};
-    }
+    for (uint64_t p = p0; p < p1; ++p)
+      partial[p] = piece_error(exact.data() + p * kErrorPiece, got.data() + p * kErrorPiece,
+                               std::min(n, (p + 1) * kErrorPiece) - p * kErrorPiece);
   });
   ErrorStats total;  // summed in a fixed order: independent of the thread count
   for (const auto& s : partial) {
@@ -319,11 +357,10 @@ std::vector<ErrorStats> operation_errors(const topo::Schedule& schedule, std::sp
   };
   std::vector<ErrorStats> out(n);
   switch (schedule.operation()) {
-    case topo::CollectiveOp::kAllReduce: {
-      const std::vector<float> sum = exact_sum(0, elements);
-      for (uint32_t r = 0; r < n; ++r) out[r] = error_stats(sum, outputs[r]);
+    case topo::CollectiveOp::kAllReduce:
+      for (const auto& o : outputs) CCSIM_CHECK(o.size() == elements, "an output of {} elements, inputs of {}", o.size(), elements);
+      out = allreduce_errors(inputs, outputs, elements);
       break;
-    }
     case topo::CollectiveOp::kReduceScatter:
       for (uint32_t r = 0; r < n; ++r) {
         const topo::Chunk c = schedule.shards()[r];

@@ -5,6 +5,7 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
+#include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::traces {
@@ -26,6 +27,20 @@ inline void normal_pair(const kern::RngKey& key, uint64_t pair, float& z0, float
   const float radius = std::sqrt(-2.0f * std::log(u1));
   z0 = radius * std::cos(kTwoPi * u2);
   z1 = radius * std::sin(kTwoPi * u2);
+}
+
+// normal_pair() for pairs [pair0, pair0 + pairs): z[2j], z[2j + 1] from one Philox block each, the
+// blocks drawn in batches. `bits` is scratch of 4 * pairs words.
+void normal_pairs(const kern::RngKey& key, uint64_t pair0, uint64_t pairs, std::vector<uint32_t>& bits, float* z) {
+  bits.resize(4 * pairs);
+  kern::random_bits_fill(key, 4 * pair0, 4 * pairs, bits.data());
+  for (uint64_t j = 0; j < pairs; ++j) {
+    const float u1 = 1.0f - kern::u32_to_unit_float(bits[4 * j]);
+    const float u2 = kern::u32_to_unit_float(bits[4 * j + 1]);
+    const float radius = std::sqrt(-2.0f * std::log(u1));
+    z[2 * j] = radius * std::cos(kTwoPi * u2);
+    z[2 * j + 1] = radius * std::sin(kTwoPi * u2);
+  }
 }
 
 inline float normal_at(const kern::RngKey& key, uint64_t index) {
@@ -82,7 +97,8 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
   constexpr uint64_t kTile = 1 << 14;
   const uint64_t tiles = (spec.elements + kTile - 1) / kTile;
   kern::parallel_for(tiles, 4, [&](uint64_t t0, uint64_t t1) {
-    std::vector<float> base(kTile);
+    std::vector<float> base(kTile), shared(kTile), z(kTile + 1);
+    std::vector<uint32_t> bits;
     for (uint64_t t = t0; t < t1; ++t) {
       const uint64_t begin = t * kTile, end = std::min(spec.elements, begin + kTile);
       uint32_t layer = static_cast<uint32_t>(std::upper_bound(off.begin(), off.end(), begin) - off.begin() - 1);
@@ -97,24 +113,16 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
         base[i - begin] = layer_scale[layer] * env;
       }
       // Shared component: value = base * (a_shared z_s + a_own z_w); pairs share one Philox block.
-      std::vector<float> shared(end - begin);
-      for (uint64_t i = begin; i < end; i += 2) {
-        float z0, z1;
-        normal_pair(shared_key, i >> 1, z0, z1);
-        shared[i - begin] = a_shared * z0;
-        if (i + 1 < end) shared[i + 1 - begin] = a_shared * z1;
-      }
+      // `begin` is even (tiles are even-sized), so element i is lane i & 1 of pair i >> 1.
+      const uint64_t n = end - begin, pairs = (n + 1) / 2;
+      normal_pairs(shared_key, begin >> 1, pairs, bits, z.data());
+      for (uint64_t j = 0; j < n; ++j) shared[j] = a_shared * z[j];
       for (size_t w = 0; w < workers.size(); ++w) {
         const auto worker = static_cast<uint32_t>(first_worker + w + 1);
         const kern::RngKey own_key{seed, 0, worker, kStreamNoise};
         float* out = workers[w].data();
-        for (uint64_t i = begin; i < end; i += 2) {
-          float z0, z1;
-          normal_pair(own_key, i >> 1, z0, z1);
-          // `begin` is even (tiles are even-sized), so i is the even element of its pair.
-          out[i] = base[i - begin] * (shared[i - begin] + a_own * z0);
-          if (i + 1 < end) out[i + 1] = base[i + 1 - begin] * (shared[i + 1 - begin] + a_own * z1);
-        }
+        normal_pairs(own_key, begin >> 1, pairs, bits, z.data());
+        for (uint64_t j = 0; j < n; ++j) out[begin + j] = base[j] * (shared[j] + a_own * z[j]);
         if (!own_envelope) continue;
         // The worker's own envelope factor, one per span.
         const kern::RngKey own_env_key{seed, 0, worker, kStreamEnvelope};

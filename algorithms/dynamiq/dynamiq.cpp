@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/parallel.hpp"
+#include "kernels/quant/dynamiq_cpu.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
@@ -280,7 +281,7 @@ void DynamiqCompressor::encode(std::span<const float> x, const TensorSpec& spec,
   const kern::RngKey shared = kern::dynamiq_shared_key(key);
   const uint64_t G = options_.super_group / options_.group;
   for_each_sg(spec, [&](uint64_t k, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {
-    kern::dynamiq_encode_sg(x.data() + at, m, c, key, shared, key.rank, hop.ranks, k * options_.super_group, k * G,
+    kern::dynamiq_encode_sg_batched(x.data() + at, m, c, key, shared, key.rank, hop.ranks, k * options_.super_group, k * G,
                             out.data() + byte);
   });
 }

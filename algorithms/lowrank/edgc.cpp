@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "kernels/stats/entropy.hpp"
 
 namespace ccsim::algo {
@@ -87,11 +87,11 @@ std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x,
   for (const LayerShape& l : layers_for(x.size())) {
     if (l.rows <= 1 || l.cols <= 1) continue;
     sample.clear();
-    // kern::in_sample(key, index, beta), one Philox block per four consecutive indices (UniformStream).
+    // kern::in_sample(key, index, beta), the uniforms drawn a tile at a time.
     const auto beta = static_cast<float>(options_.beta);
-    kern::UniformStream uniform(key);
-    for (uint64_t g = l.offset; g < l.offset + l.count; ++g)
-      if (uniform.at(g) < beta && std::isfinite(x[g])) sample.push_back(x[g]);
+    kern::for_each_uniform(key, 0, l.offset, l.offset + l.count, [&](uint64_t g, float u) {
+      if (u < beta && std::isfinite(x[g])) sample.push_back(x[g]);
+    });
     if (sample.size() < 2) continue;
     const auto [lo, hi] = std::minmax_element(sample.begin(), sample.end());
     if (!(*hi > *lo)) continue;

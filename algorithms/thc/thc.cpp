@@ -10,7 +10,7 @@
 #include "kernels/parallel.hpp"
 #include "kernels/quant/minifloat.hpp"
 #include "kernels/quant/thc_quant.hpp"
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "kernels/transform/hadamard.hpp"
 #include "kernels/stats/entropy.hpp"
 #include "sim/base/check.hpp"
@@ -209,9 +209,9 @@ void ThcCompressor::prepare(std::span<const float> x, std::span<float> out, uint
   const uint32_t levels = this->levels();
   float* v = out.data();
   kern::parallel_for(out.size(), kPiece, [=](uint64_t b, uint64_t e) {
-    kern::UniformStream uniform(key);
-    for (uint64_t i = b; i < e; ++i)
-      v[i] = static_cast<float>(kern::thc_lattice_code(v[i], m, inv_step, levels, uniform.at(i)));
+    kern::for_each_uniform(key, 0, b, e, [&](uint64_t i, float u) {
+      v[i] = static_cast<float>(kern::thc_lattice_code(v[i], m, inv_step, levels, u));
+    });
   });
 }
 

@@ -75,14 +75,17 @@ CCSIM_HD uint32_t feistel_permute(uint32_t i, uint32_t n, const U32x4& keys) {
   return x;
 }
 
-/// correlated_uniform() below, with the rank's own draw γ = uniform_at(own, index) already made (a
-/// CUDA thread that holds the Philox blocks of several entries draws them once for all).
-CCSIM_HD float correlated_uniform_from(const RngKey& shared, float gamma, uint64_t index, uint32_t rank,
-                                       uint32_t ranks) {
+/// The Philox block of the shared key that decides entry `index`'s permutation (one per entry).
+CCSIM_HD U32x4 correlated_block(const RngKey& shared, uint64_t index) {
+  return philox4x32<10>(U32x4{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), shared.stream,
+                               shared.round}},
+                        static_cast<uint32_t>(shared.seed), static_cast<uint32_t>(shared.seed >> 32));
+}
+
+/// correlated_uniform_from() with the shared block w = correlated_block(shared, index) already drawn
+/// (the CPU encoder draws the blocks of a whole super-group at once).
+CCSIM_HD float correlated_uniform_from_block(const U32x4& w, float gamma, uint32_t rank, uint32_t ranks) {
   if (ranks <= 1) return gamma;
-  const U32x4 w = philox4x32<10>(U32x4{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
-                                        shared.stream, shared.round}},
-                                 static_cast<uint32_t>(shared.seed), static_cast<uint32_t>(shared.seed >> 32));
   const U32x4 keys{{w.v[0], w.v[1], w.v[2], w.v[0] ^ w.v[3]}};
   const uint32_t rot = static_cast<uint32_t>((static_cast<uint64_t>(w.v[3]) * ranks) >> 32);
   const uint32_t pi = (feistel_permute(rank % ranks, ranks, keys) + rot) % ranks;
@@ -93,6 +96,14 @@ CCSIM_HD float correlated_uniform_from(const RngKey& shared, float gamma, uint64
   const float step = exact_pow2(-(24 - static_cast<int>(int_bits)));
   const float g = std::floor(gamma / step) * step;
   return (static_cast<float>(pi) + g) / static_cast<float>(ranks);
+}
+
+/// correlated_uniform() below, with the rank's own draw γ = uniform_at(own, index) already made (a
+/// CUDA thread that holds the Philox blocks of several entries draws them once for all).
+CCSIM_HD float correlated_uniform_from(const RngKey& shared, float gamma, uint64_t index, uint32_t rank,
+                                       uint32_t ranks) {
+  if (ranks <= 1) return gamma;
+  return correlated_uniform_from_block(correlated_block(shared, index), gamma, rank, ranks);
 }
 
 /// Correlated uniform for entry `index` at rank `rank` of `ranks`: (π(rank) + γ) / ranks with π a

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/parallel.hpp"
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "kernels/transform/hadamard.hpp"
 #include "sim/base/check.hpp"
 
@@ -102,9 +102,9 @@ void group_quant_encode(const float* x, uint64_t count, const GroupQuantFormat& 
       for (uint64_t i = 0; i < n; ++i) bitpack_put(codes, begin + i, f.bits, group_quantize(v[i], maxabs, f, 0.0f));
       return;
     }
-    UniformStream uniform(key);
-    for (uint64_t i = 0; i < n; ++i)
-      bitpack_put(codes, begin + i, f.bits, group_quantize(v[i], maxabs, f, uniform.at(index_base + begin + i)));
+    for_each_uniform(key, index_base + begin, 0, n, [&](uint64_t i, float u) {
+      bitpack_put(codes, begin + i, f.bits, group_quantize(v[i], maxabs, f, u));
+    });
   });
 }
 

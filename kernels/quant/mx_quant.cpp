@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/parallel.hpp"
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -61,7 +61,6 @@ uint64_t encode_blocks(const float* x, uint64_t count, const MxFormat& f, const 
   const uint64_t grain = std::max<uint64_t>(1, (1u << 16) / f.block);
   parallel_for(blocks, grain, [&](uint64_t b0, uint64_t b1) {
     uint64_t piece_outside = 0;  // an integer sum: the total is independent of the split
-    UniformStream uniform(key);
     for (uint64_t b = b0; b < b1; ++b) {
       const uint64_t begin = b * f.block, end = std::min(count, begin + f.block);
       float amax = 0.0f;
@@ -81,8 +80,8 @@ uint64_t encode_blocks(const float* x, uint64_t count, const MxFormat& f, const 
       if (f.rounding == Rounding::kNearest) {
         for (uint64_t i = begin; i < end; ++i) bitpack_put(codes, i, bits, mx_quantize(x[i], scale, f, 0.0f));
       } else {
-        for (uint64_t i = begin; i < end; ++i)
-          bitpack_put(codes, i, bits, mx_quantize(x[i], scale, f, uniform.at(index_base + i)));
+        for_each_uniform(key, index_base, begin, end,
+                         [&](uint64_t i, float u) { bitpack_put(codes, i, bits, mx_quantize(x[i], scale, f, u)); });
       }
     }
     outside.fetch_add(piece_outside, std::memory_order_relaxed);

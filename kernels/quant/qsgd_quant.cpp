@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/parallel.hpp"
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -52,9 +52,8 @@ void qsgd_encode(const float* x, uint64_t count, uint32_t bucket, uint32_t bits,
     std::memcpy(out + 4 * b, &norm, sizeof norm);
     // The bucket's bytes start at begin * bits / 8; clear them so bitpack_put leaves zero padding.
     std::memset(codes + begin * bits / 8, 0, packed_bytes(end - begin, bits));
-    UniformStream uniform(key);
-    for (uint64_t i = begin; i < end; ++i)
-      bitpack_put(codes, i, bits, qsgd_quantize(x[i], norm, bits, uniform.at(index_base + i)));
+    for_each_uniform(key, index_base, begin, end,
+                     [&](uint64_t i, float u) { bitpack_put(codes, i, bits, qsgd_quantize(x[i], norm, bits, u)); });
   });
 }
 

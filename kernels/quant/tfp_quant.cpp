@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/parallel.hpp"
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -36,12 +36,14 @@ void tfp_encode(const float* x, uint64_t count, const TfpFormat& f, bool random_
   check_format(f);
   const uint32_t k = f.bits;
   for_code_groups(count, [&](uint64_t begin, uint64_t end) {
-    UniformStream uniform(key);
+    float uniforms[kUniformTile];      // uniform_at(key, index_base + i), a tile at a time
     uint8_t* p = out + begin / 8 * k;  // begin is a multiple of 8: the piece starts on a byte
     uint64_t acc = 0;                  // pending stream bits, at most 7 + 32
     uint32_t pending = 0;
     for (uint64_t i = begin; i < end; ++i) {
-      const float u = random_rounding ? uniform.at(index_base + i) : 0.0f;
+      const uint64_t in_tile = (i - begin) % kUniformTile;
+      if (random_rounding && in_tile == 0) uniform_fill(key, index_base + i, std::min(kUniformTile, end - i), uniforms);
+      const float u = random_rounding ? uniforms[in_tile] : 0.0f;
       acc |= static_cast<uint64_t>(tfp_encode_element(x[i], f, random_rounding, u)) << pending;
       pending += k;
       for (; pending >= 8; pending -= 8, acc >>= 8) *p++ = static_cast<uint8_t>(acc);

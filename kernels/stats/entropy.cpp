@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/parallel.hpp"
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -22,9 +22,9 @@ void for_each_sampled(const float* x, uint64_t count, float fraction, const RngK
       if (is_finite(x[i])) fn(x[i]);
     return;
   }
-  UniformStream uniform(key);  // in_sample(key, index_base + i, fraction)
-  for (uint64_t i = 0; i < count; ++i)
-    if (uniform.at(index_base + i) < fraction && is_finite(x[i])) fn(x[i]);
+  for_each_uniform(key, index_base, 0, count, [&](uint64_t i, float u) {  // in_sample(key, index_base + i, fraction)
+    if (u < fraction && is_finite(x[i])) fn(x[i]);
+  });
 }
 
 double sampled_entropy(const float* x, uint64_t count, uint32_t bins, float fraction, const RngKey& key,

@@ -7,7 +7,7 @@
 
 #include "kernels/float_bits.hpp"
 #include "kernels/parallel.hpp"
-#include "kernels/quant/uniform_stream.hpp"
+#include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -38,9 +38,13 @@ struct Signs {
 
   void apply(float* x, uint64_t i0, uint64_t i1) const {
     if (key == nullptr) return;
-    UniformStream stream(*key);
-    for (uint64_t i = i0; i < i1; ++i)  // the bit of hadamard_sign_at()
-      x[i] = bits_to_float(float_to_bits(x[i]) ^ (stream.bits_at(index_base + i) & 0x80000000u));
+    uint32_t bits[kUniformTile];
+    for (uint64_t t = i0; t < i1; t += kUniformTile) {
+      const uint64_t n = std::min(kUniformTile, i1 - t);
+      random_bits_fill(*key, index_base + t, n, bits);
+      for (uint64_t j = 0; j < n; ++j)  // the bit of hadamard_sign_at()
+        x[t + j] = bits_to_float(float_to_bits(x[t + j]) ^ (bits[j] & 0x80000000u));
+    }
   }
 };
 

@@ -148,14 +148,17 @@ json numerics_key(const LoadedScenario& loaded, size_t i, uint32_t group_size) {
 
 // Group 0's numerics: the round run on real buffers, vNMSE against what the operation defines. On
 // the whole tensor the timed round itself runs; on a sample, a fresh instance of the scheme
-// (algo::CollectiveSession) plans and runs the sample's round.
+// (algo::CollectiveSession) plans and runs the sample's round. `work` is the ranks' buffers the
+// round runs on, kept from scheme to scheme so that their memory is mapped once.
 Status run_numerics(const LoadedScenario& loaded, size_t i, const algo::CompressedCollective& lowering,
-                    const std::vector<std::vector<float>>& grads, uint32_t groups, SchemeResult& r) {
+                    const std::vector<std::vector<float>>& grads, std::vector<std::vector<float>>& work,
+                    uint32_t groups, SchemeResult& r) {
   const Scenario& s = loaded.scenario;
   const GradientPlan& gp = loaded.plan->gradients;
   const auto seed = static_cast<uint64_t>(s.seed);
   const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
-  std::vector<std::vector<float>> work(grads);
+  work.resize(grads.size());
+  for (size_t r = 0; r < grads.size(); ++r) work[r].assign(grads[r].begin(), grads[r].end());
   const std::vector<std::span<float>> views(work.begin(), work.end());
   std::vector<algo::ErrorStats> errs;
   if (gp.sampled()) {
@@ -236,8 +239,8 @@ Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
 // One planned scheme timed on every group at once, then its numerics (`cached`: as an earlier run
 // with the same numerics inputs measured them).
 Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered& lowered,
-                                const std::vector<std::vector<float>>& grads, const RunReport& report,
-                                const std::optional<json>& cached) {
+                                const std::vector<std::vector<float>>& grads, std::vector<std::vector<float>>& work,
+                                const RunReport& report, const std::optional<json>& cached) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[i];
@@ -281,7 +284,7 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered&
     r.vnmse = cached_number(cached->at("vnmse"));
     r.vnmse_max_rank = cached_number(cached->at("vnmse_max_rank"));
   } else if (plan.gradients.sample_elements > 0) {
-    CCSIM_RETURN_IF_ERROR(run_numerics(loaded, i, lowering, grads, report.groups, r));
+    CCSIM_RETURN_IF_ERROR(run_numerics(loaded, i, lowering, grads, work, report.groups, r));
   }
   return r;
 }
@@ -349,9 +352,10 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   if (gp.sampled() && numerics_needed) {
     CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.sample_elements, g));
   }
+  std::vector<std::vector<float>> work;
   for (size_t i = 0; i < s.compression.size(); ++i) {
     if (hooks.progress) hooks.progress(i, s.compression.size(), report.loaded.plan->schemes[i].label);
-    CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, report, cached[i]));
+    CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, work, report, cached[i]));
     if (caching && !cached[i])
       hooks.numerics->store(keys[i],
                             {{"vnmse", cache_number(r.vnmse)}, {"vnmse_max_rank", cache_number(r.vnmse_max_rank)}});

@@ -1,0 +1,159 @@
+#include "kernels/philox_batch.hpp"
+
+#include <atomic>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CCSIM_PHILOX_AVX2 1
+#endif
+
+namespace ccsim::kern {
+namespace {
+
+std::atomic<bool> g_force_portable{false};
+
+// Whole blocks [index4, index4 + blocks) with the scalar generator.
+void blocks_portable(const RngKey& key, uint64_t index4, uint64_t blocks, uint32_t* out) {
+  for (uint64_t b = 0; b < blocks; ++b) std::memcpy(out + 4 * b, philox_block(key, index4 + b).v, 16);
+}
+
+#if defined(CCSIM_PHILOX_AVX2)
+// (lo, hi) halves of the 64-bit products a[l] * m for all eight 32-bit lanes.
+__attribute__((target("avx2"))) inline void mul_hilo(__m256i a, __m256i m, __m256i& lo, __m256i& hi) {
+  const __m256i even = _mm256_mul_epu32(a, m);                         // lanes 0,2,4,6 as 64-bit
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1,3,5,7 as 64-bit
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+// Philox4x32-10 of eight counters held word-wise (lane l of c0..c3 is counter l).
+__attribute__((target("avx2"))) inline void philox8(__m256i& c0, __m256i& c1, __m256i& c2, __m256i& c3, uint32_t k0,
+                                                     uint32_t k1) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  for (int r = 0; r < 10; ++r) {
+    __m256i lo0, hi0, lo1, hi1;
+    mul_hilo(c0, m0, lo0, hi0);
+    mul_hilo(c2, m1, lo1, hi1);
+    const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+    const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+
+// Eight consecutive blocks starting at index4, written as 32 consecutive words.
+__attribute__((target("avx2"))) void eight_blocks_avx2(const RngKey& key, uint64_t index4, uint32_t* out) {
+  alignas(32) uint32_t w0[8], w1[8];
+  for (int l = 0; l < 8; ++l) {
+    const uint64_t i4 = index4 + static_cast<uint64_t>(l);
+    w0[l] = static_cast<uint32_t>(i4);
+    w1[l] = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
+  }
+  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w0));
+  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w1));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(key.rank));
+  __m256i c3 = _mm256_set1_epi32(static_cast<int>(key.round));
+  philox8(c0, c1, c2, c3, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+  // Lanes hold word j of blocks 0..7; interleave to block-major order.
+  const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+  const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  auto* o = reinterpret_cast<__m256i*>(out);
+  _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(u0, u1, 0x20));
+  _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
+  _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
+  _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
+}
+
+// philox_words() on lanes [0, 8) of w0..w3.
+__attribute__((target("avx2"))) void words8_avx2(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3,
+                                                 uint32_t k0, uint32_t k1) {
+  uint32_t* w[4] = {w0, w1, w2, w3};
+  __m256i c[4];
+  for (int j = 0; j < 4; ++j) c[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[j]));
+  philox8(c[0], c[1], c[2], c[3], k0, k1);
+  for (int j = 0; j < 4; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[j]), c[j]);
+}
+
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+bool use_avx2() {
+#if defined(CCSIM_PHILOX_AVX2)
+  return have_avx2() && !g_force_portable.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+// Whole blocks, eight at a time where the machine allows.
+void whole_blocks(const RngKey& key, uint64_t index4, uint64_t blocks, uint32_t* out) {
+  uint64_t b = 0;
+#if defined(CCSIM_PHILOX_AVX2)
+  if (use_avx2())
+    for (; b + 8 <= blocks; b += 8) eight_blocks_avx2(key, index4 + b, out + 4 * b);
+#endif
+  blocks_portable(key, index4 + b, blocks - b, out + 4 * b);
+}
+
+}  // namespace
+
+void random_bits_fill(const RngKey& key, uint64_t index, uint64_t count, uint32_t* out) {
+  if (count == 0) return;
+  // Head: the rest of a partly used block.
+  uint64_t done = 0;
+  if ((index & 3u) != 0) {
+    const U32x4 b = philox_block(key, index >> 2);
+    for (uint32_t lane = index & 3u; lane < 4 && done < count; ++lane) out[done++] = b.v[lane];
+  }
+  const uint64_t whole = (count - done) / 4;
+  whole_blocks(key, (index + done) >> 2, whole, out + done);
+  done += 4 * whole;
+  if (done < count) {  // tail: the first lanes of one more block
+    const U32x4 b = philox_block(key, (index + done) >> 2);
+    for (uint32_t lane = 0; done < count; ++lane) out[done++] = b.v[lane];
+  }
+}
+
+void uniform_fill(const RngKey& key, uint64_t index, uint64_t count, float* out) {
+  uint32_t bits[kUniformTile];
+  for (uint64_t done = 0; done < count;) {
+    const uint64_t n = count - done < kUniformTile ? count - done : kUniformTile;
+    random_bits_fill(key, index + done, n, bits);
+    // u32_to_unit_float(bits): (bits >> 8) * 2^-24, exact in fp32.
+    for (uint64_t j = 0; j < n; ++j) out[done + j] = static_cast<float>(static_cast<int32_t>(bits[j] >> 8)) * 0x1.0p-24f;
+    done += n;
+  }
+}
+
+void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64_t count, uint32_t key0,
+                  uint32_t key1) {
+  uint64_t l = 0;
+#if defined(CCSIM_PHILOX_AVX2)
+  if (use_avx2())
+    for (; l + 8 <= count; l += 8) words8_avx2(w0 + l, w1 + l, w2 + l, w3 + l, key0, key1);
+#endif
+  for (; l < count; ++l) {
+    const U32x4 r = philox4x32<10>(U32x4{{w0[l], w1[l], w2[l], w3[l]}}, key0, key1);
+    w0[l] = r.v[0];
+    w1[l] = r.v[1];
+    w2[l] = r.v[2];
+    w3[l] = r.v[3];
+  }
+}
+
+const char* philox_batch_isa() { return use_avx2() ? "avx2" : "portable"; }
+
+bool philox_batch_force_portable(bool force) { return g_force_portable.exchange(force); }
+
+}  // namespace ccsim::kern

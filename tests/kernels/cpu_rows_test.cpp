@@ -1,0 +1,78 @@
+// The vectorized CPU kernels against the element functions the CUDA kernels share (one scalar call
+// per entry, uniform_at() per entry), bit for bit, on data with every special value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/parallel.hpp"
+#include "kernels/philox.hpp"
+#include "kernels/quant/block_int8_quant.hpp"
+
+namespace ccsim::kern {
+namespace {
+
+// Heavy-tailed entries over eight decades; blocks of zeros, of denormals, of one infinity, of NaN;
+// signed zeros; entries that land exactly on a code (ties for nearest rounding).
+std::vector<float> adversarial(uint64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::student_t_distribution<float> t(3.0f);
+  std::uniform_real_distribution<float> decade(-8.0f, 0.0f);
+  std::vector<float> x(n);
+  for (uint64_t i = 0; i < n; ++i) x[i] = std::pow(10.0f, decade(gen)) * t(gen);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (uint64_t i = 0; i < 256 && i < n; ++i) x[i] = 0.0f;
+  for (uint64_t i = 256; i < 512 && i < n; ++i) x[i] = std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 7);
+  if (n > 600) x[600] = inf;
+  if (n > 900) x[900] = nan;
+  if (n > 1000) x[1000] = -inf;
+  for (uint64_t i = 1024; i < 1280 && i < n; ++i) x[i] = (i % 2 ? -0.0f : 0.0f);
+  for (uint64_t i = 1280; i < 1536 && i < n; ++i) x[i] = static_cast<float>(static_cast<int>(i % 255) - 127) / 254.0f;
+  if (n > 1300) x[1300] = -1.0f;
+  return x;
+}
+
+class Int8Rows : public ::testing::TestWithParam<std::tuple<Rounding, uint32_t, int>> {};
+
+TEST_P(Int8Rows, EncodeAndDecodeEqualTheElementFunctions) {
+  const auto [rounding, block, threads] = GetParam();
+  const int threads_before = worker_threads();
+  set_worker_threads(threads);
+  const uint64_t n = 5000 + block / 3;  // a short last block
+  const std::vector<float> x = adversarial(n, block);
+  const RngKey key{99, 2, 5, 77};
+  const uint64_t base = (uint64_t{1} << 32) - 1001;  // draws cross a 2^32 index boundary
+  std::vector<uint8_t> msg(block_int8_bytes(n, block));
+  block_int8_encode(x.data(), n, block, rounding, key, base, msg.data());
+  const uint64_t blocks = (n + block - 1) / block;
+  const auto* codes = reinterpret_cast<const int8_t*>(msg.data() + 4 * blocks);
+  std::vector<float> dec(n), acc(n, 0.5f);
+  block_int8_decode(msg.data(), n, block, dec.data());
+  block_int8_decode_accumulate(msg.data(), n, block, acc.data());
+  for (uint64_t b = 0; b < blocks; ++b) {
+    float maxabs = 0.0f;
+    for (uint64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) maxabs = std::max(maxabs, std::fabs(x[i]));
+    float stored;
+    std::memcpy(&stored, msg.data() + 4 * b, 4);
+    ASSERT_EQ(std::memcmp(&stored, &maxabs, 4), 0) << "block " << b;
+    for (uint64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
+      const float u = rounding == Rounding::kStochastic ? uniform_at(key, base + i) : 0.0f;
+      ASSERT_EQ(codes[i], int8_quantize(x[i], maxabs, rounding, u)) << "entry " << i << " x " << x[i];
+      const float want = int8_dequantize(codes[i], maxabs);
+      ASSERT_EQ(std::memcmp(&dec[i], &want, 4), 0) << "entry " << i;
+      const float want_acc = 0.5f + want;
+      ASSERT_EQ(std::memcmp(&acc[i], &want_acc, 4), 0) << "entry " << i;
+    }
+  }
+  set_worker_threads(threads_before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Int8Rows,
+                         ::testing::Combine(::testing::Values(Rounding::kStochastic, Rounding::kNearest),
+                                            ::testing::Values(32u, 256u, 4096u), ::testing::Values(1, 3)));
+
+}  // namespace
+}  // namespace ccsim::kern

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/philox_batch.hpp"
+#include "kernels/quant/dynamiq_cpu.hpp"
+
+namespace ccsim::kern {
+namespace {
+
+struct Case {
+  uint32_t width;
+  bool hierarchical, correlated;
+  uint32_t ranks;
+};
+
+// Gradient-like entries over five decades, with zeros, a zero group, signed zeros, infinities and
+// NaN in some super-groups.
+std::vector<float> entries(uint64_t m, uint32_t seed, bool specials) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> z(0.0f, 1.0f);
+  std::uniform_real_distribution<float> decade(-5.0f, 0.0f);
+  std::vector<float> x(m);
+  for (uint64_t i = 0; i < m; ++i) x[i] = std::pow(10.0f, decade(gen)) * z(gen);
+  for (uint64_t i = 16; i < 32 && i < m; ++i) x[i] = 0.0f;
+  if (m > 40) x[40] = -0.0f;
+  if (specials && m > 70) {
+    x[50] = std::numeric_limits<float>::infinity();
+    x[70] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+class DynamiqBatched : public ::testing::TestWithParam<Case> {};
+
+// Two implementations of the same super-group coding, byte for byte: the reference draws one Philox
+// block per entry (as a CUDA thread does), the CPU encoder a super-group's draws at once.
+TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
+  const Case k = GetParam();
+  std::vector<float> levels(k.width > 1 ? (1u << (k.width - 1)) : 1);
+  for (size_t j = 0; j < levels.size(); ++j) levels[j] = levels.size() > 1 ? static_cast<float>(j) / (levels.size() - 1) : 1.0f;
+  levels.back() = 1.0f;
+  const DynamiqSgCoding c{k.width, 16, k.hierarchical, levels.data(), k.correlated};
+  for (bool portable : {false, true}) {
+    const bool before = philox_batch_force_portable(portable);
+    for (uint64_t m : {uint64_t{256}, uint64_t{100}, uint64_t{7}}) {
+      for (uint32_t rank = 0; rank < k.ranks; rank += (k.ranks > 4 ? 3 : 1)) {
+        const std::vector<float> x = entries(m, 11 * rank + static_cast<uint32_t>(m), m == 100);
+        const RngKey key{0xC0FFEEull << 20, 3, rank, 17};
+        const RngKey shared = dynamiq_shared_key(key);
+        const uint64_t first = (uint64_t{1} << 33) - 512 + m, first_group = first / 16;
+        const uint64_t bytes = dynamiq_sg_bytes(m, c.width, c.group, c.hierarchical);
+        std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
+        dynamiq_encode_sg(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, want.data());
+        dynamiq_encode_sg_batched(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, got.data());
+        ASSERT_EQ(got, want) << "m " << m << " rank " << rank << (portable ? " portable" : " native");
+      }
+    }
+    philox_batch_force_portable(before);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Codings, DynamiqBatched,
+    ::testing::Values(Case{1, true, true, 4}, Case{2, true, true, 3}, Case{4, true, true, 8}, Case{4, true, false, 8},
+                      Case{4, false, true, 32}, Case{8, true, true, 7}, Case{8, false, false, 1},
+                      Case{16, true, true, 2}, Case{4, true, true, 1}),
+    [](const auto& info) {
+      const Case& k = info.param;
+      return "q" + std::to_string(k.width) + (k.hierarchical ? "_hier" : "_flat") +
+             (k.correlated ? "_corr" : "_indep") + "_n" + std::to_string(k.ranks);
+    });
+
+}  // namespace
+}  // namespace ccsim::kern
