@@ -289,14 +289,14 @@ void DynamiqCompressor::encode(std::span<const float> x, const TensorSpec& spec,
 void DynamiqCompressor::decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
                                std::span<float> out) {
   for_each_sg(spec, [&](uint64_t, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {
-    kern::dynamiq_decode_sg(in.data() + byte, m, c, false, out.data() + at);
+    kern::dynamiq_decode_sg_table(in.data() + byte, m, c, false, out.data() + at);
   });
 }
 
 void DynamiqCompressor::decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
                                           std::span<float> acc) {
   for_each_sg(spec, [&](uint64_t, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {
-    kern::dynamiq_decode_sg(in.data() + byte, m, c, true, acc.data() + at);
+    kern::dynamiq_decode_sg_table(in.data() + byte, m, c, true, acc.data() + at);
   });
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/quant/dynamiq_cpu.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/philox_batch.hpp"
@@ -27,7 +28,71 @@ void draw_uniforms(const DynamiqSgCoding& c, const RngKey& key, const RngKey& sh
     u[i] = correlated_uniform_from_block(U32x4{{w0[i], w1[i], w2[i], w3[i]}}, u[i], rank, ranks);
 }
 
+// The value of every code of width q <= 8 at scale 1: ±Q[r], or ±1 at q = 1. Times a positive
+// scale it is dynamiq_entry_value(code, scale, q, levels): (-a)·s == -(a·s) in IEEE arithmetic.
+struct SignedLevels {
+  const float* levels = nullptr;
+  uint32_t q = 0;
+  float value[256];
+
+  void build(const float* lv, uint32_t width) {
+    levels = lv;
+    q = width;
+    for (uint32_t code = 0; code < (1u << width); ++code) value[code] = dynamiq_entry_value(code, 1.0f, width, lv);
+  }
+};
+
+// Codes [lo, hi) of a payload of q-bit codes (q = 1, 2, 4 or 8: none straddles a byte).
+void unpack_codes(const uint8_t* payload, uint64_t lo, uint64_t hi, uint32_t q, uint8_t* codes) {
+  if (q == 8) {
+    std::copy(payload + lo, payload + hi, codes);
+    return;
+  }
+  const uint32_t mask = (1u << q) - 1u;
+  for (uint64_t i = lo; i < hi; ++i) {
+    const uint64_t bit = i * q;
+    codes[i - lo] = static_cast<uint8_t>((payload[bit >> 3] >> (bit & 7u)) & mask);
+  }
+}
+
 }  // namespace
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define CCSIM_DQ_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CCSIM_DQ_CLONES
+#endif
+
+// out[i] (+)= value[codes[i]] * scale[i], or 0 where the scale is not positive.
+CCSIM_DQ_CLONES void decode_row(const uint8_t* codes, const float* scale, uint64_t n, const float* value,
+                                bool accumulate, float* out) {
+  if (accumulate) {
+    for (uint64_t i = 0; i < n; ++i) out[i] = out[i] + (scale[i] > 0.0f ? value[codes[i]] * scale[i] : 0.0f);
+  } else {
+    for (uint64_t i = 0; i < n; ++i) out[i] = scale[i] > 0.0f ? value[codes[i]] * scale[i] : 0.0f;
+  }
+}
+
+void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCoding& c, bool accumulate, float* out) {
+  const uint32_t q = c.width;
+  if (q > 8) return dynamiq_decode_sg(in, m, c, accumulate, out);
+  thread_local SignedLevels table;
+  if (table.levels != c.levels || table.q != q) table.build(c.levels, q);
+  thread_local std::vector<uint8_t> codes;
+  thread_local std::vector<float> scale;
+  codes.resize(m);
+  scale.resize(m);
+  const uint64_t groups = (m + c.group - 1) / c.group;
+  const uint8_t* payload = in + dynamiq_meta_bytes(m, c.group, c.hierarchical);
+  const float sg_scale = c.hierarchical ? dynamiq_sg_scale(in) : 0.0f;
+  for (uint64_t g = 0; g < groups; ++g) {
+    const uint64_t lo = g * c.group, hi = lo + c.group < m ? lo + c.group : m;
+    std::fill(scale.begin() + static_cast<int64_t>(lo), scale.begin() + static_cast<int64_t>(hi),
+              dynamiq_group_scale(in, g, c.hierarchical, sg_scale));
+  }
+  unpack_codes(payload, 0, m, q, codes.data());
+  decode_row(codes.data(), scale.data(), m, table.value, accumulate, out);
+}
 
 void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,

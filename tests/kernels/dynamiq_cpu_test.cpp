@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -38,7 +39,8 @@ std::vector<float> entries(uint64_t m, uint32_t seed, bool specials) {
 class DynamiqBatched : public ::testing::TestWithParam<Case> {};
 
 // Two implementations of the same super-group coding, byte for byte: the reference draws one Philox
-// block per entry (as a CUDA thread does), the CPU encoder a super-group's draws at once.
+// block per entry (as a CUDA thread does), the CPU encoder a super-group's draws at once; and the
+// table decoder against the reference decoder.
 TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
   const Case k = GetParam();
   std::vector<float> levels(k.width > 1 ? (1u << (k.width - 1)) : 1);
@@ -58,6 +60,14 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
         dynamiq_encode_sg(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, want.data());
         dynamiq_encode_sg_batched(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, got.data());
         ASSERT_EQ(got, want) << "m " << m << " rank " << rank << (portable ? " portable" : " native");
+        // The table decoder against the reference, overwriting and accumulating.
+        for (bool accumulate : {false, true}) {
+          std::vector<float> ref(m, 0.25f), tab(m, 0.25f);
+          if (m > 3) ref[3] = tab[3] = -0.0f;
+          dynamiq_decode_sg(want.data(), m, c, accumulate, ref.data());
+          dynamiq_decode_sg_table(want.data(), m, c, accumulate, tab.data());
+          ASSERT_EQ(std::memcmp(ref.data(), tab.data(), 4 * m), 0) << "decode, m " << m << " rank " << rank;
+        }
       }
     }
     philox_batch_force_portable(before);
