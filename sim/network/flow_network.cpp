@@ -13,6 +13,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 double share(double rem, uint32_t cnt) { return std::max(0.0, rem) / cnt; }
 }  // namespace
 
+bool FlowNetwork::constraint_later(const Constraint& a, const Constraint& b) {
+  if (a.value != b.value) return a.value > b.value;
+  if (a.kind != b.kind) return a.kind > b.kind;
+  return a.index > b.index;
+}
+
 std::vector<double> max_min_rates(const std::vector<double>& capacity, const std::vector<std::vector<uint32_t>>& routes,
                                   const std::vector<double>& caps) {
   const size_t nf = routes.size(), nl = capacity.size();
@@ -246,41 +252,157 @@ void FlowNetwork::solve() {
   ++counters_.solves;
   comp_links_.clear();
   comp_flows_.clear();
-  for (uint32_t l : dirty_links_) links_[l].dirty = false;
   // One connected component of the flow–link graph per unvisited changed link.
   ++epoch_;
+  ++refill_epoch_;
   const uint64_t visit = epoch_;
   for (uint32_t seed : dirty_links_) {
     if (links_[seed].mark == visit) continue;
     const size_t links_begin = comp_links_.size(), flows_begin = comp_flows_.size();
-    links_[seed].mark = visit;
-    stack_.push_back(seed);
-    while (!stack_.empty()) {
-      const uint32_t l = stack_.back();
-      stack_.pop_back();
-      comp_links_.push_back(l);
-      for (FlowId id : links_[l].flows) {
-        Flow& f = flows_[id];
-        if (f.mark == visit) continue;
-        f.mark = visit;
-        comp_flows_.push_back(id);
-        for (uint32_t l2 : route_of(f))
-          if (links_[l2].mark != visit) {
-            links_[l2].mark = visit;
-            stack_.push_back(l2);
-          }
-      }
-    }
-    fill_component(links_begin, flows_begin);
+    walk_component(seed, visit);
+    solve_component(links_begin, flows_begin);
+  }
+  counters_.solved_flows += comp_flows_.size();
+  apply_rates();
+  for (uint32_t l : dirty_links_) {
+    links_[l].dirty = false;
+    links_[l].removed = UINT64_MAX;
   }
   dirty_links_.clear();
-  counters_.solved_flows += comp_flows_.size();
+}
 
-  // Apply: link loads (integrating the old ones first), then flows whose rate changed.
+void FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
+  links_[seed].mark = visit;
+  stack_.push_back(seed);
+  while (!stack_.empty()) {
+    const uint32_t l = stack_.back();
+    stack_.pop_back();
+    comp_links_.push_back(l);
+    if (links_[l].dirty) links_[l].refill_mark = refill_epoch_;  // its load changes with its flows
+    for (FlowId id : links_[l].flows) {
+      Flow& f = flows_[id];
+      if (f.mark == visit) continue;
+      f.mark = visit;
+      f.new_rate = f.rate;  // kept unless re-filled
+      comp_flows_.push_back(id);
+      for (uint32_t l2 : route_of(f))
+        if (links_[l2].mark != visit) {
+          links_[l2].mark = visit;
+          stack_.push_back(l2);
+        }
+    }
+  }
+}
+
+void FlowNetwork::solve_component(size_t links_begin, size_t flows_begin) {
+  const std::span<const uint32_t> links(comp_links_.data() + links_begin, comp_links_.size() - links_begin);
+  const std::span<const FlowId> flows(comp_flows_.data() + flows_begin, comp_flows_.size() - flows_begin);
+  if (flows.empty()) return;
+  if (flows.size() == 1) {
+    fill_single(flows[0]);
+    for (uint32_t l : links) links_[l].refill_mark = refill_epoch_;
+    ++counters_.refilled_flows;
+    return;
+  }
+  const uint64_t threshold = refill_threshold(links_begin);
+  if (threshold != 0) {
+    select_refill(links_begin, threshold);
+    set_checkpoint();
+    fill(refill_links_, refill_flows_);
+    counters_.refilled_flows += refill_flows_.size();
+    return;
+  }
+  // The whole component, from the links' capacities.
+  for (uint32_t l : links) {
+    LinkState& L = links_[l];
+    L.refill_mark = refill_epoch_;
+    L.rem = L.capacity;
+    L.cnt = static_cast<uint32_t>(L.flows.size());
+  }
+  fill(links, flows);
+  counters_.refilled_flows += flows.size();
+  ++counters_.full_fills;
+}
+
+void FlowNetwork::fill_single(FlowId id) {
+  // The tightest of its cap and its links' capacities, as progressive filling would find.
+  Flow& f = flows_[id];
+  double v = f.cap;
+  for (uint32_t l : route_of(f)) v = std::min(v, share(links_[l].capacity, 1));
+  f.new_rate = v;
+  f.stamp = ++action_seq_;
+}
+
+uint64_t FlowNetwork::refill_threshold(size_t links_begin) const {
+  // The lowest stamp removed from the component's changed links; 0 (the whole component) where a
+  // flow arrived.
+  uint64_t t = UINT64_MAX;
+  for (size_t i = links_begin; i < comp_links_.size(); ++i) {
+    const LinkState& L = links_[comp_links_[i]];
+    if (!L.dirty) continue;
+    t = std::min(t, L.removed);
+    for (FlowId id : L.flows)
+      if (flows_[id].due_ps < 0) return 0;
+  }
+  return t == UINT64_MAX ? 0 : t;
+}
+
+void FlowNetwork::select_refill(size_t links_begin, uint64_t threshold) {
+  // The flows at or above the threshold (and the unsolved ones) connected to the changed links
+  // through such flows, and their links.
+  refill_links_.clear();
+  refill_flows_.clear();
+  for (size_t i = links_begin; i < comp_links_.size(); ++i) {
+    const uint32_t l = comp_links_[i];
+    if (links_[l].dirty) stack_.push_back(l);
+  }
+  while (!stack_.empty()) {
+    const uint32_t l = stack_.back();
+    stack_.pop_back();
+    refill_links_.push_back(l);
+    for (FlowId id : links_[l].flows) {
+      Flow& f = flows_[id];
+      if (f.refill_mark == refill_epoch_ || f.stamp < threshold) continue;
+      f.refill_mark = refill_epoch_;
+      refill_flows_.push_back(id);
+      for (uint32_t l2 : route_of(f))
+        if (links_[l2].refill_mark != refill_epoch_) {
+          links_[l2].refill_mark = refill_epoch_;
+          stack_.push_back(l2);
+        }
+    }
+  }
+}
+
+void FlowNetwork::set_checkpoint() {
+  // Each link's state when the filling reaches the threshold: its capacity less its flows below
+  // the threshold, subtracted in key order (flows frozen by one action subtract the same value).
+  for (uint32_t l : refill_links_) {
+    LinkState& L = links_[l];
+    below_.clear();
+    L.cnt = 0;
+    for (FlowId id : L.flows) {
+      const Flow& f = flows_[id];
+      if (f.refill_mark == refill_epoch_) {
+        ++L.cnt;
+      } else {
+        below_.emplace_back(f.stamp, f.rate);
+      }
+    }
+    if (below_.size() > 1) std::sort(below_.begin(), below_.end());
+    L.rem = L.capacity;
+    for (const auto& [stamp, rate] : below_) L.rem -= rate;
+  }
+}
+
+void FlowNetwork::apply_rates() {
+  // Link loads (integrating the old ones first), then flows whose rate changed. Every link of a
+  // touched component is integrated up to now; only re-filled links can change their load.
   const SimTime now = engine_.now();
   for (uint32_t l : comp_links_) {
     LinkState& L = links_[l];
     flush_link(L);
+    if (L.refill_mark != refill_epoch_) continue;
     double load = 0;
     for (FlowId id : L.flows) load += flows_[id].new_rate;
     L.load = load;
@@ -301,34 +423,41 @@ void FlowNetwork::solve() {
   }
 }
 
-void FlowNetwork::fill_component(size_t links_begin, size_t flows_begin) {
-  const std::span<const uint32_t> links(comp_links_.data() + links_begin, comp_links_.size() - links_begin);
-  const std::span<const FlowId> flows(comp_flows_.data() + flows_begin, comp_flows_.size() - flows_begin);
-  if (flows.empty()) return;
-  if (flows.size() == 1) {
-    // The tightest of its cap and its links' capacities, as progressive filling would find.
-    Flow& f = flows_[flows[0]];
-    double v = f.cap;
-    for (uint32_t l : route_of(f)) v = std::min(v, share(links_[l].capacity, 1));
-    f.new_rate = v;
-    return;
+void FlowNetwork::freeze(Flow& f, double rate, uint64_t stamp) {
+  f.new_rate = rate;
+  f.stamp = stamp;
+  for (uint32_t l : route_of(f)) {
+    LinkState& L = links_[l];
+    L.rem -= rate;
+    --L.cnt;
+    ++L.version;
+    if (L.cnt == 0) continue;
+    // Rounding can lower a share by an ulp: then the link gets a fresh entry at its lower key, so
+    // that every link keeps an entry no larger than its share.
+    const double s = share(L.rem, L.cnt);
+    if (s < L.heap_key) {
+      L.heap_key = s;
+      heap_.push_back(Constraint{s, 1, l, L.version});
+      std::push_heap(heap_.begin(), heap_.end(), constraint_later);
+    }
   }
-  // Progressive filling, tightest constraint first (ties: value, caps before links, index).
-  const auto later = [](const Constraint& a, const Constraint& b) {
-    if (a.value != b.value) return a.value > b.value;
-    if (a.kind != b.kind) return a.kind > b.kind;
-    return a.index > b.index;
-  };
+}
+
+void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> flows) {
+  // Progressive filling, tightest constraint first (ties: value, caps before links, index), from
+  // each link's `rem` over its `cnt` unfrozen flows.
   heap_.clear();
   for (uint32_t l : links) {
     LinkState& L = links_[l];
-    L.rem = L.capacity;
-    L.cnt = static_cast<uint32_t>(L.flows.size());
     ++L.version;
-    if (L.cnt > 1) heap_.push_back(Constraint{share(L.rem, L.cnt), 1, l, L.version});
+    L.heap_key = kNoCap;
+    if (L.cnt > 1) {
+      L.heap_key = share(L.rem, L.cnt);
+      heap_.push_back(Constraint{L.heap_key, 1, l, L.version});
+    }
   }
-  // A link crossed by one flow keeps the key (capacity, link) until that flow freezes, after which
-  // it is empty: of a flow's private links only the smallest key can ever act, so only it enters.
+  // A link crossed by one unfrozen flow keeps its key until that flow freezes, after which it has
+  // none: of a flow's private links only the smallest key can ever act, so only it enters.
   for (FlowId id : flows) {
     Flow& f = flows_[id];
     f.new_rate = -1;
@@ -339,46 +468,42 @@ void FlowNetwork::fill_component(size_t links_begin, size_t flows_begin) {
       const LinkState& L = links_[l];
       if (L.cnt != 1) continue;
       const Constraint k{share(L.rem, 1), 1, l, L.version};
-      if (best == nullptr || later(c, k)) {
+      if (best == nullptr || constraint_later(c, k)) {
         c = k;
         best = &c;
       }
     }
-    if (best != nullptr) heap_.push_back(c);
-  }
-  std::make_heap(heap_.begin(), heap_.end(), later);
-  // A link's share rem/cnt never decreases while flows freeze on it (each freezes at a value no
-  // larger than the share), so a stale heap entry is a lower bound of the link's true key: it is
-  // re-keyed lazily when it surfaces, and an entry is acted on only when it is current. The order
-  // in which constraints are acted on is therefore exactly the eager order.
-  auto freeze = [&](Flow& f, double v) {
-    f.new_rate = v;
-    for (uint32_t l : route_of(f)) {
-      LinkState& L = links_[l];
-      L.rem -= v;
-      --L.cnt;
-      ++L.version;
+    if (best != nullptr) {
+      links_[c.index].heap_key = c.value;
+      heap_.push_back(c);
     }
-  };
+  }
+  std::make_heap(heap_.begin(), heap_.end(), constraint_later);
+  // Every link has an entry no larger than its share (shares rise as flows freeze; where rounding
+  // lowers one, freeze() adds an entry), so a stale entry is re-keyed when it surfaces and an
+  // entry is acted on only when it is current: the order of actions is the eager one, and each
+  // action's flows take the next stamp.
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
+    std::pop_heap(heap_.begin(), heap_.end(), constraint_later);
     const Constraint c = heap_.back();
     heap_.pop_back();
     if (c.kind == 0) {
       Flow& f = flows_[c.index];
       if (f.new_rate >= 0) continue;
-      freeze(f, c.value);
+      freeze(f, c.value, ++action_seq_);
       continue;
     }
     LinkState& L = links_[c.index];
     if (L.cnt == 0) continue;
     if (c.version != L.version) {
-      heap_.push_back(Constraint{share(L.rem, L.cnt), 1, c.index, L.version});
-      std::push_heap(heap_.begin(), heap_.end(), later);
+      L.heap_key = share(L.rem, L.cnt);
+      heap_.push_back(Constraint{L.heap_key, 1, c.index, L.version});
+      std::push_heap(heap_.begin(), heap_.end(), constraint_later);
       continue;
     }
+    const uint64_t stamp = ++action_seq_;
     for (FlowId id : L.flows)
-      if (flows_[id].new_rate < 0) freeze(flows_[id], c.value);
+      if (flows_[id].new_rate < 0) freeze(flows_[id], c.value, stamp);
   }
 }
 
@@ -390,6 +515,7 @@ void FlowNetwork::complete(FlowId id) {
     const uint32_t p = pos_pool_[f.route_off + i];
     LinkState& L = links_[l];
     L.done_bytes += f.size;
+    L.removed = std::min(L.removed, f.stamp);
     const FlowId moved = L.flows.back();
     L.flows[p] = moved;
     L.flows.pop_back();

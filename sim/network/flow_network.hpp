@@ -17,6 +17,20 @@
 ///
 /// Ties between constraints are broken by (rate, caps before links, link index), so the
 /// incremental solver and the from-scratch reference max_min_rates() give bit-identical rates.
+///
+/// Inside a component, a re-solve after removals alone re-fills only the part whose rates can
+/// change. Every action of a filling (a constraint freezing its flows) takes a stamp from one
+/// increasing counter, and each flow keeps the stamp that froze it, so the stamps list a valid
+/// filling order. Removing a flow leaves every action stamped before its own unchanged (the links
+/// it crossed only get larger shares, never winning earlier), so only the flows stamped at or
+/// after the lowest removed stamp that are connected to the changed links through such flows are
+/// re-filled, from each link's remaining capacity at that point: its capacity less the rates of
+/// its flows stamped before it, subtracted in stamp order (the filling's own arithmetic; flows
+/// frozen by one action subtract the same value). A component where a flow arrived is re-filled whole.
+///
+/// Rounding can leave a link's share an ulp below its previous one after a freeze; the filling
+/// then gives that link a fresh heap entry, so the order of actions is exactly the eager one of
+/// max_min_rates() (equal-capacity networks, such as fat-trees, hit this).
 
 #include <cstdint>
 #include <functional>
@@ -55,6 +69,8 @@ struct FlowNetworkCounters {
   uint64_t flows_started = 0;
   uint64_t solves = 0;            ///< instants with a re-solve
   uint64_t solved_flows = 0;      ///< sum over solves of the flows in the affected components
+  uint64_t refilled_flows = 0;    ///< sum over solves of the flows re-filled (at or above the threshold)
+  uint64_t full_fills = 0;        ///< multi-flow components re-filled whole (a flow arrived)
   uint64_t rate_changes = 0;      ///< completion events scheduled or rescheduled
   size_t peak_active_flows = 0;
 };
@@ -99,11 +115,13 @@ class FlowNetwork {
     double rate = 0;
     double cap = kNoCap;
     double new_rate = 0;   // solver scratch (< 0: not frozen yet)
+    uint64_t stamp = 0;    // the filling action that froze it (increasing along the filling order)
     SimTime last;
     Duration latency;
     int64_t due_ps = -1;   // completion time in the batches, -1 while unsolved
     Engine::Callback on_done;
     uint64_t mark = 0;
+    uint64_t refill_mark = 0;
     bool active = false;
   };
   struct LinkState {
@@ -114,10 +132,14 @@ class FlowNetwork {
     LinkStats stats;            // busy time and peak sharing; bytes are summed by link_stats()
     double done_bytes = 0;      // sizes of the completed flows that crossed the link
     double rem = 0;             // solver scratch
+    double heap_key = 0;        // solver scratch: the key of the link's newest heap entry
     uint32_t cnt = 0;
     uint32_t version = 0;
     uint64_t mark = 0;
+    uint64_t refill_mark = 0;
     bool dirty = false;
+    uint32_t arrivals = 0;      // solver scratch: unsolved flows on it
+    uint64_t removed = UINT64_MAX;  // the lowest stamp of the flows that left it since the last solve
   };
 
   std::span<uint32_t> route_of(const Flow& f) { return {route_pool_.data() + f.route_off, f.route_len}; }
@@ -127,7 +149,15 @@ class FlowNetwork {
   void mark_dirty(uint32_t link);
   void flush_link(LinkState& l);
   void solve();
-  void fill_component(size_t links_begin, size_t flows_begin);
+  void walk_component(uint32_t seed, uint64_t visit);
+  void solve_component(size_t links_begin, size_t flows_begin);
+  uint64_t refill_threshold(size_t links_begin) const;
+  void select_refill(size_t links_begin, uint64_t threshold);
+  void fill_single(FlowId id);
+  void set_checkpoint();
+  void fill(std::span<const uint32_t> links, std::span<const FlowId> flows);
+  void freeze(Flow& f, double rate, uint64_t stamp);
+  void apply_rates();
   void complete(FlowId id);
   /// The batch due at `t_ps`, created (with its engine event) if needed.
   uint32_t batch_at(int64_t t_ps);
@@ -142,6 +172,7 @@ class FlowNetwork {
   std::vector<uint32_t> pos_pool_;    // flow's index in each route link's `flows`
   std::vector<std::vector<uint32_t>> free_routes_;  // by length
   std::vector<uint32_t> dirty_links_;
+  uint64_t action_seq_ = 0;  // stamps handed out so far
   size_t active_count_ = 0;
   uint64_t epoch_ = 0;
   FlowNetworkCounters counters_;
@@ -150,6 +181,9 @@ class FlowNetwork {
   std::vector<std::vector<double>> timeline_;
   // Solver scratch, kept to avoid reallocation.
   std::vector<uint32_t> comp_links_, comp_flows_, stack_;
+  std::vector<uint32_t> refill_links_, refill_flows_;  // the part of a component re-filled
+  std::vector<std::pair<uint64_t, double>> below_;       // a link's flows under the threshold
+  uint64_t refill_epoch_ = 0;
   struct Constraint {
     double value;
     uint32_t kind;  // 0 = flow cap, 1 = link
@@ -157,6 +191,8 @@ class FlowNetwork {
     uint32_t version;
   };
   std::vector<Constraint> heap_;
+  /// Heap order: whether `a` acts after `b` (value, caps before links, index).
+  static bool constraint_later(const Constraint& a, const Constraint& b);
   /// Completions and deliveries due at one instant (stale completions are skipped when fired).
   struct Batch {
     int64_t time_ps = 0;
