@@ -1,6 +1,7 @@
 #include "kernels/quant/dynamiq_cpu.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/philox_batch.hpp"
@@ -31,13 +32,16 @@ void draw_uniforms(const DynamiqSgCoding& c, const RngKey& key, const RngKey& sh
 // The value of every code of width q <= 8 at scale 1: ±Q[r], or ±1 at q = 1. Times a positive
 // scale it is dynamiq_entry_value(code, scale, q, levels): (-a)·s == -(a·s) in IEEE arithmetic.
 struct SignedLevels {
-  const float* levels = nullptr;
   uint32_t q = 0;
+  float levels[128];  // the grid the table was built from (2^(q-1) magnitudes; compared by value)
   float value[256];
 
+  bool built_from(const float* lv, uint32_t width) const {
+    return q == width && (width == 1 || std::memcmp(levels, lv, sizeof(float) << (width - 1)) == 0);
+  }
   void build(const float* lv, uint32_t width) {
-    levels = lv;
     q = width;
+    if (width > 1) std::memcpy(levels, lv, sizeof(float) << (width - 1));
     for (uint32_t code = 0; code < (1u << width); ++code) value[code] = dynamiq_entry_value(code, 1.0f, width, lv);
   }
 };
@@ -77,7 +81,7 @@ void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCodin
   const uint32_t q = c.width;
   if (q > 8) return dynamiq_decode_sg(in, m, c, accumulate, out);
   thread_local SignedLevels table;
-  if (table.levels != c.levels || table.q != q) table.build(c.levels, q);
+  if (!table.built_from(c.levels, q)) table.build(c.levels, q);
   thread_local std::vector<uint8_t> codes;
   thread_local std::vector<float> scale;
   codes.resize(m);

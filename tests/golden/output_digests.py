@@ -11,6 +11,7 @@ varies between runs).
   output_digests.py --ccsim BIN --check tests/golden/output_digests.txt
                                                                compare; exit 1 naming every difference
   output_digests.py --ccsim BIN --record FILE                  write them
+  output_digests.py ... --times FILE                           also write each run's wall time and peak memory
   output_digests.py ... --readme README.md                     also compare the console output of every
                                                                run README.md shows with the tool's
 
@@ -80,10 +81,17 @@ def check_readme(console: str, out_dir: str, block: str) -> list:
     return list(difflib.unified_diff(want.splitlines(), got.splitlines(), "README.md", "ccsim run", lineterm=""))
 
 
-def run_one(ccsim: str, scenario: str, tmp: str, readme: str | None = None) -> list:
+def run_one(ccsim: str, scenario: str, tmp: str, readme: str | None = None, times: list | None = None) -> list:
     out_dir = os.path.join(tmp, scenario.replace("/", "_"))
-    proc = subprocess.run([ccsim, "run", os.path.join(ROOT, scenario), "--out", out_dir], cwd=ROOT,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    cmd = [ccsim, "run", os.path.join(ROOT, scenario), "--out", out_dir]
+    usage = os.path.join(tmp, "usage.txt")
+    if times is not None:  # wall seconds and peak resident kilobytes, as GNU time measures them
+        cmd = ["/usr/bin/time", "-f", "%e %M", "-o", usage] + cmd
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if times is not None and proc.returncode == 0:
+        with open(usage) as f:
+            wall, kb = f.read().split()[-2:]
+        times.append(f"{scenario} {float(wall):.2f} s {int(kb) / 1024:.0f} MiB")
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr.decode(errors="replace"))
         raise SystemExit(f"{scenario}: ccsim run exited {proc.returncode}")
@@ -111,13 +119,18 @@ def main() -> int:
     ap.add_argument("--record", help="file to write the digests to")
     ap.add_argument("--only", action="append", default=[], help="run only scenarios containing this text")
     ap.add_argument("--readme", help="README.md whose runs' console outputs are compared with the tool's")
+    ap.add_argument("--times", help="also write each run's wall time and peak memory (GNU time) to this file")
     args = ap.parse_args()
     lines = []
+    times = [] if args.times else None
     with tempfile.TemporaryDirectory(prefix="ccsim-digests-") as tmp:
         for s in scenarios():
             if args.only and not any(o in s for o in args.only):
                 continue
-            lines += run_one(os.path.abspath(args.ccsim), s, tmp, args.readme)
+            lines += run_one(os.path.abspath(args.ccsim), s, tmp, args.readme, times)
+            if args.times:
+                with open(args.times, "w") as f:
+                    f.write("\n".join(times) + "\n")
     text = "\n".join(lines) + "\n"
     if args.record:
         with open(args.record, "w") as f:

@@ -85,5 +85,26 @@ INSTANTIATE_TEST_SUITE_P(
              (k.correlated ? "_corr" : "_indep") + "_n" + std::to_string(k.ranks);
     });
 
+// The table follows the grid's values, not its address: a grid rewritten in place (as when a
+// scheme with other levels is made where a freed one lived) decodes with its new values.
+TEST(DynamiqTable, FollowsTheGridsValuesNotItsAddress) {
+  std::vector<float> levels = {0.0f, 0.1f, 0.3f, 0.45f, 0.6f, 0.75f, 0.9f, 1.0f};
+  const DynamiqSgCoding c{4, 16, true, levels.data(), false};
+  const uint64_t m = 64;
+  std::vector<float> x(m);
+  for (uint64_t i = 0; i < m; ++i) x[i] = std::sin(static_cast<float>(i)) * (1.0f + i % 7);
+  const RngKey key{5, 1, 0, 3};
+  std::vector<uint8_t> msg(dynamiq_sg_bytes(m, 4, 16, true));
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1)
+      for (size_t j = 1; j + 1 < levels.size(); ++j) levels[j] = static_cast<float>(j) / 7.0f;  // uniform, same address
+    dynamiq_encode_sg(x.data(), m, c, key, dynamiq_shared_key(key), 0, 1, 0, 0, msg.data());
+    std::vector<float> ref(m), tab(m);
+    dynamiq_decode_sg(msg.data(), m, c, false, ref.data());
+    dynamiq_decode_sg_table(msg.data(), m, c, false, tab.data());
+    ASSERT_EQ(std::memcmp(ref.data(), tab.data(), 4 * m), 0) << "pass " << pass;
+  }
+}
+
 }  // namespace
 }  // namespace ccsim::kern
