@@ -40,10 +40,16 @@ void tfp_encode(const float* x, uint64_t count, const TfpFormat& f, bool random_
     uint8_t* p = out + begin / 8 * k;  // begin is a multiple of 8: the piece starts on a byte
     uint64_t acc = 0;                  // pending stream bits, at most 7 + 32
     uint32_t pending = 0;
+    uint64_t in_tile = kUniformTile;  // the next entry's place in `uniforms`
     for (uint64_t i = begin; i < end; ++i) {
-      const uint64_t in_tile = (i - begin) % kUniformTile;
-      if (random_rounding && in_tile == 0) uniform_fill(key, index_base + i, std::min(kUniformTile, end - i), uniforms);
-      const float u = random_rounding ? uniforms[in_tile] : 0.0f;
+      float u = 0.0f;
+      if (random_rounding) {
+        if (in_tile == kUniformTile) {
+          uniform_fill(key, index_base + i, std::min(kUniformTile, end - i), uniforms);
+          in_tile = 0;
+        }
+        u = uniforms[in_tile++];
+      }
       acc |= static_cast<uint64_t>(tfp_encode_element(x[i], f, random_rounding, u)) << pending;
       pending += k;
       for (; pending >= 8; pending -= 8, acc >>= 8) *p++ = static_cast<uint8_t>(acc);
