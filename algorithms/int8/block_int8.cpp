@@ -29,4 +29,11 @@ void BlockInt8Compressor::decode_accumulate(std::span<const uint8_t> in, const T
   kern::block_int8_decode_accumulate(in.data(), spec.count, block_, acc.data());
 }
 
+void BlockInt8Compressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
+                                                   std::span<float> acc, const HopContext&, const kern::RngKey& key,
+                                                   std::span<uint8_t> out) {
+  kern::block_int8_decode_accumulate_encode(in.data(), spec.count, block_, acc.data(), rounding_, key, spec.offset,
+                                            out.data());
+}
+
 }  // namespace ccsim::algo

@@ -67,6 +67,25 @@ float load_scale(const uint8_t* in, uint64_t b) {
   return s;
 }
 
+// One block's encode of x[begin, end) into `out` (the layout of block_int8_encode).
+void encode_block(const float* x, uint64_t b, uint64_t begin, uint64_t end, Rounding rounding, const RngKey& key,
+                  uint64_t index_base, uint8_t* out, int8_t* codes) {
+  float maxabs = 0.0f;
+  for (uint64_t i = begin; i < end; ++i) maxabs = std::max(maxabs, std::fabs(x[i]));
+  std::memcpy(out + 4 * b, &maxabs, sizeof maxabs);
+  if (!(maxabs > 0.0f)) {  // int8_quantize's zero block
+    std::memset(codes + begin, 0, end - begin);
+    return;
+  }
+  if (rounding == Rounding::kNearest) return quantize_row_nearest(x + begin, end - begin, maxabs, codes + begin);
+  float u[kUniformTile];
+  for (uint64_t t = begin; t < end; t += kUniformTile) {
+    const uint64_t n = std::min(kUniformTile, end - t);
+    uniform_fill(key, index_base + t, n, u);
+    quantize_row_stochastic(x + t, u, n, maxabs, codes + t);
+  }
+}
+
 }  // namespace
 
 void block_int8_encode(const float* x, uint64_t count, uint32_t block, Rounding rounding, const RngKey& key,
@@ -74,20 +93,18 @@ void block_int8_encode(const float* x, uint64_t count, uint32_t block, Rounding 
   const uint64_t blocks = (count + block - 1) / block;
   auto* codes = reinterpret_cast<int8_t*>(out + 4 * blocks);
   for_blocks(count, block, [&](uint64_t b, uint64_t begin, uint64_t end) {
-    float maxabs = 0.0f;
-    for (uint64_t i = begin; i < end; ++i) maxabs = std::max(maxabs, std::fabs(x[i]));
-    std::memcpy(out + 4 * b, &maxabs, sizeof maxabs);
-    if (!(maxabs > 0.0f)) {  // int8_quantize's zero block
-      std::memset(codes + begin, 0, end - begin);
-      return;
-    }
-    if (rounding == Rounding::kNearest) return quantize_row_nearest(x + begin, end - begin, maxabs, codes + begin);
-    float u[kUniformTile];
-    for (uint64_t t = begin; t < end; t += kUniformTile) {
-      const uint64_t n = std::min(kUniformTile, end - t);
-      uniform_fill(key, index_base + t, n, u);
-      quantize_row_stochastic(x + t, u, n, maxabs, codes + t);
-    }
+    encode_block(x, b, begin, end, rounding, key, index_base, out, codes);
+  });
+}
+
+void block_int8_decode_accumulate_encode(const uint8_t* in, uint64_t count, uint32_t block, float* acc,
+                                         Rounding rounding, const RngKey& key, uint64_t index_base, uint8_t* out) {
+  const uint64_t blocks = (count + block - 1) / block;
+  const auto* in_codes = reinterpret_cast<const int8_t*>(in + 4 * blocks);
+  auto* out_codes = reinterpret_cast<int8_t*>(out + 4 * blocks);
+  for_blocks(count, block, [&](uint64_t b, uint64_t begin, uint64_t end) {
+    dequantize_row(in_codes + begin, end - begin, load_scale(in, b), true, acc + begin);
+    encode_block(acc, b, begin, end, rounding, key, index_base, out, out_codes);
   });
 }
 

@@ -54,5 +54,10 @@ void block_int8_encode(const float* x, uint64_t count, uint32_t block, Rounding 
 void block_int8_decode(const uint8_t* in, uint64_t count, uint32_t block, float* out);
 /// Decodes a chunk and adds it to `acc` in fp32.
 void block_int8_decode_accumulate(const uint8_t* in, uint64_t count, uint32_t block, float* acc);
+/// The fused intermediate hop in one pass per block: block_int8_decode_accumulate(in, ..., acc)
+/// then block_int8_encode(acc, ..., out), each block decoded, summed and re-encoded while it is in
+/// cache. The same bytes and sums as the two calls. `out` must not alias `in`.
+void block_int8_decode_accumulate_encode(const uint8_t* in, uint64_t count, uint32_t block, float* acc,
+                                         Rounding rounding, const RngKey& key, uint64_t index_base, uint8_t* out);
 
 }  // namespace ccsim::kern
