@@ -5,6 +5,7 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
+#include "kernels/vector_rows.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -22,18 +23,11 @@ void for_blocks(uint64_t count, uint32_t block, Fn&& fn) {
   });
 }
 
-// The CPU rows of the kernels: int8_quantize() and int8_dequantize() on a run of one block's entries,
-// written without calls or per-entry branches so the compiler vectorizes them (built twice: for
-// AVX2, chosen at run time where the machine has it, and for the baseline ISA). The clamp's
-// comparisons send NaN to -127 as fminf(fmaxf(q, -127), 127) does; tests compare every row with
-// the scalar functions the CUDA kernels share, bit for bit.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define CCSIM_INT8_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CCSIM_INT8_CLONES
-#endif
-
-CCSIM_INT8_CLONES void quantize_row_stochastic(const float* x, const float* u, uint64_t n, float maxabs, int8_t* q) {
+// The CPU rows of the kernels: int8_quantize() and int8_dequantize() on a run of one block's
+// entries, without calls or per-entry branches so the compiler vectorizes them (CCSIM_VECTOR_ROW).
+// The clamp's comparisons send NaN to -127 as fminf(fmaxf(q, -127), 127) does; tests compare
+// every row with the scalar functions the CUDA kernels share, bit for bit.
+CCSIM_VECTOR_ROW void quantize_row_stochastic(const float* x, const float* u, uint64_t n, float maxabs, int8_t* q) {
   for (uint64_t i = 0; i < n; ++i) {
     const float v = (x[i] / maxabs) * 127.0f;
     const float lo = std::floor(v);
@@ -44,7 +38,7 @@ CCSIM_INT8_CLONES void quantize_row_stochastic(const float* x, const float* u, u
   }
 }
 
-CCSIM_INT8_CLONES void quantize_row_nearest(const float* x, uint64_t n, float maxabs, int8_t* q) {
+CCSIM_VECTOR_ROW void quantize_row_nearest(const float* x, uint64_t n, float maxabs, int8_t* q) {
   for (uint64_t i = 0; i < n; ++i) {
     float r = std::rint((x[i] / maxabs) * 127.0f);
     r = r > -127.0f ? r : -127.0f;
@@ -53,7 +47,7 @@ CCSIM_INT8_CLONES void quantize_row_nearest(const float* x, uint64_t n, float ma
   }
 }
 
-CCSIM_INT8_CLONES void dequantize_row(const int8_t* q, uint64_t n, float maxabs, bool accumulate, float* out) {
+CCSIM_VECTOR_ROW void dequantize_row(const int8_t* q, uint64_t n, float maxabs, bool accumulate, float* out) {
   if (accumulate) {
     for (uint64_t i = 0; i < n; ++i) out[i] += (static_cast<float>(q[i]) / 127.0f) * maxabs;
   } else {

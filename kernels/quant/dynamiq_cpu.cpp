@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/philox_batch.hpp"
+#include "kernels/vector_rows.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -46,29 +47,21 @@ struct SignedLevels {
   }
 };
 
-// Codes [lo, hi) of a payload of q-bit codes (q = 1, 2, 4 or 8: none straddles a byte).
-void unpack_codes(const uint8_t* payload, uint64_t lo, uint64_t hi, uint32_t q, uint8_t* codes) {
+// The first m codes of a payload of q-bit codes (q = 1, 2, 4 or 8: none straddles a byte).
+void unpack_codes(const uint8_t* payload, uint64_t m, uint32_t q, uint8_t* codes) {
   if (q == 8) {
-    std::copy(payload + lo, payload + hi, codes);
+    std::copy(payload, payload + m, codes);
     return;
   }
   const uint32_t mask = (1u << q) - 1u;
-  for (uint64_t i = lo; i < hi; ++i) {
+  for (uint64_t i = 0; i < m; ++i) {
     const uint64_t bit = i * q;
-    codes[i - lo] = static_cast<uint8_t>((payload[bit >> 3] >> (bit & 7u)) & mask);
+    codes[i] = static_cast<uint8_t>((payload[bit >> 3] >> (bit & 7u)) & mask);
   }
 }
 
-}  // namespace
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define CCSIM_DQ_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CCSIM_DQ_CLONES
-#endif
-
 // out[i] (+)= value[codes[i]] * scale[i], or 0 where the scale is not positive.
-CCSIM_DQ_CLONES void decode_row(const uint8_t* codes, const float* scale, uint64_t n, const float* value,
+CCSIM_VECTOR_ROW void decode_row(const uint8_t* codes, const float* scale, uint64_t n, const float* value,
                                 bool accumulate, float* out) {
   if (accumulate) {
     for (uint64_t i = 0; i < n; ++i) out[i] = out[i] + (scale[i] > 0.0f ? value[codes[i]] * scale[i] : 0.0f);
@@ -76,6 +69,8 @@ CCSIM_DQ_CLONES void decode_row(const uint8_t* codes, const float* scale, uint64
     for (uint64_t i = 0; i < n; ++i) out[i] = scale[i] > 0.0f ? value[codes[i]] * scale[i] : 0.0f;
   }
 }
+
+}  // namespace
 
 void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCoding& c, bool accumulate, float* out) {
   const uint32_t q = c.width;
@@ -94,45 +89,16 @@ void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCodin
     std::fill(scale.begin() + static_cast<int64_t>(lo), scale.begin() + static_cast<int64_t>(hi),
               dynamiq_group_scale(in, g, c.hierarchical, sg_scale));
   }
-  unpack_codes(payload, 0, m, q, codes.data());
+  unpack_codes(payload, m, q, codes.data());
   decode_row(codes.data(), scale.data(), m, table.value, accumulate, out);
 }
 
 void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,
                                uint64_t first_group, uint8_t* out) {
-  const uint32_t q = c.width;
-  const uint64_t groups = (m + c.group - 1) / c.group;
-  uint8_t* payload = out + dynamiq_meta_bytes(m, c.group, c.hierarchical);
-  for (uint64_t b = 0; b < (m * q + 7) / 8; ++b) payload[b] = 0;
   thread_local std::vector<float> u;
   draw_uniforms(c, key, shared, rank, ranks, first, m, u);
-  float sg_scale = 0.0f;
-  if (c.hierarchical) {
-    float amax = 0.0f;
-    for (uint64_t i = 0; i < m; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-    const uint16_t h = bf16_ceil(amax);
-    out[0] = static_cast<uint8_t>(h);
-    out[1] = static_cast<uint8_t>(h >> 8);
-    sg_scale = bf16_to_float(h);
-  }
-  for (uint64_t g = 0; g < groups; ++g) {
-    const uint64_t lo = g * c.group, hi = lo + c.group < m ? lo + c.group : m;
-    float gmax = 0.0f;
-    for (uint64_t i = lo; i < hi; ++i) gmax = std::fmax(gmax, std::fabs(x[i]));
-    float divisor;  // entries are normalized by this before rounding
-    if (c.hierarchical) {
-      out[2 + g] = dynamiq_group_code(gmax, sg_scale, key, first_group + g);
-      divisor = gmax;
-    } else {
-      const uint16_t h = bf16_ceil(gmax);
-      out[2 * g] = static_cast<uint8_t>(h);
-      out[2 * g + 1] = static_cast<uint8_t>(h >> 8);
-      divisor = bf16_to_float(h);
-    }
-    if (!dynamiq_group_coded(divisor)) continue;
-    for (uint64_t i = lo; i < hi; ++i) detail::put_code(payload, i, q, dynamiq_entry_code(x[i], divisor, q, c.levels, u[i]));
-  }
+  dynamiq_encode_sg_with(x, m, c, key, first_group, out, [&](uint64_t i) { return u[i]; });
 }
 
 }  // namespace ccsim::kern

@@ -203,18 +203,18 @@ CCSIM_HD float dynamiq_entry_value(uint32_t code, float scale, uint32_t q, const
   return (code & sign_bit) ? -mag : mag;
 }
 
-/// Encodes the super-group x[0, m) whose first entry has index `first` (in the reduced tensor) and
-/// whose first group has index `first_group`, into `out` (dynamiq_sg_bytes() bytes, fully written).
-/// `key` is the encoding rank's stream; `shared` is the key every rank shares (correlated only).
-CCSIM_HD void dynamiq_encode_sg(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
-                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,
-                                uint64_t first_group, uint8_t* out) {
+/// Encodes the super-group x[0, m) whose first group has index `first_group` into `out`
+/// (dynamiq_sg_bytes() bytes, fully written), entry i rounded with the uniform `uniform(i)`: the
+/// scales, group codes and entry codes that dynamiq_encode_sg() (one draw per entry) and the CPU's
+/// batched encoder (a super-group's draws at once) share. `key` draws the group-scale roundings.
+template <class Uniform>
+CCSIM_HD void dynamiq_encode_sg_with(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
+                                     uint64_t first_group, uint8_t* out, Uniform&& uniform) {
   const uint32_t q = c.width;
   const uint64_t groups = (m + c.group - 1) / c.group;
   uint8_t* payload = out + dynamiq_meta_bytes(m, c.group, c.hierarchical);
   for (uint64_t b = 0; b < (m * q + 7) / 8; ++b) payload[b] = 0;
   float sg_scale = 0.0f;
-  UniformStream own(key);
   if (c.hierarchical) {
     float amax = 0.0f;
     for (uint64_t i = 0; i < m; ++i) amax = std::fmax(amax, std::fabs(x[i]));
@@ -238,12 +238,21 @@ CCSIM_HD void dynamiq_encode_sg(const float* x, uint64_t m, const DynamiqSgCodin
       divisor = bf16_to_float(h);
     }
     if (!dynamiq_group_coded(divisor)) continue;
-    for (uint64_t i = lo; i < hi; ++i) {
-      const float gamma = own.at(first + i);  // uniform_at(key, first + i), one Philox block per 4 entries
-      const float u = c.correlated ? correlated_uniform_from(shared, gamma, first + i, rank, ranks) : gamma;
-      detail::put_code(payload, i, q, dynamiq_entry_code(x[i], divisor, q, c.levels, u));
-    }
+    for (uint64_t i = lo; i < hi; ++i) detail::put_code(payload, i, q, dynamiq_entry_code(x[i], divisor, q, c.levels, uniform(i)));
   }
+}
+
+/// Encodes the super-group x[0, m) whose first entry has index `first` (in the reduced tensor) and
+/// whose first group has index `first_group`, into `out` (dynamiq_sg_bytes() bytes, fully written).
+/// `key` is the encoding rank's stream; `shared` is the key every rank shares (correlated only).
+CCSIM_HD void dynamiq_encode_sg(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
+                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,
+                                uint64_t first_group, uint8_t* out) {
+  UniformStream own(key);
+  dynamiq_encode_sg_with(x, m, c, key, first_group, out, [&](uint64_t i) {
+    const float gamma = own.at(first + i);  // uniform_at(key, first + i), one Philox block per 4 entries
+    return c.correlated ? correlated_uniform_from(shared, gamma, first + i, rank, ranks) : gamma;
+  });
 }
 
 /// Decodes a super-group block into out[0, m): out = decoded, or out += decoded with `accumulate`.

@@ -8,6 +8,7 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
+#include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -36,13 +37,7 @@ uint32_t load_scale(const uint8_t* in, uint64_t b, const MxFormat& f) {
 
 // Rows of a block's decode: the element codes' values from a table of minifloat_decode(code),
 // times the scale and saturated as mx_dequantize() does, for the compiler to vectorize.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define CCSIM_MX_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CCSIM_MX_CLONES
-#endif
-
-CCSIM_MX_CLONES void decode_row(const uint8_t* codes, uint64_t n, const float* table, float scale, bool accumulate,
+CCSIM_VECTOR_ROW void decode_row(const uint8_t* codes, uint64_t n, const float* table, float scale, bool accumulate,
                                 float* out) {
   const bool finite_scale = fabsf(scale) < INFINITY;
   for (uint64_t i = 0; i < n; ++i) {

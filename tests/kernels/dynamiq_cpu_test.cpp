@@ -44,7 +44,8 @@ class DynamiqBatched : public ::testing::TestWithParam<Case> {};
 TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
   const Case k = GetParam();
   std::vector<float> levels(k.width > 1 ? (1u << (k.width - 1)) : 1);
-  for (size_t j = 0; j < levels.size(); ++j) levels[j] = levels.size() > 1 ? static_cast<float>(j) / (levels.size() - 1) : 1.0f;
+  for (size_t j = 0; j < levels.size(); ++j)
+    levels[j] = levels.size() > 1 ? static_cast<float>(j) / static_cast<float>(levels.size() - 1) : 1.0f;
   levels.back() = 1.0f;
   const DynamiqSgCoding c{k.width, 16, k.hierarchical, levels.data(), k.correlated};
   for (bool portable : {false, true}) {
@@ -79,8 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{1, true, true, 4}, Case{2, true, true, 3}, Case{4, true, true, 8}, Case{4, true, false, 8},
                       Case{4, false, true, 32}, Case{8, true, true, 7}, Case{8, false, false, 1},
                       Case{16, true, true, 2}, Case{4, true, true, 1}),
-    [](const auto& info) {
-      const Case& k = info.param;
+    [](const auto& param) {
+      const Case& k = param.param;
       return "q" + std::to_string(k.width) + (k.hierarchical ? "_hier" : "_flat") +
              (k.correlated ? "_corr" : "_indep") + "_n" + std::to_string(k.ranks);
     });
@@ -92,7 +93,7 @@ TEST(DynamiqTable, FollowsTheGridsValuesNotItsAddress) {
   const DynamiqSgCoding c{4, 16, true, levels.data(), false};
   const uint64_t m = 64;
   std::vector<float> x(m);
-  for (uint64_t i = 0; i < m; ++i) x[i] = std::sin(static_cast<float>(i)) * (1.0f + i % 7);
+  for (uint64_t i = 0; i < m; ++i) x[i] = std::sin(static_cast<float>(i)) * (1.0f + static_cast<float>(i % 7));
   const RngKey key{5, 1, 0, 3};
   std::vector<uint8_t> msg(dynamiq_sg_bytes(m, 4, 16, true));
   for (int pass = 0; pass < 2; ++pass) {

@@ -60,7 +60,7 @@ TEST_P(PhiloxBatch, WordsEqualPhilox4x32OfEachCounter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Implementations, PhiloxBatch, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? std::string("portable") : std::string("native"); });
+                         [](const auto& param) { return param.param ? std::string("portable") : std::string("native"); });
 
 TEST(PhiloxBatchIsa, NamesTheImplementation) {
   const std::string isa = philox_batch_isa();
