@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "algorithms/lowrank/low_rank.hpp"
 #include "algorithms/registry.hpp"
@@ -12,20 +13,31 @@
 namespace ccsim::algo {
 
 std::vector<std::vector<float>> SyntheticGradients::draw(uint64_t elements, uint32_t ranks, uint32_t salt) const {
+  std::vector<std::vector<float>> grads;
+  draw_into(elements, ranks, salt, grads);
+  return grads;
+}
+
+void SyntheticGradients::draw_into(uint64_t elements, uint32_t ranks, uint32_t salt,
+                                   std::vector<std::vector<float>>& grads) const {
   traces::SyntheticGradientSpec spec = shape_;
   spec.elements = elements;
   spec.layers = static_cast<uint32_t>(std::min<uint64_t>(shape_.layers, std::max<uint64_t>(1, elements / 1024)));
-  std::vector<std::vector<float>> grads(ranks, std::vector<float>(elements));
+  grads.resize(ranks);
+  for (std::vector<float>& g : grads) g.resize(elements);
   std::vector<std::span<float>> views(grads.begin(), grads.end());
   traces::generate_synthetic_gradients(spec, seed_ + salt, views);
-  return grads;
 }
 
 double synthetic_copies(bool replans) { return replans ? 3.0 : 1.0; }
 
 Status BucketCodecs::plan(Codec& codec, uint32_t salt, uint32_t round, bool run) {
+  std::vector<std::vector<float>> grads = synthetic_.draw(codec.lowering->elements(), config_.ranks, salt);
+  return plan_on(codec, grads, round, run);
+}
+
+Status BucketCodecs::plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run) {
   CompressedCollective& lowering = *codec.lowering;
-  std::vector<std::vector<float>> grads = synthetic_.draw(lowering.elements(), config_.ranks, salt);
   const NumericsOptions keyed{synthetic_.seed(), round, false};
   {
     std::vector<std::span<const float>> ins(grads.begin(), grads.end());
@@ -38,6 +50,49 @@ Status BucketCodecs::plan(Codec& codec, uint32_t salt, uint32_t round, bool run)
 }
 
 Result<BucketCodecs> BucketCodecs::make(Config config, std::vector<BucketShape> buckets, SyntheticGradients synthetic) {
+  std::vector<Config> configs;
+  configs.push_back(std::move(config));
+  std::vector<std::vector<BucketShape>> shapes;
+  shapes.push_back(std::move(buckets));
+  CCSIM_ASSIGN_OR_RETURN(std::vector<BucketCodecs> made, make_all(std::move(configs), std::move(shapes), synthetic));
+  return std::move(made.front());
+}
+
+Result<std::vector<BucketCodecs>> BucketCodecs::make_all(std::vector<Config> configs,
+                                                         std::vector<std::vector<BucketShape>> buckets,
+                                                         SyntheticGradients synthetic) {
+  CCSIM_CHECK(configs.size() == buckets.size(), "{} configs for {} bucket lists", configs.size(), buckets.size());
+  std::vector<BucketCodecs> out;
+  std::vector<SharedPlan> shared;
+  for (size_t k = 0; k < configs.size(); ++k) {
+    CCSIM_ASSIGN_OR_RETURN(BucketCodecs made,
+                           prepare(std::move(configs[k]), std::move(buckets[k]), synthetic, k, shared));
+    out.push_back(std::move(made));
+  }
+  // One draw per (size, ranks, salt), the largest first so that each later draw reuses its memory;
+  // the plans on one draw in the order make() would run them.
+  auto key = [&](const SharedPlan& p) {
+    const BucketCodecs& owner = out[p.set];
+    return std::tuple(owner.codecs_[p.codec].lowering->elements(), owner.config_.ranks, p.salt);
+  };
+  std::stable_sort(shared.begin(), shared.end(), [&](const SharedPlan& a, const SharedPlan& b) {
+    const auto ka = key(a), kb = key(b);
+    return std::get<0>(ka) != std::get<0>(kb) ? std::get<0>(ka) > std::get<0>(kb) : ka < kb;
+  });
+  std::vector<std::vector<float>> grads;
+  for (size_t i = 0; i < shared.size();) {
+    const auto drawn = key(shared[i]);
+    synthetic.draw_into(std::get<0>(drawn), std::get<1>(drawn), std::get<2>(drawn), grads);
+    for (; i < shared.size() && key(shared[i]) == drawn; ++i) {
+      BucketCodecs& owner = out[shared[i].set];
+      CCSIM_RETURN_IF_ERROR(owner.plan_on(owner.codecs_[shared[i].codec], grads, 0, false));
+    }
+  }
+  return out;
+}
+
+Result<BucketCodecs> BucketCodecs::prepare(Config config, std::vector<BucketShape> buckets, SyntheticGradients synthetic,
+                                           size_t set, std::vector<SharedPlan>& shared) {
   CCSIM_CHECK(!buckets.empty() && config.collective != nullptr, "bucket codecs without buckets or a collective");
   BucketCodecs out;
   out.config_ = std::move(config);
@@ -63,8 +118,10 @@ Result<BucketCodecs> BucketCodecs::make(Config config, std::vector<BucketShape> 
     }
     codec.lowering =
         std::make_unique<CompressedCollective>(*codec.comp, *c.collective, c.ranks, shape.elements, c.base);
-    if (codec.lowering->plan_bytes() > 0) {
-      CCSIM_RETURN_IF_ERROR(out.plan(codec, static_cast<uint32_t>(b), 0, out.replanned()));
+    if (codec.lowering->plan_bytes() > 0 && out.replanned()) {
+      CCSIM_RETURN_IF_ERROR(out.plan(codec, static_cast<uint32_t>(b), 0, true));
+    } else if (codec.lowering->plan_bytes() > 0) {
+      shared.push_back({set, out.codecs_.size(), static_cast<uint32_t>(b)});
     } else {
       CCSIM_RETURN_IF_ERROR(codec.lowering->fix());
     }

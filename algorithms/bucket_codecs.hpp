@@ -14,7 +14,10 @@
 ///    r > 0 with r % k == 0 (salt: bucket + 0x10000 · r), and each of its plans is followed by the
 ///    planned round run through the numerics on the same synthetic gradients, so controllers that
 ///    adapt from a whole round (MX's mu, EDGC's rank) move as in a numerics run;
-///  * the controllers' decisions are reported at every round that planned.
+///  * the controllers' decisions are reported at every round that planned;
+///  * make_all() makes several schemes' codecs over one run's buckets, and a codec that plans only
+///    before round 0 reads the same draw (size and salt) as every other such codec, drawn once: the
+///    draw is a pure function of (seed, size, salt, ranks), so each plan sees what make() gives it.
 
 #include <cstdint>
 #include <memory>
@@ -46,6 +49,9 @@ class SyntheticGradients {
   uint64_t seed() const { return seed_; }
   /// Each rank's tensor of `elements` entries, seed + `salt`, with at most one layer per 1024 entries.
   std::vector<std::vector<float>> draw(uint64_t elements, uint32_t ranks, uint32_t salt) const;
+  /// draw() into `grads`, resized to `ranks` tensors of `elements` (their memory reused: a draw no
+  /// larger than the last one maps no new pages).
+  void draw_into(uint64_t elements, uint32_t ranks, uint32_t salt, std::vector<std::vector<float>>& grads) const;
 
  private:
   traces::SyntheticGradientSpec shape_;
@@ -89,6 +95,12 @@ class BucketCodecs {
   /// are valid and CompressedCollective::check passes for every bucket; planned buckets fit in
   /// memory. An error is internal (a validation gap).
   static Result<BucketCodecs> make(Config config, std::vector<BucketShape> buckets, SyntheticGradients synthetic);
+  /// make(configs[k], buckets[k], synthetic) for every k, each synthetic draw that several codecs
+  /// plan from once (before round 0, no round run on it) made once (file comment). At most one draw
+  /// is held at a time, as in make(). REQUIRES: configs.size() == buckets.size(); make()'s.
+  static Result<std::vector<BucketCodecs>> make_all(std::vector<Config> configs,
+                                                    std::vector<std::vector<BucketShape>> buckets,
+                                                    SyntheticGradients synthetic);
 
   /// Bucket `bucket`'s round `round` (rounds in order per bucket): re-planned first when due.
   /// `decisions` receives the controllers' decisions when the round planned (else it is cleared).
@@ -108,7 +120,17 @@ class BucketCodecs {
     std::unique_ptr<CompressedCollective> lowering;
     std::vector<PlanDecision> decisions;  // of its last plan
   };
+  // A plan make_all() runs on a shared draw: codec `codec` of result `set`, its draw's salt.
+  struct SharedPlan {
+    size_t set = 0, codec = 0;
+    uint32_t salt = 0;
+  };
+  // make() without the plans that can share a draw (those are appended to `shared`).
+  static Result<BucketCodecs> prepare(Config config, std::vector<BucketShape> buckets, SyntheticGradients synthetic,
+                                      size_t set, std::vector<SharedPlan>& shared);
   Status plan(Codec& codec, uint32_t salt, uint32_t round, bool run);
+  // Plans `codec` on `grads` (every rank's draw), then runs the planned round on them when `run`.
+  Status plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run);
 
   Config config_;
   std::vector<BucketShape> buckets_;

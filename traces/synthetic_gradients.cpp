@@ -29,17 +29,36 @@ inline void normal_pair(const kern::RngKey& key, uint64_t pair, float& z0, float
   z1 = radius * std::sin(kTwoPi * u2);
 }
 
-// normal_pair() for pairs [pair0, pair0 + pairs): z[2j], z[2j + 1] from one Philox block each, the
-// blocks drawn in batches. `bits` is scratch of 4 * pairs words.
-void normal_pairs(const kern::RngKey& key, uint64_t pair0, uint64_t pairs, std::vector<uint32_t>& bits, float* z) {
-  bits.resize(4 * pairs);
-  kern::random_bits_fill(key, 4 * pair0, 4 * pairs, bits.data());
+// Scratch of normal_pairs(), kept across its calls.
+struct NormalScratch {
+  std::vector<uint32_t> bits;
+  std::vector<float> radius, angle, sine, cosine;
+};
+
+// normal_pair() for pairs [pair0, pair0 + pairs): z[2j], z[2j + 1] from one Philox block each. The
+// blocks are drawn in batches, and each step of normal_pair() runs over every pair before the next,
+// so that the library's logf and sincosf calls run back to back and the arithmetic between them
+// vectorizes: the same operations on the same values, so the same bits.
+void normal_pairs(const kern::RngKey& key, uint64_t pair0, uint64_t pairs, NormalScratch& s, float* z) {
+  s.bits.resize(4 * pairs);
+  s.radius.resize(pairs);
+  s.angle.resize(pairs);
+  s.sine.resize(pairs);
+  s.cosine.resize(pairs);
+  kern::random_bits_fill(key, 4 * pair0, 4 * pairs, s.bits.data());
+  const uint32_t* bits = s.bits.data();
+  float *radius = s.radius.data(), *angle = s.angle.data(), *sine = s.sine.data(), *cosine = s.cosine.data();
   for (uint64_t j = 0; j < pairs; ++j) {
-    const float u1 = 1.0f - kern::u32_to_unit_float(bits[4 * j]);
-    const float u2 = kern::u32_to_unit_float(bits[4 * j + 1]);
-    const float radius = std::sqrt(-2.0f * std::log(u1));
-    z[2 * j] = radius * std::cos(kTwoPi * u2);
-    z[2 * j + 1] = radius * std::sin(kTwoPi * u2);
+    radius[j] = 1.0f - kern::u32_to_unit_float(bits[4 * j]);  // u1 in (0, 1], so the log is finite
+    angle[j] = kTwoPi * kern::u32_to_unit_float(bits[4 * j + 1]);
+  }
+  for (uint64_t j = 0; j < pairs; ++j) radius[j] = std::log(radius[j]);
+  for (uint64_t j = 0; j < pairs; ++j) radius[j] = std::sqrt(-2.0f * radius[j]);
+  // One sincosf per angle, as the compiler makes of normal_pair()'s sin and cos of one argument.
+  for (uint64_t j = 0; j < pairs; ++j) ::sincosf(angle[j], &sine[j], &cosine[j]);
+  for (uint64_t j = 0; j < pairs; ++j) {
+    z[2 * j] = radius[j] * cosine[j];
+    z[2 * j + 1] = radius[j] * sine[j];
   }
 }
 
@@ -98,7 +117,7 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
   const uint64_t tiles = (spec.elements + kTile - 1) / kTile;
   kern::parallel_for(tiles, 4, [&](uint64_t t0, uint64_t t1) {
     std::vector<float> base(kTile), shared(kTile), z(kTile + 1);
-    std::vector<uint32_t> bits;
+    NormalScratch scratch;
     for (uint64_t t = t0; t < t1; ++t) {
       const uint64_t begin = t * kTile, end = std::min(spec.elements, begin + kTile);
       uint32_t layer = static_cast<uint32_t>(std::upper_bound(off.begin(), off.end(), begin) - off.begin() - 1);
@@ -115,13 +134,13 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
       // Shared component: value = base * (a_shared z_s + a_own z_w); pairs share one Philox block.
       // `begin` is even (tiles are even-sized), so element i is lane i & 1 of pair i >> 1.
       const uint64_t n = end - begin, pairs = (n + 1) / 2;
-      normal_pairs(shared_key, begin >> 1, pairs, bits, z.data());
+      normal_pairs(shared_key, begin >> 1, pairs, scratch, z.data());
       for (uint64_t j = 0; j < n; ++j) shared[j] = a_shared * z[j];
       for (size_t w = 0; w < workers.size(); ++w) {
         const auto worker = static_cast<uint32_t>(first_worker + w + 1);
         const kern::RngKey own_key{seed, 0, worker, kStreamNoise};
         float* out = workers[w].data();
-        normal_pairs(own_key, begin >> 1, pairs, bits, z.data());
+        normal_pairs(own_key, begin >> 1, pairs, scratch, z.data());
         for (uint64_t j = 0; j < n; ++j) out[begin + j] = base[j] * (shared[j] + a_own * z[j]);
         if (!own_envelope) continue;
         // The worker's own envelope factor, one per span.

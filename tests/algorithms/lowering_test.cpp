@@ -205,6 +205,49 @@ TEST(BucketCodecs, ShareByBucketSizeAndReplanEveryKRounds) {
   }
 }
 
+// make_all() plans every scheme's codecs from one synthetic draw per bucket size, which must leave
+// each codec as make() alone makes it: the same decisions, plan and wire bytes in every round, for
+// schemes that plan once (sharing draws) and one that re-plans (drawing its own).
+TEST(BucketCodecs, MakeAllPlansEachSchemeAsMakeAloneDoes) {
+  const auto& ring = collective("allreduce", "ring");
+  const std::vector<BucketShape> buckets = {{8192, {{0, 8192, 8192, 1}}},
+                                            {4096, {{0, 4096, 4096, 1}}},
+                                            {8192, {{0, 8192, 8192, 1}}},
+                                            {2048, {{0, 2048, 2048, 1}}}};
+  const SyntheticGradients synthetic(traces::SyntheticGradientSpec{}, 5);
+  const std::vector<BucketCodecs::Config> configs = {{"dynamiq", {{"budget", 5}}, &ring, 4, {}, 0},
+                                                     {"mxfp8", nlohmann::json::object(), &ring, 4, {}, 0},
+                                                     {"dynamiq", {{"budget", 3}}, &ring, 4, {}, 0},
+                                                     {"omnireduce", {{"chunk", 256}}, &ring, 4, {}, 2}};
+  auto all = BucketCodecs::make_all(configs, std::vector<std::vector<BucketShape>>(configs.size(), buckets), synthetic);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->size(), configs.size());
+  for (size_t k = 0; k < configs.size(); ++k) {
+    SCOPED_TRACE(configs[k].scheme);
+    auto alone = BucketCodecs::make(configs[k], buckets, synthetic);
+    ASSERT_TRUE(alone.ok()) << alone.status().message();
+    BucketCodecs& shared = (*all)[k];
+    EXPECT_TRUE(shared.planned());
+    EXPECT_EQ(shared.model_bytes().total(), alone->model_bytes().total());
+    EXPECT_EQ(shared.model_bytes().plan, alone->model_bytes().plan);
+    std::vector<PlanDecision> a, b;
+    for (uint32_t round = 0; round < 4; ++round)
+      for (uint32_t bucket = 0; bucket < buckets.size(); ++bucket) {
+        auto x = shared.round(round, bucket, a);
+        auto y = alone->round(round, bucket, b);
+        ASSERT_TRUE(x.ok() && y.ok());
+        EXPECT_EQ((*x)->tensor_wire_bytes(), (*y)->tensor_wire_bytes()) << round << " " << bucket;
+        EXPECT_EQ((*x)->plan_bytes(), (*y)->plan_bytes()) << round << " " << bucket;
+        ASSERT_EQ(a.size(), b.size()) << round << " " << bucket;
+        for (size_t d = 0; d < a.size(); ++d) {
+          EXPECT_EQ(a[d].quantity, b[d].quantity);
+          EXPECT_EQ(a[d].value, b[d].value) << a[d].quantity;
+          EXPECT_EQ(a[d].detail, b[d].detail) << a[d].quantity;
+        }
+      }
+  }
+}
+
 // Algorithm 2 (EDGC §IV-D4): with η = T_com / r of the first stage's previous sync and T̄ the mean
 // micro-batch backward over stages, stage s runs round((η r1 + s T̄) / η), clamped.
 TEST(EdgcStageController, StageRanksGrowByTheBackwardTheyHideBehind) {

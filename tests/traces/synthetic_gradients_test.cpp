@@ -1,6 +1,7 @@
 // The synthetic gradient generator (traces/synthetic_gradients.hpp): layer boundaries and scales,
 // the correlation of two workers' values, the lognormal envelope and how far workers share it
-// (envelope_correlation), exact limiting cases, and determinism.
+// (envelope_correlation), exact limiting cases, each value against Box–Muller computed here from its
+// Philox block, and determinism.
 
 #include "traces/synthetic_gradients.hpp"
 
@@ -8,11 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
 #include "kernels/parallel.hpp"
+#include "kernels/philox.hpp"
 
 namespace ccsim::traces {
 namespace {
@@ -158,6 +161,31 @@ TEST(SyntheticGradients, LimitingCasesAreExact) {
   SyntheticGradientSpec own = spec;
   own.envelope_correlation = 0;
   EXPECT_EQ(generate(own, 2, 8), generate(spec, 2, 8));
+}
+
+// With one flat layer, no envelope and no correlation, worker w's entry i is the standard normal of
+// Box–Muller on Philox block i / 2 of stream {seed, 0, w + 1, 0xA00003}: z0 = r cos(2 pi u2) for even
+// i, z1 = r sin(2 pi u2) for odd i, r = sqrt(-2 log(1 - u1)); computed here one entry at a time and
+// compared bit for bit with the batched generator, across tile boundaries and an odd length.
+TEST(SyntheticGradients, EachValueIsBoxMullerOfItsPhiloxBlock) {
+  SyntheticGradientSpec spec = flat(3 * 16'384 + 4'097);
+  spec.correlation = 0;
+  spec.envelope_sigma = 0;
+  const uint64_t seed = 77;
+  const auto x = generate(spec, 2, seed);
+  for (uint32_t w = 0; w < 2; ++w) {
+    const kern::RngKey key{seed, 0, w + 1, 0xA00003};
+    for (uint64_t i = 0; i < spec.elements; ++i) {
+      const kern::U32x4 block = kern::philox_block(key, i >> 1);
+      const float u1 = 1.0f - kern::u32_to_unit_float(block.v[0]);
+      const float u2 = kern::u32_to_unit_float(block.v[1]);
+      const float r = std::sqrt(-2.0f * std::log(u1));
+      float sine = 0, cosine = 0;
+      ::sincosf(6.2831853071795864769f * u2, &sine, &cosine);
+      const float want = r * ((i & 1) ? sine : cosine);
+      ASSERT_EQ(std::bit_cast<uint32_t>(x[w][i]), std::bit_cast<uint32_t>(want)) << "worker " << w << " entry " << i;
+    }
+  }
 }
 
 TEST(SyntheticGradients, DeterministicAndIndependentOfTheThreadCount) {

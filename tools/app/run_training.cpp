@@ -56,25 +56,53 @@ std::string bucketed_desc(const Scenario& s, const CompressionConfig& cc, const 
   return desc;
 }
 
-Result<std::unique_ptr<BucketedSync>> make_bucketed(const LoadedScenario& loaded, size_t ci,
-                                                    sim::TrainingJob*& job, algo::RoundBytes& bytes) {
+// Every entry's bucket codecs (gradients, then weights where sharded), made together so that the
+// plans that can share a synthetic draw share it (BucketCodecs::make_all).
+struct EntryCodecs {
+  std::unique_ptr<algo::BucketCodecs> grads, weights;
+};
+
+Result<std::vector<EntryCodecs>> make_entry_codecs(const LoadedScenario& loaded) {
+  const Scenario& s = loaded.scenario;
+  const RunPlan& plan = *loaded.plan;
+  std::vector<EntryCodecs> out(s.compression.size());
+  if (s.sync.mode == SyncMode::kBroadcast) return out;
+  std::vector<algo::BucketCodecs::Config> configs;
+  std::vector<std::vector<algo::BucketShape>> shapes;
+  for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    const CompressionConfig& cc = s.compression[ci];
+    const SchemePlan& sp = plan.schemes[ci];
+    algo::BucketCodecs::Config config{cc.scheme, cc.params, sp.collective, plan.topology->num_ranks(), {}, 0};
+    config.base.segments = static_cast<uint32_t>(s.collective.segments);
+    config.base.gpus_per_node = plan.topology->gpus_per_node();
+    config.replan_every = static_cast<uint32_t>(s.sync.replan_every);
+    configs.push_back(config);
+    shapes.push_back(sp.buckets);
+    if (sp.weights == nullptr) continue;
+    configs.push_back({cc.weights.scheme, cc.weights.params, sp.weights, config.ranks, config.base, 0});
+    shapes.push_back(algo::bucket_shapes(nullptr, plan.buckets, plan.layer_params, 0));
+  }
+  CCSIM_ASSIGN_OR_RETURN(std::vector<algo::BucketCodecs> made,
+                         algo::BucketCodecs::make_all(std::move(configs), std::move(shapes), plan.synthetic));
+  size_t k = 0;
+  for (size_t ci = 0; ci < s.compression.size(); ++ci) {
+    out[ci].grads = std::make_unique<algo::BucketCodecs>(std::move(made[k++]));
+    if (plan.schemes[ci].weights != nullptr) out[ci].weights = std::make_unique<algo::BucketCodecs>(std::move(made[k++]));
+  }
+  return out;
+}
+
+std::unique_ptr<BucketedSync> make_bucketed(const LoadedScenario& loaded, size_t ci, EntryCodecs codecs,
+                                            sim::TrainingJob*& job, algo::RoundBytes& bytes) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[ci];
   const SchemePlan& sp = plan.schemes[ci];
   auto b = std::make_unique<BucketedSync>();
-  algo::BucketCodecs::Config config{cc.scheme, cc.params, sp.collective, plan.topology->num_ranks(), {}, 0};
-  config.base.segments = static_cast<uint32_t>(s.collective.segments);
-  config.base.gpus_per_node = plan.topology->gpus_per_node();
-  config.replan_every = static_cast<uint32_t>(s.sync.replan_every);
-  CCSIM_ASSIGN_OR_RETURN(algo::BucketCodecs grads, algo::BucketCodecs::make(config, sp.buckets, plan.synthetic));
-  b->grads = std::make_unique<algo::BucketCodecs>(std::move(grads));
+  b->grads = std::move(codecs.grads);
   bytes = b->grads->model_bytes();
-  if (sp.weights != nullptr) {
-    const std::vector<algo::BucketShape> flat = algo::bucket_shapes(nullptr, plan.buckets, plan.layer_params, 0);
-    config = {cc.weights.scheme, cc.weights.params, sp.weights, config.ranks, config.base, 0};
-    CCSIM_ASSIGN_OR_RETURN(algo::BucketCodecs weights, algo::BucketCodecs::make(config, flat, plan.synthetic));
-    b->weights = std::make_unique<algo::BucketCodecs>(std::move(weights));
+  if (codecs.weights) {
+    b->weights = std::move(codecs.weights);
     b->same_weights = cc.weights.scheme == cc.scheme && cc.weights.params == cc.params;
   }
   BucketedSync* raw = b.get();
@@ -116,7 +144,7 @@ std::unique_ptr<sim::BroadcastControl> broadcast_control(const Scenario& s, cons
 }
 
 // One scheme's data-parallel run.
-Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, TrainingReport& report) {
+Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, EntryCodecs codecs, TrainingReport& report) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const WorkloadConfig& wl = s.workload;
@@ -140,7 +168,7 @@ Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, Tra
         *control);
     sync = broadcast.get();
   } else {
-    CCSIM_ASSIGN_OR_RETURN(bucketed, make_bucketed(loaded, ci, job_ptr, res.bytes));
+    bucketed = make_bucketed(loaded, ci, std::move(codecs), job_ptr, res.bytes);
     res.bits_per_element = algo::RoundBytes::bits(res.bytes.total(), plan.trace->params());
     sync = bucketed->sync.get();
   }
@@ -312,9 +340,10 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded, const RunHooks
                             ? fmt::format("{} of simulated time{}", format_quantity(wl.duration_s, UnitKind::kTime),
                                           wl.rounds > 0 ? fmt::format(" (at most {} rounds)", wl.rounds) : "")
                             : fmt::format("{} rounds", wl.rounds);
+  CCSIM_ASSIGN_OR_RETURN(std::vector<EntryCodecs> codecs, make_entry_codecs(loaded));
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
     if (hooks.progress) hooks.progress(ci, s.compression.size(), s.compression[ci].scheme);
-    CCSIM_ASSIGN_OR_RETURN(TrainingResult r, train_scheme(loaded, ci, report));
+    CCSIM_ASSIGN_OR_RETURN(TrainingResult r, train_scheme(loaded, ci, std::move(codecs[ci]), report));
     report.results.push_back(std::move(r));
   }
   std::vector<double> bits;
