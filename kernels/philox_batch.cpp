@@ -154,6 +154,8 @@ void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64
 
 const char* philox_batch_isa() { return use_avx2() ? "avx2" : "portable"; }
 
+bool hand_avx2() { return use_avx2(); }
+
 bool philox_batch_force_portable(bool force) { return g_force_portable.exchange(force); }
 
 }  // namespace ccsim::kern

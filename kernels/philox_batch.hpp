@@ -29,8 +29,12 @@ void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64
 const char* philox_batch_isa();
 
 /// Forces the portable loop (tests use it to compare the two implementations); returns the
-/// previous setting.
+/// previous setting. It switches every hand-written AVX2 path in kernels/ (hand_avx2()).
 bool philox_batch_force_portable(bool force);
+
+/// Whether kernels/' hand-written AVX2 paths run: the machine has AVX2 and the portable loops are
+/// not forced.
+bool hand_avx2();
 
 /// Elements per tile in the CPU kernels' draw-then-use loops: small enough for L1, a multiple of
 /// the 32 elements one AVX2 batch produces.

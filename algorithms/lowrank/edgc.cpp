@@ -86,23 +86,17 @@ std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x,
   std::vector<float> sample;
   for (const LayerShape& l : layers_for(x.size())) {
     if (l.rows <= 1 || l.cols <= 1) continue;
-    sample.clear();
-    // kern::in_sample(key, index, beta), the uniforms drawn a tile at a time; every entry is
-    // written at the sample's end, which advances past it only when it is kept (no branch on u).
+    // kern::in_sample(key, index, beta), the uniforms drawn a tile at a time.
     const auto beta = static_cast<float>(options_.beta);
     float u[kern::kUniformTile];
+    sample.resize(l.count);
+    uint64_t kept = 0;
     for (uint64_t t = l.offset; t < l.offset + l.count; t += kern::kUniformTile) {
       const uint64_t n = std::min<uint64_t>(kern::kUniformTile, l.offset + l.count - t);
       kern::uniform_fill(key, t, n, u);
-      size_t kept = sample.size();
-      sample.resize(kept + n);
-      for (uint64_t j = 0; j < n; ++j) {
-        const float v = x[t + j];
-        sample[kept] = v;
-        kept += (u[j] < beta && std::isfinite(v)) ? 1 : 0;
-      }
-      sample.resize(kept);
+      kept += kern::select_sampled(x.data() + t, u, n, beta, sample.data() + kept);
     }
+    sample.resize(kept);
     if (sample.size() < 2) continue;
     const auto [lo, hi] = std::minmax_element(sample.begin(), sample.end());
     if (!(*hi > *lo)) continue;

@@ -4,6 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CCSIM_SELECT_AVX2 1
+#endif
+
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
@@ -41,6 +46,43 @@ double sampled_entropy(const float* x, uint64_t count, uint32_t bins, float frac
   for_each_sampled(x, count, fraction, key, index_base, [&](float v) { ++counts[histogram_bin(v, lo, hi, bins)]; });
   return entropy_bits(counts.data(), bins);
 }
+
+#if defined(CCSIM_SELECT_AVX2)
+// Lane indices that move the lanes set in an 8-bit mask to the front, in order.
+struct CompactTable {
+  alignas(32) uint32_t lanes[256][8];
+  CompactTable() {
+    for (uint32_t m = 0; m < 256; ++m) {
+      uint32_t k = 0;
+      for (uint32_t l = 0; l < 8; ++l)
+        if (m & (1u << l)) lanes[m][k++] = l;
+      for (; k < 8; ++k) lanes[m][k] = 0;
+    }
+  }
+};
+
+// Eight entries at a time: the kept lanes' mask (u < fraction, |x| < inf, NaN never), the lanes
+// permuted to the front and stored whole; the next store starts after the kept ones. Returns the
+// entries done (a multiple of 8); `kept` is advanced.
+__attribute__((target("avx2,popcnt"))) uint64_t select_avx2(const float* x, const float* u, uint64_t count,
+                                                             float fraction, float* out, uint64_t& kept) {
+  static const CompactTable table;
+  const __m256 limit = _mm256_set1_ps(fraction), inf = _mm256_set1_ps(INFINITY);
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  uint64_t i = 0, k = kept;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 in = _mm256_cmp_ps(_mm256_loadu_ps(u + i), limit, _CMP_LT_OQ);
+    const __m256 finite = _mm256_cmp_ps(_mm256_and_ps(v, magnitude), inf, _CMP_LT_OQ);
+    const int mask = _mm256_movemask_ps(_mm256_and_ps(in, finite));
+    const __m256i lanes = _mm256_load_si256(reinterpret_cast<const __m256i*>(table.lanes[mask]));
+    _mm256_storeu_ps(out + k, _mm256_permutevar8x32_ps(v, lanes));
+    k += static_cast<uint64_t>(__builtin_popcount(static_cast<unsigned>(mask)));
+  }
+  kept = k;
+  return i;
+}
+#endif
 
 template <class Fn>
 void for_blocks(uint64_t count, uint64_t block, Fn&& fn) {
@@ -87,6 +129,19 @@ double histogram_entropy(const float* x, uint64_t count, uint32_t bins) {
 double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, float fraction, const RngKey& key,
                                  uint64_t index_base) {
   return sampled_entropy(x, count, bins, fraction, key, index_base);
+}
+
+uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out) {
+  uint64_t i = 0, kept = 0;
+#if defined(CCSIM_SELECT_AVX2)
+  if (hand_avx2()) i = select_avx2(x, u, count, fraction, out, kept);
+#endif
+  // Every entry is written at the sample's end, which advances past it only when it is kept.
+  for (; i < count; ++i) {
+    out[kept] = x[i];
+    kept += (u[i] < fraction && is_finite(x[i])) ? 1 : 0;
+  }
+  return kept;
 }
 
 void block_max_abs(const float* x, uint64_t count, uint64_t block, float* out) {

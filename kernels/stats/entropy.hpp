@@ -83,6 +83,11 @@ double histogram_entropy(const float* x, uint64_t count, uint32_t bins);
 double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, float fraction, const RngKey& key,
                                  uint64_t index_base);
 
+/// The entries of a sample in_sample() keeps, given its uniforms: writes to `out`, in index order,
+/// every finite x[i] of x[0, count) with u[i] < fraction, and returns how many. `out` holds
+/// `count` entries and may be written past the returned count (never past `count`).
+uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out);
+
 /// out[b] = max_abs() of block b = x[b*block, min(count, (b+1)*block)), for the ceil(count/block)
 /// blocks (the last may be short).
 /// REQUIRES (checked): block >= 1.

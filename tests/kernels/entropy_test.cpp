@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
+#include "kernels/philox_batch.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -127,6 +129,39 @@ TEST(Entropy, NonFiniteEntriesAreSkipped) {
   EXPECT_EQ(histogram_bin(1.0f, 0.0f, 1.0f, 10), 9u);
   EXPECT_EQ(histogram_bin(0.0f, 0.0f, 1.0f, 10), 0u);
   EXPECT_EQ(histogram_bin(0.1f, 0.0f, 1.0f, 10), 1u);  // 0.1f is just above 0.1
+}
+
+// select_sampled() against the definition (finite x[i] with u[i] < fraction, in order), with the
+// AVX2 path and the portable loop, at every length up to 70 and at 1000, on data with NaN, both
+// infinities, signed zeros, denormals and uniforms exactly at the fraction.
+TEST(SelectSampled, KeepsExactlyTheFiniteEntriesBelowTheFractionInOrder) {
+  const RngKey key{17, 0, 0, 5};
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f,
+                            -1e-40f, std::numeric_limits<float>::max()};
+  for (const float fraction : {0.0f, 0.25f, 0.5f, 1.0f}) {
+    for (uint64_t n = 0; n <= 1000; n = n < 70 ? n + 1 : n + 930) {  // 0, 1, ..., 70, 1000
+      std::vector<float> x(n), u(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint32_t bits = random_bits_at(key, 2 * i);
+        x[i] = bits % 5 == 0 ? specials[bits % 8] : std::bit_cast<float>(random_bits_at(key, 2 * i + 1));
+        u[i] = bits % 7 == 0 ? fraction : uniform_at(key, 2 * i + 1);
+      }
+      std::vector<float> want;
+      for (uint64_t i = 0; i < n; ++i)
+        if (u[i] < fraction && std::isfinite(x[i])) want.push_back(x[i]);
+      for (const bool portable : {false, true}) {
+        SCOPED_TRACE(fmt::format("fraction {} n {} portable {}", fraction, n, portable));
+        const bool saved = philox_batch_force_portable(portable);
+        std::vector<float> out(n + 1, 7.0f);
+        const uint64_t kept = select_sampled(x.data(), u.data(), n, fraction, out.data());
+        philox_batch_force_portable(saved);
+        ASSERT_EQ(kept, want.size());
+        for (uint64_t k = 0; k < kept; ++k)
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[k]), std::bit_cast<uint32_t>(want[k])) << "entry " << k;
+        EXPECT_EQ(out[n], 7.0f) << "written past count";
+      }
+    }
+  }
 }
 
 TEST(BlockStats, MaxAbsAndSumOfSquares) {
