@@ -24,4 +24,11 @@ void Fp16Compressor::decode_accumulate(std::span<const uint8_t> in, const Tensor
   kern::fp16_decode_accumulate(reinterpret_cast<const uint16_t*>(in.data()), spec.count, acc.data());
 }
 
+void Fp16Compressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
+                                              std::span<float> acc, const HopContext&, const kern::RngKey&,
+                                              std::span<uint8_t> out) {
+  kern::fp16_decode_accumulate_encode(reinterpret_cast<const uint16_t*>(in.data()), spec.count, acc.data(),
+                                      reinterpret_cast<uint16_t*>(out.data()));
+}
+
 }  // namespace ccsim::algo
