@@ -87,19 +87,32 @@ CompressorInfo MxCompressor::info(kern::MinifloatKind element) {
           {R"({"global_scaling":"layer"})"}};
 }
 
+const uint32_t* MxCompressor::agreed_codes(const TensorSpec& spec) const {
+  if (options_.global_scaling != Options::Scaling::kBlock || block_codes_.empty()) return nullptr;
+  const uint64_t block = options_.format.block;
+  CCSIM_CHECK(spec.offset % block == 0 && (spec.offset + spec.count + block - 1) / block <= block_codes_.size(),
+              "{}: chunk [{}, {}) is not block-aligned within the planned {} blocks", name_, spec.offset,
+              spec.offset + spec.count, block_codes_.size());
+  return block_codes_.data() + spec.offset / block;
+}
+
 void MxCompressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext&, const kern::RngKey& key,
                           std::span<uint8_t> out) {
-  uint64_t over;
-  if (options_.global_scaling == Options::Scaling::kBlock && !block_codes_.empty()) {
-    const uint64_t block = options_.format.block;
-    CCSIM_CHECK(spec.offset % block == 0 && (spec.offset + spec.count + block - 1) / block <= block_codes_.size(),
-                "{}: chunk [{}, {}) is not block-aligned within the planned {} blocks", name_, spec.offset,
-                spec.offset + spec.count, block_codes_.size());
-    over = kern::mx_encode_with_scales(x.data(), spec.count, options_.format, block_codes_.data() + spec.offset / block,
-                                       key, spec.offset, out.data());
-  } else {
-    over = kern::mx_encode(x.data(), spec.count, options_.format, key, spec.offset, element_max(), out.data());
-  }
+  const uint32_t* codes = agreed_codes(spec);
+  const uint64_t over =
+      codes != nullptr
+          ? kern::mx_encode_with_scales(x.data(), spec.count, options_.format, codes, key, spec.offset, out.data())
+          : kern::mx_encode(x.data(), spec.count, options_.format, key, spec.offset, element_max(), out.data());
+  overflows_.fetch_add(over, std::memory_order_relaxed);
+  encoded_.fetch_add(spec.count, std::memory_order_relaxed);
+}
+
+void MxCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
+                                            std::span<float> acc, const HopContext&, const kern::RngKey& key,
+                                            std::span<uint8_t> out) {
+  const uint64_t over = kern::mx_decode_accumulate_encode(in.data(), spec.count, options_.format, acc.data(),
+                                                          agreed_codes(spec), key, spec.offset, element_max(),
+                                                          out.data());
   overflows_.fetch_add(over, std::memory_order_relaxed);
   encoded_.fetch_add(spec.count, std::memory_order_relaxed);
 }

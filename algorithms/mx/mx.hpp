@@ -3,7 +3,8 @@
 /// mxfp8 / mxfp6 / mxfp4: OCP Microscaling formats adapted to all-reduce as in DynamiQ (§5,
 /// App. C): E4M3 (MXFP8), E3M2 (MXFP6) or E2M1 (MXFP4) elements in blocks of `block` (32, the OCP
 /// block) sharing one scale, BF16 (DynamiQ's runs) or the spec's E8M0. Every hop decodes to fp32,
-/// adds in fp32 and re-encodes. Element, scale and layout rules: kernels/quant/mx_quant.hpp.
+/// adds in fp32 and re-encodes (on the CPU in one pass per group of blocks). Element, scale and
+/// layout rules: kernels/quant/mx_quant.hpp.
 ///
 /// Wire: [ceil(count / block) scales, 2 bytes each (BF16 bits, little-endian) or 1 byte (E8M0) |
 ///        count element codes of 8 / 6 / 4 bits, packed LSB-first as kernels/pack/bitpack.hpp]
@@ -56,7 +57,7 @@
 namespace ccsim::algo {
 
 /// MXFP8 / MXFP6 / MXFP4 with FP8-LM global scaling.
-class MxCompressor final : public UnfusedHopCompressor {
+class MxCompressor final : public Compressor {
  public:
   /// Everything the parameter table configures.
   struct Options {
@@ -97,6 +98,11 @@ class MxCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// One pass per group of blocks (kern::mx_decode_accumulate_encode): decoded, summed and
+  /// re-encoded as encode() would, the overflows counted as encode() counts them.
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
 
   /// One max entry per block (block scaling) or per layer (layer scaling), none without.
   PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
@@ -146,6 +152,9 @@ class MxCompressor final : public UnfusedHopCompressor {
   uint64_t overflow_elements() const { return overflows_.load(std::memory_order_relaxed); }
 
  private:
+  /// Block scaling after a plan: the agreed scale codes of the chunk `spec` (checked to be
+  /// block-aligned within the plan); null otherwise (each block's own scale).
+  const uint32_t* agreed_codes(const TensorSpec& spec) const;
   /// The layers of a tensor of `elements`: the layout if it tiles [0, elements), else one.
   std::vector<LayerShape> layers_for(uint64_t elements) const;
 

@@ -1,33 +1,26 @@
 #include "kernels/quant/mx_quant.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
-#include <atomic>
 #include <cstring>
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
+#include "kernels/quant/minifloat_lanes.hpp"
 #include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
 namespace {
 
+// Entries per tile of the row loops (codes, scales and uniforms of a tile stay in L1).
+constexpr uint64_t kTile = 512;
+
 void check_format(const MxFormat& f) {
   CCSIM_CHECK(f.block >= 1 && (uint64_t{f.block} * f.element_bits()) % 8 == 0,
               "MX: a block of {} {}-bit elements is not whole bytes", f.block, f.element_bits());
-}
-
-// Parallel pieces are whole blocks, so every block (its scale and its code bytes) belongs to one
-// thread.
-template <class Fn>
-void for_blocks(uint64_t count, uint32_t block, Fn&& fn) {
-  const uint64_t blocks = (count + block - 1) / block;
-  const uint64_t grain = std::max<uint64_t>(1, (1u << 16) / block);
-  parallel_for(blocks, grain, [&](uint64_t b0, uint64_t b1) {
-    for (uint64_t b = b0; b < b1; ++b) fn(b, b * block, std::min(count, (b + 1) * block));
-  });
 }
 
 uint32_t load_scale(const uint8_t* in, uint64_t b, const MxFormat& f) {
@@ -35,82 +28,267 @@ uint32_t load_scale(const uint8_t* in, uint64_t b, const MxFormat& f) {
   return static_cast<uint32_t>(in[2 * b]) | static_cast<uint32_t>(in[2 * b + 1]) << 8;
 }
 
-// Rows of a block's decode: the element codes' values from a table of minifloat_decode(code),
-// times the scale and saturated as mx_dequantize() does, for the compiler to vectorize.
-CCSIM_VECTOR_ROW void decode_row(const uint8_t* codes, uint64_t n, const float* table, float scale, bool accumulate,
-                                float* out) {
-  const bool finite_scale = fabsf(scale) < INFINITY;
-  for (uint64_t i = 0; i < n; ++i) {
-    const float v = table[codes[i]] * scale;
-    const float w = (fabsf(v) == INFINITY && finite_scale) ? copysignf(FLT_MAX, v) : v;
-    out[i] = accumulate ? out[i] + w : w;
+void store_scale(uint8_t* out, uint64_t b, uint32_t code, const MxFormat& f) {
+  if (f.scale == MxScaleKind::kE8M0) {
+    out[b] = static_cast<uint8_t>(code);
+  } else {
+    out[2 * b] = static_cast<uint8_t>(code);
+    out[2 * b + 1] = static_cast<uint8_t>(code >> 8);
   }
 }
 
-void decode_blocks(const uint8_t* in, uint64_t count, const MxFormat& f, bool accumulate, float* out) {
-  check_format(f);
-  const uint64_t blocks = (count + f.block - 1) / f.block;
-  const uint8_t* codes = in + f.scale_bytes() * blocks;
-  const uint32_t bits = f.element_bits();
-  if (bits > 8) {  // FP16 elements: no table
-    for_blocks(count, f.block, [&](uint64_t b, uint64_t begin, uint64_t end) {
-      const float scale = mx_scale_value(load_scale(in, b, f), f);
-      for (uint64_t i = begin; i < end; ++i) {
-        const float v = mx_dequantize(bitpack_get(codes, i, bits), scale, f);
-        out[i] = accumulate ? out[i] + v : v;
-      }
-    });
+// ---- element rows: mx_quantize() / mx_dequantize() over a tile, one scale per entry ----------
+
+// mx_dequantize() with the element decode as its branch-free lane. A NaN element keeps its own
+// (quiet) NaN, as the scalar product element * scale gives with the element first, whatever order
+// the vectorized product takes its operands in.
+template <MinifloatFormat F>
+[[gnu::always_inline]] inline float mx_value(uint32_t code, float scale) {
+  const float element = minifloat_decode_lane<F>(code);
+  const float v = element != element ? element : element * scale;
+  return (fabsf(v) == INFINITY && fabsf(scale) < INFINITY) ? copysignf(FLT_MAX, v) : v;
+}
+
+template <MinifloatFormat F>
+[[gnu::always_inline]] inline void decode_body(const uint8_t* q, const float* s, uint64_t n, bool accumulate,
+                                               float* out) {
+  if (accumulate) {
+    for (uint64_t i = 0; i < n; ++i) out[i] = accumulate_lane(out[i], mx_value<F>(q[i], s[i]));
+  } else {
+    for (uint64_t i = 0; i < n; ++i) out[i] = mx_value<F>(q[i], s[i]);
+  }
+}
+
+// q[i] = mx_quantize(x[i], s[i], u[i]); returns how many entries fail t <= bound, t being
+// |x[i]| / s[i] when `scaled` (written as copysign(|x[i] / s[i]|, s[i]): division rounds
+// symmetrically in sign, so the same value) and |x[i]| otherwise.
+template <MinifloatFormat F, bool kStochastic>
+[[gnu::always_inline]] inline uint64_t encode_body(const float* x, const float* s, const float* u, uint64_t n,
+                                                   float bound, bool scaled, uint8_t* q) {
+  uint32_t outside = 0;
+  const uint32_t pick_scaled = scaled ? ~0u : 0u;  // a mask, not a branch, for the vectorizer
+  for (uint64_t i = 0; i < n; ++i) {
+    const float v = x[i] / s[i];
+    const uint32_t t_scaled = (float_to_bits(v) & 0x7FFFFFFFu) | (float_to_bits(s[i]) & 0x80000000u);
+    const uint32_t t_plain = float_to_bits(x[i]) & 0x7FFFFFFFu;
+    const float t = bits_to_float((t_scaled & pick_scaled) | (t_plain & ~pick_scaled));
+    outside += t <= bound ? 0u : 1u;
+    q[i] = static_cast<uint8_t>(minifloat_encode_lane<F, kStochastic>(v, kStochastic ? u[i] : 0.0f));
+  }
+  return outside;
+}
+
+using EncodeRow = uint64_t (*)(const float*, const float*, const float*, uint64_t, float, bool, uint8_t*);
+using DecodeRow = void (*)(const uint8_t*, const float*, uint64_t, bool, float*);
+
+// One format's rows, each built for AVX2 and the baseline (CCSIM_VECTOR_ROW).
+#define CCSIM_MX_ELEMENT_ROWS(NAME, FORMAT)                                                                     \
+  CCSIM_VECTOR_ROW uint64_t encode_nearest_##NAME(const float* x, const float* s, const float* u, uint64_t n,   \
+                                                  float bound, bool scaled, uint8_t* q) {                      \
+    return encode_body<FORMAT, false>(x, s, u, n, bound, scaled, q);                                            \
+  }                                                                                                             \
+  CCSIM_VECTOR_ROW uint64_t encode_stochastic_##NAME(const float* x, const float* s, const float* u, uint64_t n, \
+                                                     float bound, bool scaled, uint8_t* q) {                   \
+    return encode_body<FORMAT, true>(x, s, u, n, bound, scaled, q);                                             \
+  }                                                                                                             \
+  CCSIM_VECTOR_ROW void decode_##NAME(const uint8_t* q, const float* s, uint64_t n, bool accumulate, float* out) { \
+    decode_body<FORMAT>(q, s, n, accumulate, out);                                                              \
+  }
+
+CCSIM_MX_ELEMENT_ROWS(e4m3, kFp8E4M3)
+CCSIM_MX_ELEMENT_ROWS(e5m2, kFp8E5M2)
+CCSIM_MX_ELEMENT_ROWS(e3m2, kFp6E3M2)
+CCSIM_MX_ELEMENT_ROWS(e2m3, kFp6E2M3)
+CCSIM_MX_ELEMENT_ROWS(e2m1, kFp4E2M1)
+#undef CCSIM_MX_ELEMENT_ROWS
+
+struct ElementRows {
+  EncodeRow encode = nullptr;  // null: no row for this format (FP16 elements), the scalar path
+  DecodeRow decode = nullptr;
+};
+
+ElementRows rows_for(const MxFormat& f) {
+  const bool st = f.rounding == Rounding::kStochastic;
+  switch (f.element) {
+    case MinifloatKind::kFp8E4M3: return {st ? encode_stochastic_e4m3 : encode_nearest_e4m3, decode_e4m3};
+    case MinifloatKind::kFp8E5M2: return {st ? encode_stochastic_e5m2 : encode_nearest_e5m2, decode_e5m2};
+    case MinifloatKind::kFp6E3M2: return {st ? encode_stochastic_e3m2 : encode_nearest_e3m2, decode_e3m2};
+    case MinifloatKind::kFp6E2M3: return {st ? encode_stochastic_e2m3 : encode_nearest_e2m3, decode_e2m3};
+    case MinifloatKind::kFp4E2M1: return {st ? encode_stochastic_e2m1 : encode_nearest_e2m1, decode_e2m1};
+    case MinifloatKind::kFp16: break;
+  }
+  return {};
+}
+
+// ---- packing a tile's codes (kernels/pack/bitpack.hpp's layout: LSB first) -------------------
+// Whole units by rows the compiler vectorizes (a byte holds two 4-bit codes, three bytes four
+// 6-bit codes); a last partial unit, only at a message's end, entry by entry.
+
+CCSIM_VECTOR_ROW void pack4_row(const uint8_t* q, uint64_t units, uint8_t* out) {
+  for (uint64_t j = 0; j < units; ++j) out[j] = static_cast<uint8_t>((q[2 * j] & 15u) | (q[2 * j + 1] << 4));
+}
+
+CCSIM_VECTOR_ROW void unpack4_row(const uint8_t* in, uint64_t units, uint8_t* q) {
+  for (uint64_t j = 0; j < units; ++j) {
+    q[2 * j] = static_cast<uint8_t>(in[j] & 15u);
+    q[2 * j + 1] = static_cast<uint8_t>(in[j] >> 4);
+  }
+}
+
+CCSIM_VECTOR_ROW void pack6_row(const uint8_t* q, uint64_t units, uint8_t* out) {
+  for (uint64_t j = 0; j < units; ++j) {
+    const uint32_t c0 = q[4 * j] & 63u, c1 = q[4 * j + 1] & 63u, c2 = q[4 * j + 2] & 63u, c3 = q[4 * j + 3] & 63u;
+    out[3 * j] = static_cast<uint8_t>(c0 | (c1 << 6));
+    out[3 * j + 1] = static_cast<uint8_t>((c1 >> 2) | (c2 << 4));
+    out[3 * j + 2] = static_cast<uint8_t>((c2 >> 4) | (c3 << 2));
+  }
+}
+
+CCSIM_VECTOR_ROW void unpack6_row(const uint8_t* in, uint64_t units, uint8_t* q) {
+  for (uint64_t j = 0; j < units; ++j) {
+    const uint32_t b0 = in[3 * j], b1 = in[3 * j + 1], b2 = in[3 * j + 2];
+    q[4 * j] = static_cast<uint8_t>(b0 & 63u);
+    q[4 * j + 1] = static_cast<uint8_t>((b0 >> 6) | ((b1 & 15u) << 2));
+    q[4 * j + 2] = static_cast<uint8_t>((b1 >> 4) | ((b2 & 3u) << 4));
+    q[4 * j + 3] = static_cast<uint8_t>(b2 >> 2);
+  }
+}
+
+// Packs q[0, n) into packed_bytes(n, bits) bytes at `out` (bits 4, 6 or 8; padding bits zero).
+void pack_codes(const uint8_t* q, uint64_t n, uint32_t bits, uint8_t* out) {
+  if (bits == 8) {
+    std::memcpy(out, q, n);
     return;
   }
-  float table[256];
-  for (uint32_t code = 0; code < (1u << bits); ++code) table[code] = minifloat_decode(code, f.element_format());
-  for_blocks(count, f.block, [&](uint64_t b, uint64_t begin, uint64_t end) {
-    const float scale = mx_scale_value(load_scale(in, b, f), f);
-    uint8_t unpacked[512];
-    for (uint64_t a = begin; a < end; a += 512) {
-      const uint64_t n = std::min<uint64_t>(512, end - a);
-      if (bits == 8) {
-        std::memcpy(unpacked, codes + a, n);
-      } else {
-        for (uint64_t i = 0; i < n; ++i) unpacked[i] = static_cast<uint8_t>(bitpack_get(codes, a + i, bits));
-      }
-      decode_row(unpacked, n, table, scale, accumulate, out + a);
+  const uint64_t per_unit = bits == 4 ? 2 : 4, units = n / per_unit;
+  if (bits == 4) pack4_row(q, units, out);
+  if (bits == 6) pack6_row(q, units, out);
+  const uint64_t done = units * per_unit, at = units * bits * per_unit / 8;
+  if (done == n) return;
+  std::memset(out + at, 0, packed_bytes(n - done, bits));
+  for (uint64_t i = done; i < n; ++i) bitpack_put(out + at, i - done, bits, q[i]);
+}
+
+// Unpacks n codes from packed_bytes(n, bits) bytes at `in` into q[0, n) (bits 4, 6 or 8).
+void unpack_codes(const uint8_t* in, uint64_t n, uint32_t bits, uint8_t* q) {
+  if (bits == 8) {
+    std::memcpy(q, in, n);
+    return;
+  }
+  const uint64_t per_unit = bits == 4 ? 2 : 4, units = n / per_unit;
+  if (bits == 4) unpack4_row(in, units, q);
+  if (bits == 6) unpack6_row(in, units, q);
+  const uint64_t done = units * per_unit, at = units * bits * per_unit / 8;
+  for (uint64_t i = done; i < n; ++i) q[i] = static_cast<uint8_t>(bitpack_get(in + at, i - done, bits));
+}
+
+// ---- the block loops ----------------------------------------------------------------------------
+
+// Per block b of x[0, n) (blocks of `block` entries, the last may be short): the largest |x| as
+// fp32 bits reinterpreted, NaN if the block holds one (any NaN: mx_scale_code() maps every NaN
+// maximum to the same NaN scale, as it does mx_amax_step()'s first NaN). Magnitude bits order as
+// the values do, so the integer maximum is the maximum.
+CCSIM_VECTOR_ROW void block_amax_row(const float* x, uint64_t n, uint32_t block, float* amax) {
+  for (uint64_t b = 0; b * block < n; ++b) {
+    const uint64_t len = n - b * block < block ? n - b * block : block;
+    uint32_t m = 0;
+    for (uint64_t j = 0; j < len; ++j) {
+      const uint32_t a = float_to_bits(x[b * block + j]) & 0x7FFFFFFFu;
+      m = a > m ? a : m;
+    }
+    amax[b] = bits_to_float(m);
+  }
+}
+
+// Parallel pieces are whole blocks (so every block's scale and code bytes belong to one thread);
+// a piece runs in groups of whole blocks of at most kTile entries, or of one block when a block
+// is longer: fn(first block, last block + 1, first entry, last entry + 1).
+template <class Fn>
+void for_groups(uint64_t count, uint32_t block, Fn&& fn) {
+  const uint64_t blocks = (count + block - 1) / block;
+  const uint64_t per_group = std::max<uint64_t>(1, kTile / block);
+  const uint64_t grain = std::max<uint64_t>(1, (1u << 16) / block);
+  parallel_for(blocks, grain, [&](uint64_t b0, uint64_t b1) {
+    for (uint64_t g = b0; g < b1; g += per_group) {
+      const uint64_t g1 = std::min(b1, g + per_group);
+      fn(g, g1, g * block, std::min(count, g1 * block));
     }
   });
 }
 
-}  // namespace
+// s[0, n) = the scale values of entries [t, t + n), from the scale codes at the head of `msg`.
+void fill_scales(const uint8_t* msg, const MxFormat& f, uint64_t t, uint64_t n, float* s) {
+  for (uint64_t i = 0; i < n;) {
+    const uint64_t b = (t + i) / f.block;
+    const uint64_t stop = std::min(n, (b + 1) * f.block - t);
+    std::fill(s + i, s + stop, mx_scale_value(load_scale(msg, b, f), f));
+    i = stop;
+  }
+}
 
-namespace {
+// out[begin, end) (+)= the decoded entries of message `in`, a tile at a time.
+void decode_group(const uint8_t* in, const uint8_t* codes, const MxFormat& f, const ElementRows& rows, uint64_t begin,
+                  uint64_t end, bool accumulate, float* out) {
+  float s[kTile];
+  uint8_t q[kTile];
+  const uint32_t bits = f.element_bits();
+  for (uint64_t t = begin; t < end; t += kTile) {
+    const uint64_t n = std::min(kTile, end - t);
+    fill_scales(in, f, t, n, s);
+    unpack_codes(codes + t * bits / 8, n, bits, q);
+    rows.decode(q, s, n, accumulate, out + t);
+  }
+}
 
-// The encoder of both entry points: `scale_of(b, amax)` picks block b's scale code, `outside(x,
-// scale)` says whether an element counts.
-template <class ScaleOf, class Outside>
-uint64_t encode_blocks(const float* x, uint64_t count, const MxFormat& f, const RngKey& key, uint64_t index_base,
-                       uint8_t* out, ScaleOf&& scale_of, Outside&& outside_of) {
-  check_format(f);
+// How an encode picks its scales and counts: block b's scale code is `given[b]` (null: the code
+// for the block's own maximum), and an entry counts when it fails t <= bound (see encode_body).
+struct EncodeRule {
+  const uint32_t* given = nullptr;
+  float bound = 0;
+  bool scaled = false;
+};
+
+// Encodes blocks [g0, g1) = entries [begin, end) of x into `out` (scales) and `codes`; returns the
+// count of entries outside.
+uint64_t encode_group(const float* x, const MxFormat& f, const ElementRows& rows, const EncodeRule& rule,
+                      const RngKey& key, uint64_t index_base, uint64_t g0, uint64_t g1, uint64_t begin, uint64_t end,
+                      uint8_t* out, uint8_t* codes) {
+  float amax[kTile];
+  if (rule.given == nullptr) block_amax_row(x + begin, end - begin, f.block, amax);
+  for (uint64_t b = g0; b < g1; ++b)
+    store_scale(out, b, rule.given != nullptr ? rule.given[b] : mx_scale_code(amax[b - g0], f), f);
+  float s[kTile], u[kTile];
+  uint8_t q[kTile];
+  const uint32_t bits = f.element_bits();
+  uint64_t outside = 0;
+  for (uint64_t t = begin; t < end; t += kTile) {
+    const uint64_t n = std::min(kTile, end - t);
+    fill_scales(out, f, t, n, s);
+    if (f.rounding == Rounding::kStochastic) uniform_fill(key, index_base + t, n, u);
+    outside += rows.encode(x + t, s, u, n, rule.bound, rule.scaled, q);
+    pack_codes(q, n, bits, codes + t * bits / 8);
+  }
+  return outside;
+}
+
+// The per-entry encoder (element formats without rows: FP16): scale, count, mx_quantize(), put.
+uint64_t encode_blocks_scalar(const float* x, uint64_t count, const MxFormat& f, const EncodeRule& rule,
+                              const RngKey& key, uint64_t index_base, uint8_t* out) {
   const uint64_t blocks = (count + f.block - 1) / f.block;
   uint8_t* codes = out + f.scale_bytes() * blocks;
   const uint32_t bits = f.element_bits();
   std::atomic<uint64_t> outside{0};
-  const uint64_t grain = std::max<uint64_t>(1, (1u << 16) / f.block);
-  parallel_for(blocks, grain, [&](uint64_t b0, uint64_t b1) {
-    uint64_t piece_outside = 0;  // an integer sum: the total is independent of the split
-    for (uint64_t b = b0; b < b1; ++b) {
+  for_groups(count, f.block, [&](uint64_t g0, uint64_t g1, uint64_t, uint64_t) {
+    uint64_t piece_outside = 0;
+    for (uint64_t b = g0; b < g1; ++b) {
       const uint64_t begin = b * f.block, end = std::min(count, begin + f.block);
       float amax = 0.0f;
       for (uint64_t i = begin; i < end; ++i) amax = mx_amax_step(amax, x[i]);
-      const uint32_t code = scale_of(b, amax);
-      if (f.scale == MxScaleKind::kE8M0) {
-        out[b] = static_cast<uint8_t>(code);
-      } else {
-        out[2 * b] = static_cast<uint8_t>(code);
-        out[2 * b + 1] = static_cast<uint8_t>(code >> 8);
-      }
+      const uint32_t code = rule.given != nullptr ? rule.given[b] : mx_scale_code(amax, f);
+      store_scale(out, b, code, f);
       const float scale = mx_scale_value(code, f);
-      for (uint64_t i = begin; i < end; ++i) piece_outside += outside_of(x[i], scale) ? 1u : 0u;
-      // The block's code bytes start at begin * bits / 8; clear them so bitpack_put leaves zero
-      // padding after a short last block.
+      for (uint64_t i = begin; i < end; ++i)
+        piece_outside += !((rule.scaled ? fabsf(x[i]) / scale : fabsf(x[i])) <= rule.bound) ? 1u : 0u;
       std::memset(codes + begin * bits / 8, 0, packed_bytes(end - begin, bits));
       if (f.rounding == Rounding::kNearest) {
         for (uint64_t i = begin; i < end; ++i) bitpack_put(codes, i, bits, mx_quantize(x[i], scale, f, 0.0f));
@@ -124,21 +302,60 @@ uint64_t encode_blocks(const float* x, uint64_t count, const MxFormat& f, const 
   return outside.load(std::memory_order_relaxed);
 }
 
+// The per-entry decoder (element formats without rows: FP16).
+void decode_blocks_scalar(const uint8_t* in, uint64_t count, const MxFormat& f, bool accumulate, float* out) {
+  const uint64_t blocks = (count + f.block - 1) / f.block;
+  const uint8_t* codes = in + f.scale_bytes() * blocks;
+  for_groups(count, f.block, [&](uint64_t g0, uint64_t g1, uint64_t, uint64_t) {
+    for (uint64_t b = g0; b < g1; ++b) {
+      const float scale = mx_scale_value(load_scale(in, b, f), f);
+      for (uint64_t i = b * f.block; i < std::min(count, (b + 1) * f.block); ++i) {
+        const float v = mx_dequantize(bitpack_get(codes, i, f.element_bits()), scale, f);
+        out[i] = accumulate ? out[i] + v : v;
+      }
+    }
+  });
+}
+
+uint64_t encode_blocks(const float* x, uint64_t count, const MxFormat& f, const EncodeRule& rule, const RngKey& key,
+                       uint64_t index_base, uint8_t* out) {
+  check_format(f);
+  const ElementRows rows = rows_for(f);
+  if (rows.encode == nullptr) return encode_blocks_scalar(x, count, f, rule, key, index_base, out);
+  uint8_t* codes = out + f.scale_bytes() * ((count + f.block - 1) / f.block);
+  std::atomic<uint64_t> outside{0};  // an integer sum: the total is independent of the split
+  for_groups(count, f.block, [&](uint64_t g0, uint64_t g1, uint64_t begin, uint64_t end) {
+    outside.fetch_add(encode_group(x, f, rows, rule, key, index_base, g0, g1, begin, end, out, codes),
+                      std::memory_order_relaxed);
+  });
+  return outside.load(std::memory_order_relaxed);
+}
+
+void decode_blocks(const uint8_t* in, uint64_t count, const MxFormat& f, bool accumulate, float* out) {
+  check_format(f);
+  const ElementRows rows = rows_for(f);
+  if (rows.decode == nullptr) return decode_blocks_scalar(in, count, f, accumulate, out);
+  const uint8_t* codes = in + f.scale_bytes() * ((count + f.block - 1) / f.block);
+  for_groups(count, f.block, [&](uint64_t, uint64_t, uint64_t begin, uint64_t end) {
+    decode_group(in, codes, f, rows, begin, end, accumulate, out);
+  });
+}
+
+EncodeRule rule_for(const MxFormat& f, const uint32_t* scale_codes, float range) {
+  if (scale_codes != nullptr) return {scale_codes, f.element_format().max_finite(), true};
+  return {nullptr, range, false};
+}
+
 }  // namespace
 
 uint64_t mx_encode(const float* x, uint64_t count, const MxFormat& f, const RngKey& key, uint64_t index_base,
                    float range, uint8_t* out) {
-  return encode_blocks(
-      x, count, f, key, index_base, out, [&](uint64_t, float amax) { return mx_scale_code(amax, f); },
-      [range](float v, float) { return !(fabsf(v) <= range); });
+  return encode_blocks(x, count, f, rule_for(f, nullptr, range), key, index_base, out);
 }
 
 uint64_t mx_encode_with_scales(const float* x, uint64_t count, const MxFormat& f, const uint32_t* scale_codes,
                                const RngKey& key, uint64_t index_base, uint8_t* out) {
-  const float max = f.element_format().max_finite();
-  return encode_blocks(
-      x, count, f, key, index_base, out, [scale_codes](uint64_t b, float) { return scale_codes[b]; },
-      [max](float v, float scale) { return !(fabsf(v) / scale <= max); });
+  return encode_blocks(x, count, f, rule_for(f, scale_codes, 0.0f), key, index_base, out);
 }
 
 void mx_decode(const uint8_t* in, uint64_t count, const MxFormat& f, float* out) {
@@ -147,6 +364,26 @@ void mx_decode(const uint8_t* in, uint64_t count, const MxFormat& f, float* out)
 
 void mx_decode_accumulate(const uint8_t* in, uint64_t count, const MxFormat& f, float* acc) {
   decode_blocks(in, count, f, true, acc);
+}
+
+uint64_t mx_decode_accumulate_encode(const uint8_t* in, uint64_t count, const MxFormat& f, float* acc,
+                                     const uint32_t* scale_codes, const RngKey& key, uint64_t index_base, float range,
+                                     uint8_t* out) {
+  check_format(f);
+  const EncodeRule rule = rule_for(f, scale_codes, range);
+  const ElementRows rows = rows_for(f);
+  if (rows.encode == nullptr) {
+    decode_blocks_scalar(in, count, f, true, acc);
+    return encode_blocks_scalar(acc, count, f, rule, key, index_base, out);
+  }
+  const uint64_t scale_area = f.scale_bytes() * ((count + f.block - 1) / f.block);
+  std::atomic<uint64_t> outside{0};
+  for_groups(count, f.block, [&](uint64_t g0, uint64_t g1, uint64_t begin, uint64_t end) {
+    decode_group(in, in + scale_area, f, rows, begin, end, true, acc);
+    outside.fetch_add(encode_group(acc, f, rows, rule, key, index_base, g0, g1, begin, end, out, out + scale_area),
+                      std::memory_order_relaxed);
+  });
+  return outside.load(std::memory_order_relaxed);
 }
 
 }  // namespace ccsim::kern

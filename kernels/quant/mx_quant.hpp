@@ -110,5 +110,13 @@ uint64_t mx_encode_with_scales(const float* x, uint64_t count, const MxFormat& f
 void mx_decode(const uint8_t* in, uint64_t count, const MxFormat& f, float* out);
 /// acc[i] += decoded element i, in fp32.
 void mx_decode_accumulate(const uint8_t* in, uint64_t count, const MxFormat& f, float* acc);
+/// The fused hop, a block group at a time: acc += the decode of `in` (as mx_decode_accumulate()),
+/// then `out` = the encode of acc, with the scale codes `scale_codes` as mx_encode_with_scales()
+/// or, when `scale_codes` is null, with each block's own scale and the count against `range` as
+/// mx_encode(); returns that encoder's count. The same bits as the two calls one after the other.
+/// REQUIRES: as mx_encode(); `out` does not overlap `acc`, and overlaps `in` only if equal to it.
+uint64_t mx_decode_accumulate_encode(const uint8_t* in, uint64_t count, const MxFormat& f, float* acc,
+                                     const uint32_t* scale_codes, const RngKey& key, uint64_t index_base, float range,
+                                     uint8_t* out);
 
 }  // namespace ccsim::kern
