@@ -29,7 +29,7 @@ CCSIM_HD float fp16_to_float(uint16_t h) { return minifloat_decode(h, minifloat_
 void fp16_encode(const float* x, uint64_t count, uint16_t* out);
 /// out[i] = fp16_to_float(in[i]).
 void fp16_decode(const uint16_t* in, uint64_t count, float* out);
-/// acc[i] += fp16_to_float(in[i]), the sum in fp32.
+/// acc[i] += fp16_to_float(in[i]), the sum in fp32 (a NaN acc[i] keeps its own NaN, quieted).
 void fp16_decode_accumulate(const uint16_t* in, uint64_t count, float* acc);
 /// The fused hop in one pass: acc[i] += fp16_to_float(in[i]), then out[i] =
 /// float_to_fp16_rne(acc[i]) (the same bits as fp16_decode_accumulate() then fp16_encode()).

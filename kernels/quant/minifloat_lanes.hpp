@@ -93,11 +93,11 @@ template <MinifloatFormat F>
   return bits_to_float(sign | bits);
 }
 
-/// acc + v as the scalar `acc += v` of the element kernels computes it on x86-64 (SSE addss with
-/// the accumulator first), NaN payloads included: a NaN accumulator propagates, quieted, even when
-/// v is NaN too. A vectorized a + v may be emitted with the operands swapped (the accumulator's
-/// load folded into the second operand), which would propagate v's NaN instead; this select keeps
-/// the result independent of that choice.
+/// acc + v with the accumulator as the first operand, NaN payloads included: a NaN accumulator
+/// propagates, quieted, even when v is NaN too (x86-64 returns the first operand's NaN). A compiled
+/// a + v may take its operands in either order (a vectorized one folds the accumulator's load into
+/// the second), which decides only which NaN a NaN + NaN sum carries; this select fixes that
+/// choice. Every other result is the IEEE sum.
 [[gnu::always_inline]] inline float accumulate_lane(float acc, float v) {
   const float sum = acc + v;
   return acc != acc ? bits_to_float(float_to_bits(acc) | 0x00400000u) : sum;

@@ -108,7 +108,7 @@ uint64_t mx_encode_with_scales(const float* x, uint64_t count, const MxFormat& f
                                const RngKey& key, uint64_t index_base, uint8_t* out);
 /// out[i] = decoded element i (overwrites).
 void mx_decode(const uint8_t* in, uint64_t count, const MxFormat& f, float* out);
-/// acc[i] += decoded element i, in fp32.
+/// acc[i] += decoded element i, in fp32 (a NaN acc[i] keeps its own NaN, quieted).
 void mx_decode_accumulate(const uint8_t* in, uint64_t count, const MxFormat& f, float* acc);
 /// The fused hop, a block group at a time: acc += the decode of `in` (as mx_decode_accumulate()),
 /// then `out` = the encode of acc, with the scale codes `scale_codes` as mx_encode_with_scales()

@@ -20,8 +20,8 @@ namespace {
 
 uint32_t bits_of(float x) { return float_to_bits(x); }
 
-// The scalar `acc += v` of the element kernels on x86-64, NaN payloads included: a NaN accumulator
-// propagates quieted, otherwise the IEEE sum (whose NaN, if any, does not depend on operand order).
+// acc + v with the accumulator first (accumulate_lane's contract), NaN payloads included: a NaN
+// accumulator propagates quieted, otherwise the IEEE sum (whose NaN does not depend on the order).
 float accumulated(float acc, float v) {
   return std::isnan(acc) ? bits_to_float(bits_of(acc) | 0x00400000u) : acc + v;
 }
