@@ -59,4 +59,17 @@ void EquarxCompressor::decode_accumulate(std::span<const uint8_t> in, const Tens
   kern::bf16_decode_accumulate(reinterpret_cast<const uint16_t*>(in.data()), spec.count, acc.data());
 }
 
+void EquarxCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
+                                                const HopContext& hop_in, std::span<float> acc,
+                                                const HopContext& hop_out, const kern::RngKey& key,
+                                                std::span<uint8_t> out) {
+  if (!quantized(hop_in) || !quantized(hop_out)) {  // a BF16 side: the two passes
+    decode_accumulate(in, spec, hop_in, acc);
+    encode(acc, spec, hop_out, key, out);
+    return;
+  }
+  kern::group_quant_decode_accumulate_encode(in.data(), spec.count, format_, acc.data(), format_, key, spec.offset,
+                                             out.data());
+}
+
 }  // namespace ccsim::algo

@@ -30,7 +30,7 @@
 namespace ccsim::algo {
 
 /// EQuARX block quantizer with phase selection.
-class EquarxCompressor final : public UnfusedHopCompressor {
+class EquarxCompressor final : public Compressor {
  public:
   /// Which all-reduce phases are quantized.
   enum class Phases : uint8_t { kReduceScatter, kAllGather, kBoth };
@@ -54,6 +54,10 @@ class EquarxCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// The fused hop in one pass per group (kern::group_quant_decode_accumulate_encode).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
   uint64_t alignment() const override { return format_.group; }
   /// Stochastic rounding is unbiased; nearest is not, and neither is the BF16 rounding of an
   /// unquantized phase, so only stochastic rounding in both phases is.

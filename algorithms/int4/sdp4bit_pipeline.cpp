@@ -116,6 +116,14 @@ void Sdp4bitTlqCompressor::decode_accumulate(std::span<const uint8_t> in, const 
   kern::group_quant_decode_accumulate(in.data(), spec.count, format(hop), acc.data());
 }
 
+void Sdp4bitTlqCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
+                                                    const HopContext& hop_in, std::span<float> acc,
+                                                    const HopContext& hop_out, const kern::RngKey& key,
+                                                    std::span<uint8_t> out) {
+  kern::group_quant_decode_accumulate_encode(in.data(), spec.count, format(hop_in), acc.data(), format(hop_out), key,
+                                             spec.offset, out.data());
+}
+
 uint64_t Sdp4bitTlqCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,
                                             const HopContext& hop) const {
   if (!topo::is_round_op(kind)) return Compressor::memory_bytes(kind, spec, hop);
@@ -180,6 +188,14 @@ void Sdp4bitWeightCompressor::decode(std::span<const uint8_t> in, const TensorSp
 void Sdp4bitWeightCompressor::decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec,
                                                 const HopContext&, std::span<float> acc) {
   kern::group_quant_decode_accumulate(in.data(), spec.count, format_, acc.data());
+}
+
+void Sdp4bitWeightCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
+                                                       const HopContext& hop_in, std::span<float> acc,
+                                                       const HopContext& hop_out, const kern::RngKey& key,
+                                                       std::span<uint8_t> out) {
+  kern::group_quant_decode_accumulate_encode(in.data(), spec.count, format_, acc.data(), format_, key, spec.offset,
+                                             out.data());
 }
 
 uint64_t Sdp4bitWeightCompressor::memory_bytes(topo::KernelKind kind, const TensorSpec& spec,

@@ -51,7 +51,7 @@
 namespace ccsim::algo {
 
 /// SDP4Bit TLq / TLq-HS and ZeRO++ ULq (qgZ) gradient quantization by aggregation level.
-class Sdp4bitTlqCompressor final : public UnfusedHopCompressor {
+class Sdp4bitTlqCompressor final : public Compressor {
  public:
   static CompressorInfo info();
   /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
@@ -76,6 +76,10 @@ class Sdp4bitTlqCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// The fused hop in one pass per group (kern::group_quant_decode_accumulate_encode).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
   /// With `hadamard`: out = x with H_32 applied to every complete 32-element block (out may alias x).
   void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,
                const kern::RngKey& key) override;
@@ -99,7 +103,7 @@ class Sdp4bitTlqCompressor final : public UnfusedHopCompressor {
 };
 
 /// ZeRO++ qW (weights) and SDP4Bit qWD (weight differences) int4 all-gather quantization.
-class Sdp4bitWeightCompressor final : public UnfusedHopCompressor {
+class Sdp4bitWeightCompressor final : public Compressor {
  public:
   static CompressorInfo qw_info();
   static CompressorInfo qwd_info();
@@ -125,6 +129,10 @@ class Sdp4bitWeightCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// The fused hop in one pass per group (kern::group_quant_decode_accumulate_encode).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
   /// qWD: out = x - R (out may alias x); qW: copy.
   void prepare(std::span<const float> x, std::span<float> out, uint32_t rank, uint32_t ranks,
                const kern::RngKey& key) override;

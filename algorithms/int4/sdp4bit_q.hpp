@@ -29,7 +29,7 @@
 namespace ccsim::algo {
 
 /// SDP4Bit / ZeRO++ group quantizer.
-class Sdp4bitQuantCompressor final : public UnfusedHopCompressor {
+class Sdp4bitQuantCompressor final : public Compressor {
  public:
   static CompressorInfo info();
   /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
@@ -50,6 +50,10 @@ class Sdp4bitQuantCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// The fused hop in one pass per group (kern::group_quant_decode_accumulate_encode).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
   uint64_t alignment() const override { return format_.group; }
   /// Stochastic rounding is unbiased (the Hadamard transform is linear, so E[H·Q(Hx)] = x up to
   /// rounding); nearest is not.

@@ -6,13 +6,19 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
+#include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/transform/hadamard.hpp"
+#include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
 namespace {
 
 constexpr uint32_t kH = kGroupHadamardBlock;
+// Entries a group is coded or decoded in at a time; a multiple of 8 (so a tile of codes is whole
+// bytes at any width) and of kH (so a tile holds whole Hadamard blocks).
+constexpr uint64_t kTile = kUniformTile;
+static_assert(kTile % 8 == 0 && kTile % kH == 0);
 
 void check_format(const GroupQuantFormat& f) {
   if (f.element == GroupElement::kInt) {
@@ -43,26 +49,182 @@ void hadamard32(float* v) {
   for (uint32_t i = 0; i < kH; ++i) v[i] *= kScale;
 }
 
-template <class Op>
-void decode_with(const uint8_t* in, uint64_t count, const GroupQuantFormat& f, Op&& op) {
+// ---- Rows: loops over a tile's entries with no call and no branch per entry. Every row equals
+// the scalar element function of group_quant.hpp on each entry, bit for bit (tests compare them).
+
+// max over i of |v[i]| as `m = std::max(m, |v[i]|)` from m = 0 computes it: NaN entries are
+// skipped (the comparison is false) and the maximum of the other, non-negative, values does not
+// depend on the order. Non-negative floats order as their bit patterns, so the row takes the
+// integer maximum of the patterns of |v[i]|, a NaN's counted as 0 (+0.0f).
+CCSIM_VECTOR_ROW float max_abs_row(const float* v, uint64_t n) {
+  uint32_t m = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, &v[i], sizeof b);
+    b &= 0x7FFFFFFFu;
+    b = b > 0x7F800000u ? 0u : b;  // NaN
+    m = m > b ? m : b;
+  }
+  float r;
+  std::memcpy(&r, &m, sizeof r);
+  return r;
+}
+
+// group_quantize() for kInt, nearest rounding, maxabs > 0: codes masked to `mask`. The clamp's
+// comparisons send NaN to -levels as fminf(fmaxf(q, -levels), levels) does.
+CCSIM_VECTOR_ROW void int_codes_nearest(const float* v, uint64_t n, float maxabs, float levels, uint32_t mask,
+                                        uint8_t* q) {
+  for (uint64_t i = 0; i < n; ++i) {
+    float r = std::rint((v[i] / maxabs) * levels);
+    r = r > -levels ? r : -levels;
+    r = r < levels ? r : levels;
+    q[i] = static_cast<uint8_t>(static_cast<uint32_t>(static_cast<int32_t>(r)) & mask);
+  }
+}
+
+// group_quantize() for kInt, stochastic rounding, maxabs > 0.
+CCSIM_VECTOR_ROW void int_codes_stochastic(const float* v, const float* u, uint64_t n, float maxabs, float levels,
+                                           uint32_t mask, uint8_t* q) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const float x = (v[i] / maxabs) * levels;
+    const float lo = std::floor(x);
+    float r = lo + ((u[i] < x - lo) ? 1.0f : 0.0f);  // lo + 0 differs from lo only in a zero's sign
+    r = r > -levels ? r : -levels;
+    r = r < levels ? r : levels;
+    q[i] = static_cast<uint8_t>(static_cast<uint32_t>(static_cast<int32_t>(r)) & mask);
+  }
+}
+
+// group_dequantize() for kInt: (q / levels) * maxabs with q the sign-extended `bits`-bit code;
+// written to out[i] or added to it.
+CCSIM_VECTOR_ROW void int_values_row(const uint8_t* q, uint64_t n, uint32_t bits, float maxabs, float levels,
+                                     bool accumulate, float* out) {
+  const uint32_t shift = 8u - bits;
+  if (accumulate) {
+    for (uint64_t i = 0; i < n; ++i) {
+      const int32_t c = static_cast<int8_t>(static_cast<uint8_t>(q[i] << shift)) >> shift;
+      out[i] += (static_cast<float>(c) / levels) * maxabs;
+    }
+  } else {
+    for (uint64_t i = 0; i < n; ++i) {
+      const int32_t c = static_cast<int8_t>(static_cast<uint8_t>(q[i] << shift)) >> shift;
+      out[i] = (static_cast<float>(c) / levels) * maxabs;
+    }
+  }
+}
+
+// table[c] * maxabs: FP8's group_dequantize() with table[c] = minifloat_decode(c) / max_finite.
+void table_values(const uint8_t* q, uint64_t n, const float* table, float maxabs, bool accumulate, float* out) {
+  if (accumulate) {
+    for (uint64_t i = 0; i < n; ++i) out[i] += table[q[i]] * maxabs;
+  } else {
+    for (uint64_t i = 0; i < n; ++i) out[i] = table[q[i]] * maxabs;
+  }
+}
+
+CCSIM_VECTOR_ROW void add_row(const float* v, uint64_t n, float* acc) {
+  for (uint64_t i = 0; i < n; ++i) acc[i] += v[i];
+}
+
+// table[c] = the FP8 element value of code c over the format's maximum, or nothing for kInt.
+struct Fp8Table {
+  float v[256];
+  explicit Fp8Table(const GroupQuantFormat& f) {
+    if (f.element == GroupElement::kInt) return;
+    const MinifloatFormat fmt = f.fp8_format();
+    for (uint32_t c = 0; c < 256; ++c) v[c] = minifloat_decode(c, fmt) / fmt.max_finite();
+  }
+};
+
+// ---- Groups ------------------------------------------------------------------------------------
+
+// The codes of v[0, n) (one group, maximum `maxabs`) packed at `codes` (the group's first byte);
+// entry i draws uniform_at(key, index + i) under stochastic rounding.
+void code_group(const float* v, uint64_t n, float maxabs, const GroupQuantFormat& f, const RngKey& key, uint64_t index,
+                uint8_t* codes) {
+  if (!(maxabs > 0.0f)) {  // group_quantize's zero group
+    std::memset(codes, 0, packed_bytes(n, f.bits));
+    return;
+  }
+  const bool stochastic = f.rounding == Rounding::kStochastic;
+  const float levels = static_cast<float>(f.int_levels());
+  const uint32_t mask = (1u << f.bits) - 1u;
+  float u[kTile];
+  uint8_t q[kTile];
+  for (uint64_t t = 0; t < n; t += kTile) {
+    const uint64_t m = std::min(kTile, n - t);
+    if (stochastic) uniform_fill(key, index + t, m, u);
+    if (f.element != GroupElement::kInt) {
+      for (uint64_t j = 0; j < m; ++j)
+        q[j] = static_cast<uint8_t>(group_quantize(v[t + j], maxabs, f, stochastic ? u[j] : 0.0f));
+    } else if (stochastic) {
+      int_codes_stochastic(v + t, u, m, maxabs, levels, mask, q);
+    } else {
+      int_codes_nearest(v + t, m, maxabs, levels, mask, q);
+    }
+    pack_code_tile(q, m, f.bits, codes + t * f.bits / 8);
+  }
+}
+
+// Encodes group g = x[begin, end) into `out` (scale) and `codes` (the chunk's code area).
+void encode_group(const float* x, uint64_t g, uint64_t begin, uint64_t end, uint64_t transformed_end,
+                  const GroupQuantFormat& f, const RngKey& key, uint64_t index_base, uint8_t* out, uint8_t* codes) {
+  const uint64_t n = end - begin;
+  const float* v = x + begin;
+  float maxabs = max_abs_row(v, n);
+  float stored = maxabs;
+  thread_local std::vector<float> smoothed;
+  if (f.hadamard && begin < transformed_end) {
+    if (maxabs <= kGroupHadamardMaxInput) {
+      smoothed.assign(x + begin, x + end);
+      for (uint64_t i = begin; i + kH <= std::min(end, transformed_end); i += kH)
+        hadamard32(smoothed.data() + (i - begin));
+      v = smoothed.data();
+      maxabs = max_abs_row(v, n);
+      stored = maxabs;
+    } else {
+      stored = -maxabs;  // too large to transform without overflow: sent untransformed, flagged
+    }
+  }
+  std::memcpy(out + 4 * g, &stored, sizeof stored);
+  code_group(v, n, maxabs, f, key, index_base + begin, codes + begin * f.bits / 8);
+}
+
+// Decodes group g (entries [begin, end)) into dst[begin, end), written or added.
+void decode_group(const uint8_t* in, const uint8_t* codes, uint64_t g, uint64_t begin, uint64_t end,
+                  uint64_t transformed_end, const GroupQuantFormat& f, const Fp8Table& table, bool accumulate,
+                  float* dst) {
+  float maxabs;
+  std::memcpy(&maxabs, in + 4 * g, sizeof maxabs);
+  // A negative scale flags a group sent untransformed (see group_quant.hpp).
+  const bool transformed = f.hadamard && !std::signbit(maxabs) && begin + kH <= std::min(end, transformed_end);
+  maxabs = std::fabs(maxabs);
+  const float levels = static_cast<float>(f.int_levels());
+  uint8_t buf[kTile];
+  float vals[kTile];
+  for (uint64_t t = begin; t < end; t += kTile) {
+    const uint64_t m = std::min(kTile, end - t);
+    const uint8_t* q = unpack_code_tile(codes + t * f.bits / 8, m, f.bits, buf);
+    // With the transform, the values go through a buffer: H_32 on each complete block first.
+    float* to = transformed ? vals : dst + t;
+    const bool add = accumulate && !transformed;
+    if (f.element == GroupElement::kInt) int_values_row(q, m, f.bits, maxabs, levels, add, to);
+    else table_values(q, m, table.v, maxabs, add, to);
+    if (!transformed) continue;
+    for (uint64_t j = 0; j + kH <= m && t + j + kH <= transformed_end; j += kH) hadamard32(vals + j);
+    if (accumulate) add_row(vals, m, dst + t);
+    else std::memcpy(dst + t, vals, 4 * m);
+  }
+}
+
+void decode_with(const uint8_t* in, uint64_t count, const GroupQuantFormat& f, bool accumulate, float* dst) {
   check_format(f);
   const uint64_t groups = (count + f.group - 1) / f.group;
   const uint8_t* codes = in + 4 * groups;
   const uint64_t transformed_end = f.hadamard ? count / kH * kH : 0;  // complete 32-blocks only
+  const Fp8Table table(f);
   for_groups(count, f.group, [&](uint64_t g, uint64_t begin, uint64_t end) {
-    float maxabs;
-    std::memcpy(&maxabs, in + 4 * g, sizeof maxabs);
-    // A negative scale flags a group sent untransformed (see group_quant.hpp).
-    const bool transformed = !std::signbit(maxabs);
-    maxabs = std::fabs(maxabs);
-    uint64_t i = begin;
-    for (; transformed && i + kH <= std::min(end, transformed_end); i += kH) {
-      float block[kH];
-      for (uint32_t j = 0; j < kH; ++j) block[j] = group_dequantize(bitpack_get(codes, i + j, f.bits), maxabs, f);
-      hadamard32(block);
-      for (uint32_t j = 0; j < kH; ++j) op(i + j, block[j]);
-    }
-    for (; i < end; ++i) op(i, group_dequantize(bitpack_get(codes, i, f.bits), maxabs, f));
+    decode_group(in, codes, g, begin, end, transformed_end, f, table, accumulate, dst);
   });
 }
 
@@ -75,45 +237,37 @@ void group_quant_encode(const float* x, uint64_t count, const GroupQuantFormat& 
   uint8_t* codes = out + 4 * groups;
   const uint64_t transformed_end = f.hadamard ? count / kH * kH : 0;
   for_groups(count, f.group, [&](uint64_t g, uint64_t begin, uint64_t end) {
-    // The values to quantize: x itself, or its transformed copy in a per-thread buffer.
-    const uint64_t n = end - begin;
-    const float* v = x + begin;
-    float maxabs = 0.0f;
-    for (uint64_t i = 0; i < n; ++i) maxabs = std::max(maxabs, std::fabs(v[i]));
-    float stored = maxabs;
-    thread_local std::vector<float> smoothed;
-    if (f.hadamard && begin < transformed_end) {
-      if (maxabs <= kGroupHadamardMaxInput) {
-        smoothed.assign(x + begin, x + end);
-        for (uint64_t i = begin; i + kH <= std::min(end, transformed_end); i += kH)
-          hadamard32(smoothed.data() + (i - begin));
-        v = smoothed.data();
-        maxabs = 0.0f;
-        for (uint64_t i = 0; i < n; ++i) maxabs = std::max(maxabs, std::fabs(v[i]));
-        stored = maxabs;
-      } else {
-        stored = -maxabs;  // too large to transform without overflow: sent untransformed, flagged
-      }
-    }
-    std::memcpy(out + 4 * g, &stored, sizeof stored);
-    // The group's bytes start at begin * bits / 8; clear them so bitpack_put leaves zero padding.
-    std::memset(codes + begin * f.bits / 8, 0, packed_bytes(n, f.bits));
-    if (f.rounding == Rounding::kNearest) {
-      for (uint64_t i = 0; i < n; ++i) bitpack_put(codes, begin + i, f.bits, group_quantize(v[i], maxabs, f, 0.0f));
-      return;
-    }
-    for_each_uniform(key, index_base + begin, 0, n, [&](uint64_t i, float u) {
-      bitpack_put(codes, begin + i, f.bits, group_quantize(v[i], maxabs, f, u));
-    });
+    encode_group(x, g, begin, end, transformed_end, f, key, index_base, out, codes);
   });
 }
 
 void group_quant_decode(const uint8_t* in, uint64_t count, const GroupQuantFormat& f, float* out) {
-  decode_with(in, count, f, [out](uint64_t i, float v) { out[i] = v; });
+  decode_with(in, count, f, false, out);
 }
 
 void group_quant_decode_accumulate(const uint8_t* in, uint64_t count, const GroupQuantFormat& f, float* acc) {
-  decode_with(in, count, f, [acc](uint64_t i, float v) { acc[i] += v; });
+  decode_with(in, count, f, true, acc);
+}
+
+void group_quant_decode_accumulate_encode(const uint8_t* in, uint64_t count, const GroupQuantFormat& in_format,
+                                          float* acc, const GroupQuantFormat& out_format, const RngKey& key,
+                                          uint64_t index_base, uint8_t* out) {
+  if (in_format.group != out_format.group) {  // groups do not line up: the two passes
+    group_quant_decode_accumulate(in, count, in_format, acc);
+    group_quant_encode(acc, count, out_format, key, index_base, out);
+    return;
+  }
+  check_format(in_format);
+  check_format(out_format);
+  const uint64_t groups = (count + in_format.group - 1) / in_format.group;
+  const uint64_t transformed_end = count / kH * kH;  // unused by a format without the transform
+  const Fp8Table table(in_format);
+  for_groups(count, in_format.group, [&](uint64_t g, uint64_t begin, uint64_t end) {
+    decode_group(in, in + 4 * groups, g, begin, end, in_format.hadamard ? transformed_end : 0, in_format, table, true,
+                 acc);
+    encode_group(acc, g, begin, end, out_format.hadamard ? transformed_end : 0, out_format, key, index_base, out,
+                 out + 4 * groups);
+  });
 }
 
 }  // namespace ccsim::kern

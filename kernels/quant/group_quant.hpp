@@ -129,5 +129,12 @@ void group_quant_encode(const float* x, uint64_t count, const GroupQuantFormat& 
 void group_quant_decode(const uint8_t* in, uint64_t count, const GroupQuantFormat& f, float* out);
 /// acc[i] += decoded element i, in fp32.
 void group_quant_decode_accumulate(const uint8_t* in, uint64_t count, const GroupQuantFormat& f, float* acc);
+/// The fused intermediate hop: group_quant_decode_accumulate(in, count, in_format, acc) then
+/// group_quant_encode(acc, count, out_format, key, index_base, out), each group decoded, summed and
+/// re-encoded while it is in cache when the two formats share the group size. The same bytes and
+/// sums as the two calls. `out` must not alias `in` or `acc`.
+void group_quant_decode_accumulate_encode(const uint8_t* in, uint64_t count, const GroupQuantFormat& in_format,
+                                          float* acc, const GroupQuantFormat& out_format, const RngKey& key,
+                                          uint64_t index_base, uint8_t* out);
 
 }  // namespace ccsim::kern
