@@ -31,4 +31,10 @@ void QsgdCompressor::decode_accumulate(std::span<const uint8_t> in, const Tensor
   kern::qsgd_decode_accumulate(in.data(), spec.count, bucket_, bits_, acc.data());
 }
 
+void QsgdCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
+                                              std::span<float> acc, const HopContext&, const kern::RngKey& key,
+                                              std::span<uint8_t> out) {
+  kern::qsgd_decode_accumulate_encode(in.data(), spec.count, bucket_, bits_, acc.data(), key, spec.offset, out.data());
+}
+
 }  // namespace ccsim::algo

@@ -21,7 +21,7 @@
 namespace ccsim::algo {
 
 /// QSGD quantizer.
-class QsgdCompressor final : public UnfusedHopCompressor {
+class QsgdCompressor final : public Compressor {
  public:
   static CompressorInfo info();
   /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
@@ -42,6 +42,10 @@ class QsgdCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// The fused hop in one pass per bucket (kern::qsgd_decode_accumulate_encode).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
   uint64_t alignment() const override { return bucket_; }
   /// Stochastic rounding onto levels that span [0, norm]: unbiased (buckets whose norm exceeds
   /// FLT_MAX excepted).

@@ -87,5 +87,10 @@ void qsgd_encode(const float* x, uint64_t count, uint32_t bucket, uint32_t bits,
 void qsgd_decode(const uint8_t* in, uint64_t count, uint32_t bucket, uint32_t bits, float* out);
 /// acc[i] += decoded element i, in fp32.
 void qsgd_decode_accumulate(const uint8_t* in, uint64_t count, uint32_t bucket, uint32_t bits, float* acc);
+/// The fused intermediate hop in one pass per bucket: qsgd_decode_accumulate(in, ..., acc) then
+/// qsgd_encode(acc, ..., out), each bucket decoded, summed and re-encoded while it is in cache. The
+/// same bytes and sums as the two calls. `out` must not alias `in` or `acc`.
+void qsgd_decode_accumulate_encode(const uint8_t* in, uint64_t count, uint32_t bucket, uint32_t bits, float* acc,
+                                   const RngKey& key, uint64_t index_base, uint8_t* out);
 
 }  // namespace ccsim::kern

@@ -1,4 +1,4 @@
-// The group quantizers' vectorized CPU kernels against scalar references built from the
+// The group quantizers' and QSGD's vectorized CPU kernels against scalar references built from the
 // element functions the CUDA kernels share (one scalar call per entry, uniform_at() per entry,
 // bitpack_get/put per code), bit for bit: encode, decode, decode-accumulate and the fused hop, on
 // data with every special value, random bytes, odd lengths, partial last groups and offsets.
@@ -14,6 +14,7 @@
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
 #include "kernels/quant/group_quant.hpp"
+#include "kernels/quant/qsgd_quant.hpp"
 #include "kernels/transform/hadamard.hpp"
 
 namespace ccsim::kern {
@@ -237,6 +238,71 @@ INSTANTIATE_TEST_SUITE_P(
                           GroupCase{GroupElement::kE4M3, 8, 64, Rounding::kNearest, false},
                           GroupCase{GroupElement::kE5M2, 8, 96, Rounding::kNearest, true}),
         ::testing::Values(1, 3)));
+
+// qsgd_encode / qsgd_decode from the element functions.
+std::vector<uint8_t> reference_qsgd_encode(const float* x, uint64_t count, uint32_t bucket, uint32_t bits,
+                                           const RngKey& key, uint64_t base) {
+  std::vector<uint8_t> out(qsgd_bytes(count, bucket, bits), 0);
+  const uint64_t buckets = (count + bucket - 1) / bucket;
+  for (uint64_t b = 0; b < buckets; ++b) {
+    const uint64_t begin = b * bucket, end = std::min(count, begin + bucket);
+    double sum = 0.0;
+    for (uint64_t i = begin; i < end; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    const float norm = qsgd_norm(sum);
+    std::memcpy(out.data() + 4 * b, &norm, 4);
+    for (uint64_t i = begin; i < end; ++i)
+      bitpack_put(out.data() + 4 * buckets, i, bits, qsgd_quantize(x[i], norm, bits, uniform_at(key, base + i)));
+  }
+  return out;
+}
+
+std::vector<float> reference_qsgd_decode(const uint8_t* in, uint64_t count, uint32_t bucket, uint32_t bits) {
+  std::vector<float> out(count);
+  const uint64_t buckets = (count + bucket - 1) / bucket;
+  for (uint64_t i = 0; i < count; ++i) {
+    float norm;
+    std::memcpy(&norm, in + 4 * (i / bucket), 4);
+    out[i] = qsgd_dequantize(bitpack_get(in + 4 * buckets, i, bits), norm, bits);
+  }
+  return out;
+}
+
+class QsgdRows : public ::testing::TestWithParam<std::tuple<uint32_t, uint32_t, int>> {};
+
+TEST_P(QsgdRows, EncodeDecodeAndFusedHopEqualTheElementFunctions) {
+  const auto [bucket, bits, threads] = GetParam();
+  const int threads_before = worker_threads();
+  set_worker_threads(threads);
+  const RngKey key{5, 8, 13, 21};
+  const uint64_t base = (uint64_t{1} << 32) - 555;
+  for (uint64_t n : {uint64_t{1}, uint64_t{29}, uint64_t{bucket}, uint64_t{5000 + bucket / 3 + 1}}) {
+    std::vector<float> buf = adversarial(n + 5, bucket + bits * 7 + static_cast<uint32_t>(n));
+    const float* x = buf.data() + 5;  // an offset input
+    std::vector<uint8_t> msg(qsgd_bytes(n, bucket, bits));
+    qsgd_encode(x, n, bucket, bits, key, base, msg.data());
+    expect_same_bytes(msg, reference_qsgd_encode(x, n, bucket, bits, key, base), "qsgd encode");
+    for (const auto& in : {msg, random_bytes(msg.size(), 3u + static_cast<uint32_t>(n))}) {
+      std::vector<float> dec(n), acc(buf.begin() + 5, buf.end());
+      qsgd_decode(in.data(), n, bucket, bits, dec.data());
+      const std::vector<float> want = reference_qsgd_decode(in.data(), n, bucket, bits);
+      expect_same_floats(dec, want, "qsgd decode");
+      const std::vector<float> acc0(buf.begin() + 5, buf.end());
+      qsgd_decode_accumulate(in.data(), n, bucket, bits, acc.data());
+      expect_same_sums(acc, acc0, want, "qsgd decode_accumulate");
+      // The fused hop on the same input: the same sums, then their reference codes.
+      std::vector<float> acc_fused = acc0;
+      std::vector<uint8_t> out(msg.size(), 0xC3);
+      qsgd_decode_accumulate_encode(in.data(), n, bucket, bits, acc_fused.data(), key, base + 3, out.data());
+      expect_same_floats(acc_fused, acc, "qsgd fused sum");
+      expect_same_bytes(out, reference_qsgd_encode(acc.data(), n, bucket, bits, key, base + 3), "qsgd fused");
+    }
+  }
+  set_worker_threads(threads_before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QsgdRows,
+                         ::testing::Combine(::testing::Values(8u, 64u, 512u, 1000u), ::testing::Values(2u, 4u, 5u, 8u),
+                                            ::testing::Values(1, 3)));
 
 }  // namespace
 }  // namespace ccsim::kern
