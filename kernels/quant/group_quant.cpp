@@ -95,6 +95,20 @@ CCSIM_VECTOR_ROW void int_codes_stochastic(const float* v, const float* u, uint6
   }
 }
 
+// x86 arithmetic on two NaNs returns the first operand's (quieted), so which NaN survives depends
+// on the operand order the compiler emits. The scalar code this replaces computed
+// (value) * maxabs and acc + (value) with the value first; these helpers make that choice explicit
+// (NaN operands only; every other result is the plain product or sum).
+inline float quieted(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  b |= 0x00400000u;
+  std::memcpy(&x, &b, sizeof b);
+  return x;
+}
+inline float mul_first(float a, float b) { return a != a ? quieted(a) : a * b; }
+inline float add_first(float a, float b) { return a != a ? quieted(a) : a + b; }
+
 // group_dequantize() for kInt: (q / levels) * maxabs with q the sign-extended `bits`-bit code;
 // written to out[i] or added to it.
 CCSIM_VECTOR_ROW void int_values_row(const uint8_t* q, uint64_t n, uint32_t bits, float maxabs, float levels,
@@ -103,7 +117,7 @@ CCSIM_VECTOR_ROW void int_values_row(const uint8_t* q, uint64_t n, uint32_t bits
   if (accumulate) {
     for (uint64_t i = 0; i < n; ++i) {
       const int32_t c = static_cast<int8_t>(static_cast<uint8_t>(q[i] << shift)) >> shift;
-      out[i] += (static_cast<float>(c) / levels) * maxabs;
+      out[i] = add_first((static_cast<float>(c) / levels) * maxabs, out[i]);
     }
   } else {
     for (uint64_t i = 0; i < n; ++i) {
@@ -113,17 +127,27 @@ CCSIM_VECTOR_ROW void int_values_row(const uint8_t* q, uint64_t n, uint32_t bits
   }
 }
 
-// table[c] * maxabs: FP8's group_dequantize() with table[c] = minifloat_decode(c) / max_finite.
-void table_values(const uint8_t* q, uint64_t n, const float* table, float maxabs, bool accumulate, float* out) {
+// table[c] * maxabs: FP8's group_dequantize() with table[c] = minifloat_decode(c) / max_finite;
+// written to out[i] or added to it.
+CCSIM_VECTOR_ROW void table_values(const uint8_t* q, uint64_t n, const float* table, float maxabs, bool accumulate,
+                                   float* out) {
   if (accumulate) {
-    for (uint64_t i = 0; i < n; ++i) out[i] += table[q[i]] * maxabs;
+    for (uint64_t i = 0; i < n; ++i) out[i] = add_first(mul_first(table[q[i]], maxabs), out[i]);
   } else {
-    for (uint64_t i = 0; i < n; ++i) out[i] = table[q[i]] * maxabs;
+    for (uint64_t i = 0; i < n; ++i) out[i] = mul_first(table[q[i]], maxabs);
   }
 }
 
-CCSIM_VECTOR_ROW void add_row(const float* v, uint64_t n, float* acc) {
-  for (uint64_t i = 0; i < n; ++i) acc[i] += v[i];
+// acc[i] += v[i]. Entries outside the Hadamard blocks take v first (as every decode-accumulate);
+// for the transformed blocks acc first, as the vectorized loop of the scalar code this replaces
+// did (its peeled iterations took v first, so there the choice between two NaNs depended on
+// acc's alignment and is no function of the data).
+CCSIM_VECTOR_ROW void add_row(const float* v, uint64_t n, bool acc_first, float* acc) {
+  if (acc_first) {
+    for (uint64_t i = 0; i < n; ++i) acc[i] = add_first(acc[i], v[i]);
+  } else {
+    for (uint64_t i = 0; i < n; ++i) acc[i] = add_first(v[i], acc[i]);
+  }
 }
 
 // table[c] = the FP8 element value of code c over the format's maximum, or nothing for kInt.
@@ -211,9 +235,15 @@ void decode_group(const uint8_t* in, const uint8_t* codes, uint64_t g, uint64_t 
     if (f.element == GroupElement::kInt) int_values_row(q, m, f.bits, maxabs, levels, add, to);
     else table_values(q, m, table.v, maxabs, add, to);
     if (!transformed) continue;
-    for (uint64_t j = 0; j + kH <= m && t + j + kH <= transformed_end; j += kH) hadamard32(vals + j);
-    if (accumulate) add_row(vals, m, dst + t);
-    else std::memcpy(dst + t, vals, 4 * m);
+    uint64_t blocks_end = 0;  // vals[0, blocks_end) are transformed blocks
+    for (; blocks_end + kH <= m && t + blocks_end + kH <= transformed_end; blocks_end += kH)
+      hadamard32(vals + blocks_end);
+    if (accumulate) {
+      add_row(vals, blocks_end, true, dst + t);
+      add_row(vals + blocks_end, m - blocks_end, false, dst + t + blocks_end);
+    } else {
+      std::memcpy(dst + t, vals, 4 * m);
+    }
   }
 }
 

@@ -61,6 +61,16 @@ CCSIM_VECTOR_ROW void sign_codes_row(const float* x, uint64_t n, uint32_t bits, 
   }
 }
 
+// A NaN with its quiet bit set: what x86 arithmetic returns for a NaN operand (the first operand's
+// when both are NaN, so a row spells out which operand is first).
+inline float quieted(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  b |= 0x00400000u;
+  std::memcpy(&x, &b, sizeof b);
+  return x;
+}
+
 // qsgd_dequantize(): ±(level / s) * norm (the negation flips the sign bit only), written to
 // out[i] or added to it.
 CCSIM_VECTOR_ROW void values_row(const uint8_t* q, uint64_t n, uint32_t bits, float norm, bool accumulate,
@@ -70,7 +80,8 @@ CCSIM_VECTOR_ROW void values_row(const uint8_t* q, uint64_t n, uint32_t bits, fl
   if (accumulate) {
     for (uint64_t i = 0; i < n; ++i) {
       const float m = (static_cast<float>(q[i] & s) / sf) * norm;
-      out[i] += ((q[i] >> (bits - 1u)) & 1u) != 0u ? -m : m;
+      const float v = ((q[i] >> (bits - 1u)) & 1u) != 0u ? -m : m;
+      out[i] = v != v ? quieted(v) : v + out[i];  // v first on two NaNs, as the scalar code
     }
   } else {
     for (uint64_t i = 0; i < n; ++i) {
