@@ -62,8 +62,8 @@ CCSIM_VECTOR_ROW float max_abs_row(const float* v, uint64_t n) {
     uint32_t b;
     std::memcpy(&b, &v[i], sizeof b);
     b &= 0x7FFFFFFFu;
-    b = b > 0x7F800000u ? 0u : b;  // NaN
-    m = m > b ? m : b;
+    b &= 0u - static_cast<uint32_t>(b <= 0x7F800000u);  // a NaN counts as 0
+    m = std::max(m, b);
   }
   float r;
   std::memcpy(&r, &m, sizeof r);
