@@ -96,18 +96,11 @@ CCSIM_VECTOR_ROW void int_codes_stochastic(const float* v, const float* u, uint6
 }
 
 // x86 arithmetic on two NaNs returns the first operand's (quieted), so which NaN survives depends
-// on the operand order the compiler emits. The scalar code this replaces computed
-// (value) * maxabs and acc + (value) with the value first; these helpers make that choice explicit
-// (NaN operands only; every other result is the plain product or sum).
-inline float quieted(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  b |= 0x00400000u;
-  std::memcpy(&x, &b, sizeof b);
-  return x;
-}
-inline float mul_first(float a, float b) { return a != a ? quieted(a) : a * b; }
-inline float add_first(float a, float b) { return a != a ? quieted(a) : a + b; }
+// on the operand order the compiler emits. These helpers make the choice explicit: with a NaN `a`
+// the other operand is replaced by a number (1 or 0), so the result is `a` quieted whatever the
+// order; otherwise they are the plain product or sum (with a NaN `b`, `b` quieted).
+inline float mul_first(float a, float b) { return a * (a != a ? 1.0f : b); }
+inline float add_first(float a, float b) { return a + (a != a ? 0.0f : b); }
 
 // group_dequantize() for kInt: (q / levels) * maxabs with q the sign-extended `bits`-bit code;
 // written to out[i] or added to it.
@@ -132,9 +125,15 @@ CCSIM_VECTOR_ROW void int_values_row(const uint8_t* q, uint64_t n, uint32_t bits
 CCSIM_VECTOR_ROW void table_values(const uint8_t* q, uint64_t n, const float* table, float maxabs, bool accumulate,
                                    float* out) {
   if (accumulate) {
-    for (uint64_t i = 0; i < n; ++i) out[i] = add_first(mul_first(table[q[i]], maxabs), out[i]);
+    for (uint64_t i = 0; i < n; ++i) {
+      const int32_t k = q[i];
+      out[i] = add_first(mul_first(table[k], maxabs), out[i]);
+    }
   } else {
-    for (uint64_t i = 0; i < n; ++i) out[i] = mul_first(table[q[i]], maxabs);
+    for (uint64_t i = 0; i < n; ++i) {
+      const int32_t k = q[i];
+      out[i] = mul_first(table[k], maxabs);
+    }
   }
 }
 
