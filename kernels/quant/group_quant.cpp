@@ -7,6 +7,7 @@
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
 #include "kernels/quant/code_tile_pack.hpp"
+#include "kernels/quant/minifloat_lanes.hpp"
 #include "kernels/transform/hadamard.hpp"
 #include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
@@ -95,6 +96,37 @@ CCSIM_VECTOR_ROW void int_codes_stochastic(const float* v, const float* u, uint6
   }
 }
 
+// group_quantize() for FP8 format F, maxabs > 0: minifloat_encode((v / maxabs) * max_finite) as
+// its branch-free lane (minifloat_lanes.hpp, the same codes).
+template <MinifloatFormat F, bool kStochastic>
+[[gnu::always_inline]] inline void fp8_codes_body(const float* v, const float* u, uint64_t n, float maxabs,
+                                                  uint8_t* q) {
+  constexpr float kMax = F.max_finite();
+  for (uint64_t i = 0; i < n; ++i)
+    q[i] = static_cast<uint8_t>(minifloat_encode_lane<F, kStochastic>((v[i] / maxabs) * kMax, kStochastic ? u[i] : 0.0f));
+}
+
+using Fp8CodesRow = void (*)(const float*, const float*, uint64_t, float, uint8_t*);
+
+#define CCSIM_GROUP_FP8_ROWS(NAME, FORMAT)                                                                      \
+  CCSIM_VECTOR_ROW void fp8_nearest_##NAME(const float* v, const float* u, uint64_t n, float maxabs, uint8_t* q) { \
+    fp8_codes_body<FORMAT, false>(v, u, n, maxabs, q);                                                          \
+  }                                                                                                             \
+  CCSIM_VECTOR_ROW void fp8_stochastic_##NAME(const float* v, const float* u, uint64_t n, float maxabs,         \
+                                              uint8_t* q) {                                                     \
+    fp8_codes_body<FORMAT, true>(v, u, n, maxabs, q);                                                           \
+  }
+
+CCSIM_GROUP_FP8_ROWS(e4m3, kFp8E4M3)
+CCSIM_GROUP_FP8_ROWS(e5m2, kFp8E5M2)
+#undef CCSIM_GROUP_FP8_ROWS
+
+Fp8CodesRow fp8_codes_row(const GroupQuantFormat& f) {
+  const bool st = f.rounding == Rounding::kStochastic;
+  if (f.element == GroupElement::kE5M2) return st ? fp8_stochastic_e5m2 : fp8_nearest_e5m2;
+  return st ? fp8_stochastic_e4m3 : fp8_nearest_e4m3;
+}
+
 // x86 arithmetic on two NaNs returns the first operand's (quieted), so which NaN survives depends
 // on the operand order the compiler emits. These helpers make the choice explicit: with a NaN `a`
 // the other operand is replaced by a number (1 or 0), so the result is `a` quieted whatever the
@@ -178,8 +210,7 @@ void code_group(const float* v, uint64_t n, float maxabs, const GroupQuantFormat
     const uint64_t m = std::min(kTile, n - t);
     if (stochastic) uniform_fill(key, index + t, m, u);
     if (f.element != GroupElement::kInt) {
-      for (uint64_t j = 0; j < m; ++j)
-        q[j] = static_cast<uint8_t>(group_quantize(v[t + j], maxabs, f, stochastic ? u[j] : 0.0f));
+      fp8_codes_row(f)(v + t, u, m, maxabs, q);
     } else if (stochastic) {
       int_codes_stochastic(v + t, u, m, maxabs, levels, mask, q);
     } else {
