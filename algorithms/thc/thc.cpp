@@ -86,6 +86,14 @@ void ThcCompressor::decode_accumulate(std::span<const uint8_t> in, const TensorS
   kern::thc_unpack_accumulate(in.data(), spec.count, aggregation_bits(hop.ranks), acc.data());
 }
 
+void ThcCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
+                                             const HopContext& hop_in, std::span<float> acc,
+                                             const HopContext& hop_out, const kern::RngKey&,
+                                             std::span<uint8_t> out) {
+  kern::thc_unpack_accumulate_pack(in.data(), spec.count, aggregation_bits(hop_in.ranks), acc.data(),
+                                   aggregation_bits(hop_out.ranks), out.data());
+}
+
 uint64_t ThcCompressor::rotation_block_for(uint64_t elements) const {
   return std::min<uint64_t>(rotation_block_, std::bit_ceil(std::max<uint64_t>(elements, 1)));
 }

@@ -55,7 +55,7 @@
 namespace ccsim::algo {
 
 /// THC with a shared randomized Hadamard rotation, a global lattice and integer aggregation.
-class ThcCompressor final : public UnfusedHopCompressor {
+class ThcCompressor final : public Compressor {
  public:
   /// The RngKey rank of the shared rotation signs (no real rank has it).
   static constexpr uint32_t kThcSharedRank = 0xFFFFFFFFu;
@@ -78,6 +78,10 @@ class ThcCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// One pass: fields added and re-packed a tile at a time (kern::thc_unpack_accumulate_pack).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
 
   PlanFormat plan_format(uint64_t, uint32_t) const override {
     PlanFormat f;

@@ -83,5 +83,9 @@ void thc_pack(const float* x, uint64_t count, uint32_t bits, uint8_t* out);
 void thc_unpack(const uint8_t* in, uint64_t count, uint32_t bits, float* out);
 /// acc[i] += field i, in fp32 (exact while the sums stay below 2^24).
 void thc_unpack_accumulate(const uint8_t* in, uint64_t count, uint32_t bits, float* acc);
+/// thc_unpack_accumulate(in, count, in_bits, acc) then thc_pack(acc, count, out_bits, out), in one
+/// pass over tiles of whole bytes (THC's fused hop). REQUIRES: as theirs.
+void thc_unpack_accumulate_pack(const uint8_t* in, uint64_t count, uint32_t in_bits, float* acc, uint32_t out_bits,
+                                uint8_t* out);
 
 }  // namespace ccsim::kern

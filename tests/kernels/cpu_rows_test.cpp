@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fmt/format.h>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -12,6 +13,7 @@
 #include "kernels/philox.hpp"
 #include "kernels/quant/block_int8_quant.hpp"
 #include "kernels/quant/mx_quant.hpp"
+#include "kernels/quant/thc_quant.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -113,6 +115,51 @@ INSTANTIATE_TEST_SUITE_P(Formats, MxRows,
                                                               MinifloatKind::kFp6E3M2, MinifloatKind::kFp6E2M3,
                                                               MinifloatKind::kFp4E2M1),
                                             ::testing::Values(MxScaleKind::kE8M0, MxScaleKind::kBf16)));
+
+// THC's aggregation fields: packing, unpacking (and accumulating) and the fused hop against the
+// layout's definition (bitpack_put / bitpack_get_wide one field at a time), at 8, 12 and 16 bits,
+// at lengths around whole groups and tiles, on 1 and 3 threads, the fused hop also between widths.
+TEST(ThcRows, FieldsEqualTheBitStreamDefinition) {
+  const int saved = worker_threads();
+  for (const int threads : {1, 3}) {
+    set_worker_threads(threads);
+    for (const uint32_t bits : {8u, 12u, 16u}) {
+      for (const uint64_t n : {0ull, 1ull, 2ull, 7ull, 8ull, 9ull, 511ull, 512ull, 513ull, 1001ull, 70001ull}) {
+        SCOPED_TRACE(fmt::format("threads {} bits {} n {}", threads, bits, n));
+        std::mt19937 gen(static_cast<uint32_t>(bits * 100003 + n));
+        std::vector<float> x(n), acc(n);
+        for (uint64_t i = 0; i < n; ++i) {
+          x[i] = static_cast<float>(gen() >> (32 - bits));
+          acc[i] = static_cast<float>(gen() >> 20);
+        }
+        std::vector<uint8_t> want(thc_bytes(n, bits), 0), got(thc_bytes(n, bits), 0xAB);
+        for (uint64_t i = 0; i < n; ++i) bitpack_put(want.data(), i, bits, static_cast<uint32_t>(x[i]));
+        thc_pack(x.data(), n, bits, got.data());
+        ASSERT_EQ(got, want);
+        std::vector<float> out(n, -1.0f), sum = acc;
+        thc_unpack(want.data(), n, bits, out.data());
+        thc_unpack_accumulate(want.data(), n, bits, sum.data());
+        for (uint64_t i = 0; i < n; ++i) {
+          const auto field = static_cast<float>(bitpack_get_wide(want.data(), i, bits));
+          ASSERT_EQ(out[i], field) << i;
+          ASSERT_EQ(sum[i], acc[i] + field) << i;
+        }
+        // The fused hop into 16-bit fields (accumulators chosen so that every sum fits) equals the
+        // two passes.
+        std::vector<float> fused_acc(n, 0.0f), two_acc(n, 0.0f);
+        for (uint64_t i = 0; i < n; ++i)
+          fused_acc[i] = two_acc[i] = static_cast<float>(gen() % (65536u - bitpack_get_wide(want.data(), i, bits)));
+        std::vector<uint8_t> fused(thc_bytes(n, 16), 0xCD), two(thc_bytes(n, 16), 0x11);
+        thc_unpack_accumulate_pack(want.data(), n, bits, fused_acc.data(), 16, fused.data());
+        thc_unpack_accumulate(want.data(), n, bits, two_acc.data());
+        thc_pack(two_acc.data(), n, 16, two.data());
+        ASSERT_EQ(fused_acc, two_acc);
+        ASSERT_EQ(fused, two);
+      }
+    }
+  }
+  set_worker_threads(saved);
+}
 
 }  // namespace
 }  // namespace ccsim::kern
