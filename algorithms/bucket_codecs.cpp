@@ -91,8 +91,9 @@ Result<std::vector<BucketCodecs>> BucketCodecs::make_all(std::vector<Config> con
   return out;
 }
 
-Result<BucketCodecs> BucketCodecs::prepare(Config config, std::vector<BucketShape> buckets, SyntheticGradients synthetic,
-                                           size_t set, std::vector<SharedPlan>& shared) {
+Result<BucketCodecs> BucketCodecs::prepare(Config config, std::vector<BucketShape> buckets,
+                                           SyntheticGradients synthetic, size_t set,
+                                           std::vector<SharedPlan>& shared) {
   CCSIM_CHECK(!buckets.empty() && config.collective != nullptr, "bucket codecs without buckets or a collective");
   BucketCodecs out;
   out.config_ = std::move(config);

@@ -103,7 +103,8 @@ template <MinifloatFormat F, bool kStochastic>
                                                   uint8_t* q) {
   constexpr float kMax = F.max_finite();
   for (uint64_t i = 0; i < n; ++i)
-    q[i] = static_cast<uint8_t>(minifloat_encode_lane<F, kStochastic>((v[i] / maxabs) * kMax, kStochastic ? u[i] : 0.0f));
+    q[i] = static_cast<uint8_t>(
+        minifloat_encode_lane<F, kStochastic>((v[i] / maxabs) * kMax, kStochastic ? u[i] : 0.0f));
 }
 
 using Fp8CodesRow = void (*)(const float*, const float*, uint64_t, float, uint8_t*);

@@ -80,7 +80,8 @@ CCSIM_VECTOR_ROW void unpack16_row(const uint8_t* in, uint64_t n, bool accumulat
 void unpack12_row(const uint8_t* in, uint64_t n, bool accumulate, float* out) {
   for (uint64_t i = 0; i < n; ++i) {
     const uint8_t* b = in + 3 * (i / 2);
-    const uint32_t f = (i & 1) == 0 ? b[0] | ((uint32_t{b[1]} & 0xFu) << 8) : (uint32_t{b[1]} >> 4) | (uint32_t{b[2]} << 4);
+    const uint32_t f =
+        (i & 1) == 0 ? b[0] | ((uint32_t{b[1]} & 0xFu) << 8) : (uint32_t{b[1]} >> 4) | (uint32_t{b[2]} << 4);
     out[i] = accumulate ? out[i] + static_cast<float>(f) : static_cast<float>(f);
   }
 }

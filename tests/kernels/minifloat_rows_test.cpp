@@ -194,12 +194,14 @@ TEST_P(MxCoders, EqualThePerEntryReference) {
     for (auto& g : given) g = static_cast<uint32_t>(gen()) & (scale_kind == MxScaleKind::kE8M0 ? 0xFFu : 0xFFFFu);
     for (int threads : {1, 3}) {
       set_worker_threads(threads);
-      for (const uint32_t* scales : {static_cast<const uint32_t*>(nullptr), static_cast<const uint32_t*>(given.data())}) {
+      const uint32_t* const none = nullptr;
+      for (const uint32_t* scales : {none, static_cast<const uint32_t*>(given.data())}) {
         std::vector<uint8_t> want, msg(mx_bytes(n, f));
         const float range = f.element_format().max_finite();
         const uint64_t want_out = mx_encode_reference(x.data(), n, f, scales, key, base, range, want);
-        const uint64_t got_out = scales != nullptr ? mx_encode_with_scales(x.data(), n, f, scales, key, base, msg.data())
-                                                   : mx_encode(x.data(), n, f, key, base, range, msg.data());
+        const uint64_t got_out = scales != nullptr
+                                     ? mx_encode_with_scales(x.data(), n, f, scales, key, base, msg.data())
+                                     : mx_encode(x.data(), n, f, key, base, range, msg.data());
         ASSERT_EQ(got_out, want_out) << "n " << n << " threads " << threads;
         ASSERT_EQ(msg, want) << "n " << n << " threads " << threads;
         // The fused hop on this message against decode-accumulate, then the reference encoder.

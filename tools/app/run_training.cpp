@@ -87,7 +87,8 @@ Result<std::vector<EntryCodecs>> make_entry_codecs(const LoadedScenario& loaded)
   size_t k = 0;
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
     out[ci].grads = std::make_unique<algo::BucketCodecs>(std::move(made[k++]));
-    if (plan.schemes[ci].weights != nullptr) out[ci].weights = std::make_unique<algo::BucketCodecs>(std::move(made[k++]));
+    if (plan.schemes[ci].weights != nullptr)
+      out[ci].weights = std::make_unique<algo::BucketCodecs>(std::move(made[k++]));
   }
   return out;
 }
@@ -144,7 +145,8 @@ std::unique_ptr<sim::BroadcastControl> broadcast_control(const Scenario& s, cons
 }
 
 // One scheme's data-parallel run.
-Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, EntryCodecs codecs, TrainingReport& report) {
+Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, EntryCodecs codecs,
+                                    TrainingReport& report) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const WorkloadConfig& wl = s.workload;
