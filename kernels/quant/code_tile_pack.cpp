@@ -8,6 +8,8 @@
 namespace ccsim::kern {
 namespace {
 
+// Whole units by rows the compiler vectorizes: a byte holds two 4-bit codes, three bytes four
+// 6-bit codes.
 CCSIM_VECTOR_ROW void pack4_row(const uint8_t* q, uint64_t pairs, uint8_t* out) {
   for (uint64_t j = 0; j < pairs; ++j) out[j] = static_cast<uint8_t>(q[2 * j] | (q[2 * j + 1] << 4));
 }
@@ -19,28 +21,64 @@ CCSIM_VECTOR_ROW void unpack4_row(const uint8_t* in, uint64_t pairs, uint8_t* q)
   }
 }
 
+CCSIM_VECTOR_ROW void pack6_row(const uint8_t* q, uint64_t quads, uint8_t* out) {
+  for (uint64_t j = 0; j < quads; ++j) {
+    const uint32_t c0 = q[4 * j], c1 = q[4 * j + 1], c2 = q[4 * j + 2], c3 = q[4 * j + 3];
+    out[3 * j] = static_cast<uint8_t>(c0 | (c1 << 6));
+    out[3 * j + 1] = static_cast<uint8_t>((c1 >> 2) | (c2 << 4));
+    out[3 * j + 2] = static_cast<uint8_t>((c2 >> 4) | (c3 << 2));
+  }
+}
+
+CCSIM_VECTOR_ROW void unpack6_row(const uint8_t* in, uint64_t quads, uint8_t* q) {
+  for (uint64_t j = 0; j < quads; ++j) {
+    const uint32_t b0 = in[3 * j], b1 = in[3 * j + 1], b2 = in[3 * j + 2];
+    q[4 * j] = static_cast<uint8_t>(b0 & 63u);
+    q[4 * j + 1] = static_cast<uint8_t>((b0 >> 6) | ((b1 & 15u) << 2));
+    q[4 * j + 2] = static_cast<uint8_t>((b1 >> 4) | ((b2 & 3u) << 4));
+    q[4 * j + 3] = static_cast<uint8_t>(b2 >> 2);
+  }
+}
+
+// Widths that divide a byte (1, 2): no code straddles a byte.
+void unpack_within_bytes(const uint8_t* in, uint64_t n, uint32_t bits, uint8_t* q) {
+  const uint32_t mask = (1u << bits) - 1u;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t bit = i * bits;
+    q[i] = static_cast<uint8_t>((in[bit >> 3] >> (bit & 7u)) & mask);
+  }
+}
+
+// Codes a row packs a whole unit of (0: none).
+uint64_t per_unit(uint32_t bits) { return bits == 4 ? 2 : bits == 6 ? 4 : 0; }
+
 }  // namespace
 
 void pack_code_tile(const uint8_t* q, uint64_t n, uint32_t bits, uint8_t* out) {
   if (bits == 8) {
     std::memcpy(out, q, n);
-  } else if (bits == 4) {
-    pack4_row(q, n / 2, out);
-    if (n % 2 != 0) out[n / 2] = q[n - 1];
-  } else {
-    std::memset(out, 0, packed_bytes(n, bits));
-    for (uint64_t i = 0; i < n; ++i) bitpack_put(out, i, bits, q[i]);
+    return;
   }
+  const uint64_t unit = per_unit(bits), done = unit == 0 ? 0 : n / unit * unit;
+  if (bits == 4) pack4_row(q, done / 2, out);
+  if (bits == 6) pack6_row(q, done / 4, out);
+  // Every code of another width, or the last partial unit (only at a message's end), one at a time.
+  uint8_t* rest = out + done * bits / 8;
+  std::memset(rest, 0, packed_bytes(n - done, bits));
+  for (uint64_t i = done; i < n; ++i) bitpack_put(rest, i - done, bits, q[i]);
 }
 
 const uint8_t* unpack_code_tile(const uint8_t* in, uint64_t n, uint32_t bits, uint8_t* buf) {
   if (bits == 8) return in;
-  if (bits == 4) {
-    unpack4_row(in, n / 2, buf);
-    if (n % 2 != 0) buf[n - 1] = static_cast<uint8_t>(in[n / 2] & 15u);
-  } else {
-    for (uint64_t i = 0; i < n; ++i) buf[i] = static_cast<uint8_t>(bitpack_get(in, i, bits));
+  if (bits == 1 || bits == 2) {
+    unpack_within_bytes(in, n, bits, buf);
+    return buf;
   }
+  const uint64_t unit = per_unit(bits), done = unit == 0 ? 0 : n / unit * unit;
+  if (bits == 4) unpack4_row(in, done / 2, buf);
+  if (bits == 6) unpack6_row(in, done / 4, buf);
+  const uint8_t* rest = in + done * bits / 8;
+  for (uint64_t i = done; i < n; ++i) buf[i] = static_cast<uint8_t>(bitpack_get(rest, i - done, bits));
   return buf;
 }
 

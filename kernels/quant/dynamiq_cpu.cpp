@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/philox_batch.hpp"
+#include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/vector_rows.hpp"
 
 namespace ccsim::kern {
@@ -47,19 +48,6 @@ struct SignedLevels {
   }
 };
 
-// The first m codes of a payload of q-bit codes (q = 1, 2, 4 or 8: none straddles a byte).
-void unpack_codes(const uint8_t* payload, uint64_t m, uint32_t q, uint8_t* codes) {
-  if (q == 8) {
-    std::copy(payload, payload + m, codes);
-    return;
-  }
-  const uint32_t mask = (1u << q) - 1u;
-  for (uint64_t i = 0; i < m; ++i) {
-    const uint64_t bit = i * q;
-    codes[i] = static_cast<uint8_t>((payload[bit >> 3] >> (bit & 7u)) & mask);
-  }
-}
-
 // out[i] (+)= value[codes[i]] * scale[i], or 0 where the scale is not positive.
 CCSIM_VECTOR_ROW void decode_row(const uint8_t* codes, const float* scale, uint64_t n, const float* value,
                                 bool accumulate, float* out) {
@@ -89,8 +77,7 @@ void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCodin
     std::fill(scale.begin() + static_cast<int64_t>(lo), scale.begin() + static_cast<int64_t>(hi),
               dynamiq_group_scale(in, g, c.hierarchical, sg_scale));
   }
-  unpack_codes(payload, m, q, codes.data());
-  decode_row(codes.data(), scale.data(), m, table.value, accumulate, out);
+  decode_row(unpack_code_tile(payload, m, q, codes.data()), scale.data(), m, table.value, accumulate, out);
 }
 
 void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,

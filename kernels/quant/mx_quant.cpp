@@ -8,6 +8,7 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
+#include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/quant/minifloat_lanes.hpp"
 #include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
@@ -120,68 +121,6 @@ ElementRows rows_for(const MxFormat& f) {
   return {};
 }
 
-// ---- packing a tile's codes (kernels/pack/bitpack.hpp's layout: LSB first) -------------------
-// Whole units by rows the compiler vectorizes (a byte holds two 4-bit codes, three bytes four
-// 6-bit codes); a last partial unit, only at a message's end, entry by entry.
-
-CCSIM_VECTOR_ROW void pack4_row(const uint8_t* q, uint64_t units, uint8_t* out) {
-  for (uint64_t j = 0; j < units; ++j) out[j] = static_cast<uint8_t>((q[2 * j] & 15u) | (q[2 * j + 1] << 4));
-}
-
-CCSIM_VECTOR_ROW void unpack4_row(const uint8_t* in, uint64_t units, uint8_t* q) {
-  for (uint64_t j = 0; j < units; ++j) {
-    q[2 * j] = static_cast<uint8_t>(in[j] & 15u);
-    q[2 * j + 1] = static_cast<uint8_t>(in[j] >> 4);
-  }
-}
-
-CCSIM_VECTOR_ROW void pack6_row(const uint8_t* q, uint64_t units, uint8_t* out) {
-  for (uint64_t j = 0; j < units; ++j) {
-    const uint32_t c0 = q[4 * j] & 63u, c1 = q[4 * j + 1] & 63u, c2 = q[4 * j + 2] & 63u, c3 = q[4 * j + 3] & 63u;
-    out[3 * j] = static_cast<uint8_t>(c0 | (c1 << 6));
-    out[3 * j + 1] = static_cast<uint8_t>((c1 >> 2) | (c2 << 4));
-    out[3 * j + 2] = static_cast<uint8_t>((c2 >> 4) | (c3 << 2));
-  }
-}
-
-CCSIM_VECTOR_ROW void unpack6_row(const uint8_t* in, uint64_t units, uint8_t* q) {
-  for (uint64_t j = 0; j < units; ++j) {
-    const uint32_t b0 = in[3 * j], b1 = in[3 * j + 1], b2 = in[3 * j + 2];
-    q[4 * j] = static_cast<uint8_t>(b0 & 63u);
-    q[4 * j + 1] = static_cast<uint8_t>((b0 >> 6) | ((b1 & 15u) << 2));
-    q[4 * j + 2] = static_cast<uint8_t>((b1 >> 4) | ((b2 & 3u) << 4));
-    q[4 * j + 3] = static_cast<uint8_t>(b2 >> 2);
-  }
-}
-
-// Packs q[0, n) into packed_bytes(n, bits) bytes at `out` (bits 4, 6 or 8; padding bits zero).
-void pack_codes(const uint8_t* q, uint64_t n, uint32_t bits, uint8_t* out) {
-  if (bits == 8) {
-    std::memcpy(out, q, n);
-    return;
-  }
-  const uint64_t per_unit = bits == 4 ? 2 : 4, units = n / per_unit;
-  if (bits == 4) pack4_row(q, units, out);
-  if (bits == 6) pack6_row(q, units, out);
-  const uint64_t done = units * per_unit, at = units * bits * per_unit / 8;
-  if (done == n) return;
-  std::memset(out + at, 0, packed_bytes(n - done, bits));
-  for (uint64_t i = done; i < n; ++i) bitpack_put(out + at, i - done, bits, q[i]);
-}
-
-// Unpacks n codes from packed_bytes(n, bits) bytes at `in` into q[0, n) (bits 4, 6 or 8).
-void unpack_codes(const uint8_t* in, uint64_t n, uint32_t bits, uint8_t* q) {
-  if (bits == 8) {
-    std::memcpy(q, in, n);
-    return;
-  }
-  const uint64_t per_unit = bits == 4 ? 2 : 4, units = n / per_unit;
-  if (bits == 4) unpack4_row(in, units, q);
-  if (bits == 6) unpack6_row(in, units, q);
-  const uint64_t done = units * per_unit, at = units * bits * per_unit / 8;
-  for (uint64_t i = done; i < n; ++i) q[i] = static_cast<uint8_t>(bitpack_get(in + at, i - done, bits));
-}
-
 // ---- the block loops ----------------------------------------------------------------------------
 
 // Per block b of x[0, n) (blocks of `block` entries, the last may be short): the largest |x| as
@@ -230,13 +169,12 @@ void fill_scales(const uint8_t* msg, const MxFormat& f, uint64_t t, uint64_t n, 
 void decode_group(const uint8_t* in, const uint8_t* codes, const MxFormat& f, const ElementRows& rows, uint64_t begin,
                   uint64_t end, bool accumulate, float* out) {
   float s[kTile];
-  uint8_t q[kTile];
+  uint8_t buf[kTile];
   const uint32_t bits = f.element_bits();
   for (uint64_t t = begin; t < end; t += kTile) {
     const uint64_t n = std::min(kTile, end - t);
     fill_scales(in, f, t, n, s);
-    unpack_codes(codes + t * bits / 8, n, bits, q);
-    rows.decode(q, s, n, accumulate, out + t);
+    rows.decode(unpack_code_tile(codes + t * bits / 8, n, bits, buf), s, n, accumulate, out + t);
   }
 }
 
@@ -266,7 +204,7 @@ uint64_t encode_group(const float* x, const MxFormat& f, const ElementRows& rows
     fill_scales(out, f, t, n, s);
     if (f.rounding == Rounding::kStochastic) uniform_fill(key, index_base + t, n, u);
     outside += rows.encode(x + t, s, u, n, rule.bound, rule.scaled, q);
-    pack_codes(q, n, bits, codes + t * bits / 8);
+    pack_code_tile(q, n, bits, codes + t * bits / 8);
   }
   return outside;
 }

@@ -12,31 +12,13 @@
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
 #include "kernels/quant/block_int8_quant.hpp"
+#include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/quant/mx_quant.hpp"
 #include "kernels/quant/thc_quant.hpp"
+#include "tests/kernels/adversarial_floats.hpp"
 
 namespace ccsim::kern {
 namespace {
-
-// Heavy-tailed entries over eight decades; blocks of zeros, of denormals, of one infinity, of NaN;
-// signed zeros; entries that land exactly on a code (ties for nearest rounding).
-std::vector<float> adversarial(uint64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::student_t_distribution<float> t(3.0f);
-  std::uniform_real_distribution<float> decade(-8.0f, 0.0f);
-  std::vector<float> x(n);
-  for (uint64_t i = 0; i < n; ++i) x[i] = std::pow(10.0f, decade(gen)) * t(gen);
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  for (uint64_t i = 0; i < 256 && i < n; ++i) x[i] = 0.0f;
-  for (uint64_t i = 256; i < 512 && i < n; ++i) x[i] = std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 7);
-  if (n > 600) x[600] = inf;
-  if (n > 900) x[900] = nan;
-  if (n > 1000) x[1000] = -inf;
-  for (uint64_t i = 1024; i < 1280 && i < n; ++i) x[i] = (i % 2 ? -0.0f : 0.0f);
-  for (uint64_t i = 1280; i < 1536 && i < n; ++i) x[i] = static_cast<float>(static_cast<int>(i % 255) - 127) / 254.0f;
-  if (n > 1300) x[1300] = -1.0f;
-  return x;
-}
 
 class Int8Rows : public ::testing::TestWithParam<std::tuple<Rounding, uint32_t, int>> {};
 
@@ -45,7 +27,7 @@ TEST_P(Int8Rows, EncodeAndDecodeEqualTheElementFunctions) {
   const int threads_before = worker_threads();
   set_worker_threads(threads);
   const uint64_t n = 5000 + block / 3;  // a short last block
-  const std::vector<float> x = adversarial(n, block);
+  const std::vector<float> x = adversarial_floats(n, block);
   const RngKey key{99, 2, 5, 77};
   const uint64_t base = (uint64_t{1} << 32) - 1001;  // draws cross a 2^32 index boundary
   std::vector<uint8_t> msg(block_int8_bytes(n, block));
@@ -87,7 +69,7 @@ TEST_P(MxRows, DecodeEqualsTheElementFunction) {
   const uint64_t n = 4000 + 16;  // a short last block
   const uint64_t bytes = mx_bytes(n, f), blocks = (n + f.block - 1) / f.block;
   std::vector<uint8_t> msg(bytes);
-  const std::vector<float> x = adversarial(n, 5);
+  const std::vector<float> x = adversarial_floats(n, 5);
   for (int variant = 0; variant < 2; ++variant) {
     if (variant == 0) {
       mx_encode(x.data(), n, f, RngKey{1, 0, 0, 0}, 0, f.element_format().max_finite(), msg.data());
@@ -115,6 +97,26 @@ INSTANTIATE_TEST_SUITE_P(Formats, MxRows,
                                                               MinifloatKind::kFp6E3M2, MinifloatKind::kFp6E2M3,
                                                               MinifloatKind::kFp4E2M1),
                                             ::testing::Values(MxScaleKind::kE8M0, MxScaleKind::kBf16)));
+
+// A tile of codes packed and unpacked by rows (every width 1..8, lengths around whole units and
+// odd tails) equals the bit stream's definition: bitpack_put into zeroed bytes, bitpack_get.
+TEST(CodeTileRows, PackAndUnpackEqualTheBitStreamDefinition) {
+  for (uint32_t bits = 1; bits <= 8; ++bits) {
+    for (const uint64_t n : {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 7ull, 8ull, 13ull, 511ull, 512ull}) {
+      SCOPED_TRACE(fmt::format("bits {} n {}", bits, n));
+      std::mt19937 gen(bits * 1000 + static_cast<uint32_t>(n));
+      std::vector<uint8_t> q(n);
+      for (auto& c : q) c = static_cast<uint8_t>(gen() & ((1u << bits) - 1u));
+      std::vector<uint8_t> want(packed_bytes(n, bits), 0), got(packed_bytes(n, bits), 0xA5);
+      for (uint64_t i = 0; i < n; ++i) bitpack_put(want.data(), i, bits, q[i]);
+      pack_code_tile(q.data(), n, bits, got.data());
+      ASSERT_EQ(got, want);
+      std::vector<uint8_t> buf(n, 0xEE);
+      const uint8_t* back = unpack_code_tile(want.data(), n, bits, buf.data());
+      ASSERT_EQ(std::vector<uint8_t>(back, back + n), q);
+    }
+  }
+}
 
 // THC's aggregation fields: packing, unpacking (and accumulating) and the fused hop against the
 // layout's definition (bitpack_put / bitpack_get_wide one field at a time), at 8, 12 and 16 bits,

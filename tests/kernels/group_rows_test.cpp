@@ -16,39 +16,12 @@
 #include "kernels/quant/group_quant.hpp"
 #include "kernels/quant/qsgd_quant.hpp"
 #include "kernels/transform/hadamard.hpp"
+#include "tests/kernels/adversarial_floats.hpp"
 
 namespace ccsim::kern {
 namespace {
 
 constexpr uint32_t kH = kGroupHadamardBlock;
-
-// Heavy-tailed floats; runs of zeros, signed zeros, ±denormals; ±inf and NaN; exact ties of the
-// 4- and 8-bit grids; an all-equal run; a run of random bit patterns.
-std::vector<float> adversarial(uint64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::student_t_distribution<float> t(3.0f);
-  std::uniform_real_distribution<float> decade(-8.0f, 0.0f);
-  std::vector<float> x(n);
-  for (uint64_t i = 0; i < n; ++i) x[i] = std::pow(10.0f, decade(gen)) * t(gen);
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const float dmin = std::numeric_limits<float>::denorm_min();
-  auto run = [&](uint64_t a, uint64_t b, auto fn) {
-    for (uint64_t i = a; i < b && i < n; ++i) x[i] = fn(i);
-  };
-  run(0, 256, [](uint64_t) { return 0.0f; });
-  run(256, 512, [&](uint64_t i) { return dmin * static_cast<float>(static_cast<int>(i % 7) - 3); });
-  run(512, 768, [](uint64_t i) { return i % 2 ? -0.0f : 0.0f; });
-  run(768, 1024, [](uint64_t) { return 0.375f; });  // all equal
-  run(1024, 1280, [](uint64_t i) { return static_cast<float>(static_cast<int>(i % 255) - 127) / 254.0f; });
-  run(1280, 1536, [](uint64_t i) { return static_cast<float>(static_cast<int>(i % 15) - 7) / 14.0f; });
-  run(1536, 1792, [&](uint64_t) { return bits_to_float(static_cast<uint32_t>(gen())); });
-  if (n > 1300) x[1300] = -1.0f;
-  if (n > 1800) x[1800] = inf;
-  if (n > 1900) x[1900] = nan;
-  if (n > 2000) x[2000] = -inf;
-  if (n > 2100) x[2100] = -nan;
-  return x;
-}
 
 std::vector<uint8_t> random_bytes(uint64_t n, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -167,7 +140,7 @@ TEST_P(GroupRows, EncodeDecodeEqualTheElementFunctions) {
   for (uint64_t n : {uint64_t{1}, uint64_t{31}, uint64_t{c.group}, uint64_t{5000 + c.group / 3 + 1},
                      uint64_t{3 * c.group + 45}}) {
     // Offsets: the input starts 3 floats into its buffer.
-    std::vector<float> buf = adversarial(n + 3, c.bits * 1000 + c.group + static_cast<uint32_t>(n));
+    std::vector<float> buf = adversarial_floats(n + 3, c.bits * 1000 + c.group + static_cast<uint32_t>(n));
     const float* x = buf.data() + 3;
     std::vector<uint8_t> msg(group_quant_bytes(n, f));
     group_quant_encode(x, n, f, key, base, msg.data());
@@ -201,11 +174,11 @@ TEST_P(GroupRows, FusedHopEqualsDecodeAccumulateThenEncode) {
   const uint64_t base = 12345;
   for (const GroupQuantFormat& g : {f, narrower, other_group}) {
     for (uint64_t n : {uint64_t{7}, uint64_t{4 * c.group + 33}}) {
-      std::vector<float> x = adversarial(n, 17u + static_cast<uint32_t>(n));
+      std::vector<float> x = adversarial_floats(n, 17u + static_cast<uint32_t>(n));
       std::vector<uint8_t> msg(group_quant_bytes(n, f));
       group_quant_encode(x.data(), n, f, key, base + 99, msg.data());
       for (const auto& in : {msg, random_bytes(msg.size(), 5u + static_cast<uint32_t>(n))}) {
-        std::vector<float> acc_fused = adversarial(n, 3u + static_cast<uint32_t>(n)), acc_plain = acc_fused;
+        std::vector<float> acc_fused = adversarial_floats(n, 3u + static_cast<uint32_t>(n)), acc_plain = acc_fused;
         std::vector<uint8_t> out_fused(group_quant_bytes(n, g), 0xA5), out_plain(out_fused.size(), 0x5A);
         group_quant_decode_accumulate_encode(in.data(), n, f, acc_fused.data(), g, key, base, out_fused.data());
         group_quant_decode_accumulate(in.data(), n, f, acc_plain.data());
@@ -276,7 +249,7 @@ TEST_P(QsgdRows, EncodeDecodeAndFusedHopEqualTheElementFunctions) {
   const RngKey key{5, 8, 13, 21};
   const uint64_t base = (uint64_t{1} << 32) - 555;
   for (uint64_t n : {uint64_t{1}, uint64_t{29}, uint64_t{bucket}, uint64_t{5000 + bucket / 3 + 1}}) {
-    std::vector<float> buf = adversarial(n + 5, bucket + bits * 7 + static_cast<uint32_t>(n));
+    std::vector<float> buf = adversarial_floats(n + 5, bucket + bits * 7 + static_cast<uint32_t>(n));
     const float* x = buf.data() + 5;  // an offset input
     std::vector<uint8_t> msg(qsgd_bytes(n, bucket, bits));
     qsgd_encode(x, n, bucket, bits, key, base, msg.data());
