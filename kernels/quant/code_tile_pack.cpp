@@ -55,6 +55,7 @@ uint64_t per_unit(uint32_t bits) { return bits == 4 ? 2 : bits == 6 ? 4 : 0; }
 }  // namespace
 
 void pack_code_tile(const uint8_t* q, uint64_t n, uint32_t bits, uint8_t* out) {
+  if (n == 0) return;  // an empty tile's pointers may be null, which memcpy and memset must not get
   if (bits == 8) {
     std::memcpy(out, q, n);
     return;

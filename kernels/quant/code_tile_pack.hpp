@@ -16,7 +16,7 @@ namespace ccsim::kern {
 /// Writes codes q[0, n) (each already below 2^bits) as packed_bytes(n, bits) bytes at `out`,
 /// exactly the bytes bitpack_put() of each code into zeroed bytes gives (padding bits zero).
 /// REQUIRES: 1 <= bits <= 8; `out` starts on the stream's code 0 or on a code whose first bit is
-/// bit 0 of a byte.
+/// bit 0 of a byte. n may be 0 (nothing written; q and out may then be null).
 void pack_code_tile(const uint8_t* q, uint64_t n, uint32_t bits, uint8_t* out);
 
 /// The n codes of `bits` bits starting at byte `in` (same REQUIRES), one a byte, high bits zero:
