@@ -286,6 +286,18 @@ void DynamiqCompressor::encode(std::span<const float> x, const TensorSpec& spec,
   });
 }
 
+void DynamiqCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
+                                                 const HopContext&, std::span<float> acc, const HopContext& hop_out,
+                                                 const kern::RngKey& key, std::span<uint8_t> out) {
+  const kern::RngKey shared = kern::dynamiq_shared_key(key);
+  const uint64_t G = options_.super_group / options_.group;
+  for_each_sg(spec, [&](uint64_t k, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {
+    kern::dynamiq_decode_sg_table(in.data() + byte, m, c, true, acc.data() + at);
+    kern::dynamiq_encode_sg_batched(acc.data() + at, m, c, key, shared, key.rank, hop_out.ranks,
+                                    k * options_.super_group, k * G, out.data() + byte);
+  });
+}
+
 void DynamiqCompressor::decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
                                std::span<float> out) {
   for_each_sg(spec, [&](uint64_t, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {

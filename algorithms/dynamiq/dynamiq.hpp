@@ -52,7 +52,7 @@
 namespace ccsim::algo {
 
 /// DynamiQ with its ablation switches.
-class DynamiqCompressor final : public UnfusedHopCompressor {
+class DynamiqCompressor final : public Compressor {
  public:
   struct Options {
     double budget = 5.0;
@@ -87,6 +87,11 @@ class DynamiqCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// One pass: each super-group decoded into its accumulator and re-encoded while it is in cache
+  /// (both messages share the chunk's layout).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
 
   PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;

@@ -8,10 +8,23 @@
 namespace ccsim::kern {
 namespace {
 
-// Whole units by rows the compiler vectorizes: a byte holds two 4-bit codes, three bytes four
-// 6-bit codes.
+// Whole units by rows the compiler vectorizes: a byte holds two 4-bit, four 2-bit or eight 1-bit
+// codes, three bytes four 6-bit codes.
 CCSIM_VECTOR_ROW void pack4_row(const uint8_t* q, uint64_t pairs, uint8_t* out) {
   for (uint64_t j = 0; j < pairs; ++j) out[j] = static_cast<uint8_t>(q[2 * j] | (q[2 * j + 1] << 4));
+}
+
+CCSIM_VECTOR_ROW void pack2_row(const uint8_t* q, uint64_t quads, uint8_t* out) {
+  for (uint64_t j = 0; j < quads; ++j)
+    out[j] = static_cast<uint8_t>(q[4 * j] | (q[4 * j + 1] << 2) | (q[4 * j + 2] << 4) | (q[4 * j + 3] << 6));
+}
+
+CCSIM_VECTOR_ROW void pack1_row(const uint8_t* q, uint64_t octets, uint8_t* out) {
+  for (uint64_t j = 0; j < octets; ++j) {
+    uint32_t b = 0;
+    for (uint32_t k = 0; k < 8; ++k) b |= static_cast<uint32_t>(q[8 * j + k]) << k;
+    out[j] = static_cast<uint8_t>(b);
+  }
 }
 
 CCSIM_VECTOR_ROW void unpack4_row(const uint8_t* in, uint64_t pairs, uint8_t* q) {
@@ -49,8 +62,16 @@ void unpack_within_bytes(const uint8_t* in, uint64_t n, uint32_t bits, uint8_t* 
   }
 }
 
-// Codes a row packs a whole unit of (0: none).
-uint64_t per_unit(uint32_t bits) { return bits == 4 ? 2 : bits == 6 ? 4 : 0; }
+// Codes a row packs a whole unit of (0: none): two 4-bit codes a byte, four 6-bit codes in three
+// bytes, four 2-bit or eight 1-bit codes a byte.
+uint64_t per_unit(uint32_t bits) {
+  switch (bits) {
+    case 1: return 8;
+    case 2: case 6: return 4;
+    case 4: return 2;
+    default: return 0;
+  }
+}
 
 }  // namespace
 
@@ -61,6 +82,8 @@ void pack_code_tile(const uint8_t* q, uint64_t n, uint32_t bits, uint8_t* out) {
     return;
   }
   const uint64_t unit = per_unit(bits), done = unit == 0 ? 0 : n / unit * unit;
+  if (bits == 1) pack1_row(q, done / 8, out);
+  if (bits == 2) pack2_row(q, done / 4, out);
   if (bits == 4) pack4_row(q, done / 2, out);
   if (bits == 6) pack6_row(q, done / 4, out);
   // Every code of another width, or the last partial unit (only at a message's end), one at a time.

@@ -2,8 +2,8 @@
 /// \file
 /// Packing and unpacking a tile of codes, one code a byte, to and from the bit stream of
 /// kernels/pack/bitpack.hpp, a whole row at a time (8-bit codes as bytes, 4-bit codes two a byte,
-/// 6-bit codes four in three bytes, 1- and 2-bit codes unpacked within their bytes; other widths
-/// and a last partial unit through bitpack_put/get). The CPU group quantizers, QSGD, MX and
+/// 6-bit codes four in three bytes, 2- and 1-bit codes four and eight a byte; other widths and a
+/// last partial unit through bitpack_put/get). The CPU group quantizers, QSGD, MX and
 /// DynamiQ code a tile into bytes with a vectorized row, then pack it with these (or unpack
 /// before decoding).
 ///

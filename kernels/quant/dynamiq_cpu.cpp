@@ -1,6 +1,7 @@
 #include "kernels/quant/dynamiq_cpu.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -8,27 +9,284 @@
 #include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/vector_rows.hpp"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CCSIM_DYNAMIQ_AVX2 1
+#endif
+
 namespace ccsim::kern {
 namespace {
 
-// u[i] for entries [first, first + m): the rank's own uniform, or its correlated uniform.
-void draw_uniforms(const DynamiqSgCoding& c, const RngKey& key, const RngKey& shared, uint32_t rank, uint32_t ranks,
-                   uint64_t first, uint64_t m, std::vector<float>& u) {
-  u.resize(m);
-  uniform_fill(key, first, m, u.data());
-  if (!c.correlated || ranks <= 1) return;
-  thread_local std::vector<uint32_t> w;
-  w.resize(4 * m);
-  uint32_t *w0 = w.data(), *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
-  for (uint64_t i = 0; i < m; ++i) {  // correlated_block(shared, first + i)'s counter
-    w0[i] = static_cast<uint32_t>(first + i);
-    w1[i] = static_cast<uint32_t>((first + i) >> 32);
-    w2[i] = shared.stream;
-    w3[i] = shared.round;
+// The constants of correlated_uniform_from_block() that depend on the rank count only.
+struct Strata {
+  uint32_t ranks, start, half, mask;  // start: the permuted rank (rank % ranks); half: Feistel half width
+  float step;                         // γ's truncation step
+  Strata(uint32_t rank, uint32_t n) : ranks(n), start(rank % n) {
+    uint32_t bits = 2, int_bits = 0;
+    while ((uint64_t{1} << bits) < n) bits += 2;
+    while ((1u << int_bits) < n) ++int_bits;
+    half = bits / 2;
+    mask = (1u << half) - 1u;
+    step = exact_pow2(-(24 - static_cast<int>(int_bits)));
   }
-  philox_words(w0, w1, w2, w3, m, static_cast<uint32_t>(shared.seed), static_cast<uint32_t>(shared.seed >> 32));
-  for (uint64_t i = 0; i < m; ++i)
-    u[i] = correlated_uniform_from_block(U32x4{{w0[i], w1[i], w2[i], w3[i]}}, u[i], rank, ranks);
+};
+
+#if defined(CCSIM_DYNAMIQ_AVX2)
+// feistel_permute(start, ranks, keys) in eight lanes with their own keys: every lane walks its
+// cycle until it lands below `ranks`; a lane that has landed keeps its value.
+__attribute__((target("avx2"))) __m256i feistel8(const Strata& s, const __m256i keys[4]) {
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(s.mask)), n = _mm256_set1_epi32(static_cast<int>(s.ranks));
+  const __m128i half = _mm_cvtsi32_si128(static_cast<int>(s.half));
+  __m256i x = _mm256_set1_epi32(static_cast<int>(s.start)), result = _mm256_setzero_si256();
+  __m256i walking = _mm256_set1_epi32(-1);
+  for (;;) {
+    __m256i l = _mm256_srl_epi32(x, half), r = _mm256_and_si256(x, mask);
+    for (int k = 0; k < 4; ++k) {
+      __m256i h = _mm256_mullo_epi32(_mm256_xor_si256(r, keys[k]), _mm256_set1_epi32(static_cast<int>(0x9E3779B1u)));
+      h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA6Bu)));
+      h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+      const __m256i nl = r;
+      r = _mm256_xor_si256(l, _mm256_and_si256(h, mask));
+      l = nl;
+    }
+    x = _mm256_or_si256(_mm256_sll_epi32(l, half), r);
+    const __m256i at_or_above = _mm256_cmpeq_epi32(_mm256_max_epu32(x, n), x);  // x >= ranks (unsigned)
+    result = _mm256_blendv_epi8(result, x, _mm256_andnot_si256(at_or_above, walking));
+    walking = _mm256_and_si256(walking, at_or_above);
+    if (_mm256_testz_si256(walking, walking)) return result;
+  }
+}
+
+// (uint64(w) * n) >> 32 in every lane.
+__attribute__((target("avx2"))) __m256i mul_high(__m256i w, __m256i n) {
+  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(w, n), 32);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(w, 32), n);
+  return _mm256_blend_epi32(even, odd, 0xAA);
+}
+
+// u[i] = correlated_uniform_from_block({w0[i], w1[i], w2[i], w3[i]}, u[i], rank, ranks), eight
+// entries at a time; returns the entries done (a multiple of 8).
+__attribute__((target("avx2"))) uint64_t correlate_avx2(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2,
+                                                        const uint32_t* w3, uint64_t m, const Strata& s, float* u) {
+  const __m256i n = _mm256_set1_epi32(static_cast<int>(s.ranks));
+  const __m256 step = _mm256_set1_ps(s.step), ranks = _mm256_set1_ps(static_cast<float>(s.ranks));
+  uint64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + i));
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w3 + i));
+    const __m256i keys[4] = {a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1 + i)),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w2 + i)), _mm256_xor_si256(a, d)};
+    const __m256i sum = _mm256_add_epi32(feistel8(s, keys), mul_high(d, n));  // both < ranks <= 2^31
+    const __m256i pi = _mm256_min_epu32(sum, _mm256_sub_epi32(sum, n));      // sum mod ranks
+    const __m256 g = _mm256_mul_ps(_mm256_floor_ps(_mm256_div_ps(_mm256_loadu_ps(u + i), step)), step);
+    _mm256_storeu_ps(u + i, _mm256_div_ps(_mm256_add_ps(_mm256_cvtepi32_ps(pi), g), ranks));
+  }
+  return i;
+}
+#endif
+
+// std::fmax(best, a) for a best that is never NaN (the running maximum from 0), inline: a NaN `a`
+// leaves it.
+inline float max_skipping_nan(float best, float a) { return a > best ? a : best; }
+
+#if defined(CCSIM_DYNAMIQ_AVX2)
+// The 32-bit lanes' low bytes, eight codes, stored at `out`.
+__attribute__((target("avx2"))) void store_low_bytes(__m256i code, uint8_t* out) {
+  const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, pick), _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+}
+
+// A grid of count = 2^k levels (k >= 1) in registers for eight-lane rounding. Up to 8 levels: all
+// of them in `first`. More: every (count/16)-th level (16 "coarse" levels) in `first` and `second`,
+// and each coarse level's successor in `next0`, `next1` (the last coarse level's: the top level);
+// with 128 levels (8-bit codes) also the seven levels after each coarse one, transposed:
+// fine[f - 1][k] = levels[8k + f].
+struct GridLanes {
+  const float* levels;
+  uint32_t count, stride, shift;  // stride = count / 16 = 2^shift (count > 8)
+  alignas(32) float coarse[16], next[16];
+  alignas(32) float fine[7][16];
+  __m256 first, second, next0, next1;
+
+  __attribute__((target("avx2"))) GridLanes(const float* lv, uint32_t n) : levels(lv), count(n), stride(n / 16) {
+    shift = 0;
+    while (stride > (1u << shift)) ++shift;
+    for (uint32_t j = 0; j < 16; ++j) {
+      coarse[j] = n <= 8 ? (j < n ? lv[j] : 0.0f) : lv[j * stride];
+      next[j] = n <= 8 ? 0.0f : lv[j < 15 ? (j + 1) * stride : n - 1];
+      for (uint32_t f = 1; f < 8; ++f) fine[f - 1][j] = stride == 8 ? lv[8 * j + f] : 0.0f;
+    }
+    first = _mm256_load_ps(coarse);
+    second = _mm256_load_ps(coarse + 8);
+    next0 = _mm256_load_ps(next);
+    next1 = _mm256_load_ps(next + 8);
+  }
+};
+
+// lanes[k] of a 16-lane table held in two registers, k < 16.
+__attribute__((target("avx2"))) __m256 lookup16(__m256 lo8, __m256 hi8, __m256i k) {
+  const __m256 above = _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, _mm256_set1_epi32(7)));
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo8, k), _mm256_permutevar8x32_ps(hi8, k), above);
+}
+
+// Eight magnitude indices r of dynamiq_entry_code() at q >= 2: the grid's floor index of t (the
+// largest i with levels[i] <= t; 0 below the grid or for NaN), one up where u falls below the
+// rounding probability. The floor index counts the (coarse) levels at or below t, then (more than
+// 8 levels) a branch-free binary search within the coarse interval with gathers; the neighbours
+// levels[i], levels[i + 1] come from the registers or the search's own loads.
+__attribute__((target("avx2"))) __m256i grid_round8(__m256 t, __m256 u, const GridLanes& g) {
+  const uint32_t counted = g.count <= 8 ? g.count : 16;
+  __m256i idx = _mm256_setzero_si256();
+  for (uint32_t j = 1; j < counted; ++j)  // a compare mask is -1: subtracting it counts
+    idx = _mm256_sub_epi32(idx, _mm256_castps_si256(_mm256_cmp_ps(_mm256_set1_ps(g.coarse[j]), t, _CMP_LE_OQ)));
+  const __m256i top = _mm256_set1_epi32(static_cast<int>(g.count - 1));
+  __m256 lo, hi;
+  if (g.count <= 8) {
+    lo = _mm256_permutevar8x32_ps(g.first, idx);
+    hi = _mm256_permutevar8x32_ps(g.first, _mm256_min_epi32(_mm256_add_epi32(idx, _mm256_set1_epi32(1)), top));
+  } else {
+    lo = lookup16(g.first, g.second, idx);
+    hi = lookup16(g.next0, g.next1, idx);
+    const __m256i coarse = idx;
+    idx = _mm256_sll_epi32(idx, _mm_cvtsi32_si128(static_cast<int>(g.shift)));
+    // Within [idx, idx + stride): with 8 levels to a coarse interval, each of its seven inner
+    // levels is permuted out of the transposed rows and counted where at or below t (the largest
+    // such is levels[i], the smallest above is levels[i + 1]); otherwise a binary search, in which
+    // a rejected candidate is above t and the last one rejected is the nearest above the index.
+    for (uint32_t f = 1; g.stride == 8 && f < 8; ++f) {
+      const __m256 at = lookup16(_mm256_load_ps(g.fine[f - 1]), _mm256_load_ps(g.fine[f - 1] + 8), coarse);
+      const __m256 le = _mm256_cmp_ps(at, t, _CMP_LE_OQ);
+      idx = _mm256_sub_epi32(idx, _mm256_castps_si256(le));
+      lo = _mm256_blendv_ps(lo, at, le);
+      hi = _mm256_min_ps(hi, _mm256_blendv_ps(at, hi, le));  // the smallest level above t
+    }
+    for (uint32_t step = g.stride == 8 ? 0 : g.stride / 2; step >= 1; step /= 2) {
+      const __m256i cand = _mm256_add_epi32(idx, _mm256_set1_epi32(static_cast<int>(step)));
+      const __m256 at = _mm256_i32gather_ps(g.levels, cand, 4);
+      const __m256 le = _mm256_cmp_ps(at, t, _CMP_LE_OQ);
+      idx = _mm256_blendv_epi8(idx, cand, _mm256_castps_si256(le));
+      lo = _mm256_blendv_ps(lo, at, le);
+      hi = _mm256_blendv_ps(at, hi, le);
+    }
+  }
+  const __m256 p = _mm256_div_ps(_mm256_sub_ps(t, lo), _mm256_sub_ps(hi, lo));
+  const __m256 up = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(t, lo, _CMP_GT_OQ), _mm256_cmp_ps(u, p, _CMP_LT_OQ)),
+                                  _mm256_castsi256_ps(_mm256_cmpgt_epi32(top, idx)));
+  return _mm256_sub_epi32(idx, _mm256_castps_si256(up));
+}
+
+// codes[i] = the code of x[i] in a group normalized by div[i] (0 where the group is not coded),
+// eight entries at a time; returns the entries done (a multiple of 8).
+__attribute__((target("avx2"))) uint64_t code_row_avx2(const float* x, const float* div, const float* u, uint64_t m,
+                                                       uint32_t q, const float* levels, uint8_t* codes) {
+  const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i sign_bit = _mm256_set1_epi32(q > 1 ? static_cast<int>(1u << (q - 1)) : 0);
+  const GridLanes grid(levels, q > 1 ? 1u << (q - 1) : 1u);
+  uint64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i), d = _mm256_loadu_ps(div + i), uu = _mm256_loadu_ps(u + i);
+    const __m256 coded = _mm256_and_ps(_mm256_cmp_ps(d, zero, _CMP_GT_OQ), _mm256_cmp_ps(d, inf, _CMP_LT_OQ));
+    __m256i code;
+    if (q == 1) {  // min/max return their second operand on NaN, as fmin/fmax return the number
+      const __m256 y = _mm256_min_ps(_mm256_max_ps(_mm256_div_ps(v, d), _mm256_set1_ps(-1.0f)), one);
+      const __m256 p = _mm256_mul_ps(_mm256_add_ps(y, one), _mm256_set1_ps(0.5f));
+      code = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cmp_ps(uu, p, _CMP_LT_OQ)), 31);
+    } else {
+      const __m256 t = _mm256_min_ps(_mm256_div_ps(_mm256_and_ps(v, magnitude), d), one);
+      const __m256i r = grid_round8(t, uu, grid);
+      const __m256i negative = _mm256_srai_epi32(_mm256_castps_si256(v), 31);
+      const __m256i nonzero = _mm256_xor_si256(_mm256_cmpeq_epi32(r, _mm256_setzero_si256()), _mm256_set1_epi32(-1));
+      code = _mm256_or_si256(r, _mm256_and_si256(_mm256_and_si256(negative, nonzero), sign_bit));
+    }
+    store_low_bytes(_mm256_and_si256(code, _mm256_castps_si256(coded)), codes + i);
+  }
+  return i;
+}
+
+// gmax[g] = max |x| over each whole group of `group` entries (a multiple of 8), NaN skipped as
+// fmax skips it; returns the groups done.
+__attribute__((target("avx2"))) uint64_t group_maxima_avx2(const float* x, uint64_t m, uint32_t group, float* gmax) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  uint64_t g = 0;
+  for (; (g + 1) * group <= m; ++g) {
+    __m256 acc = _mm256_setzero_ps();
+    for (uint64_t i = g * group; i < (g + 1) * group; i += 8)
+      acc = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), magnitude), acc);  // NaN: keeps acc
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    float best = 0.0f;
+    for (const float a : lanes) best = max_skipping_nan(best, a);
+    gmax[g] = best;
+  }
+  return g;
+}
+
+// dynamiq_group_code_from(gmax[g], sg_scale, u[g]) for eight groups at a time into r[g]; returns
+// the groups done (a multiple of 8).
+__attribute__((target("avx2"))) uint64_t group_codes_avx2(const float* gmax, const float* u, uint64_t groups,
+                                                          float sg_scale, uint8_t* r) {
+  if (!(sg_scale > 0.0f)) return 0;
+  const __m256 sg = _mm256_set1_ps(sg_scale), full = _mm256_set1_ps(255.0f);
+  uint64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    const __m256 t = _mm256_min_ps(_mm256_mul_ps(_mm256_div_ps(_mm256_loadu_ps(gmax + g), sg), full), full);
+    const __m256 low = _mm256_floor_ps(t);
+    const __m256 up = _mm256_and_ps(_mm256_cmp_ps(low, full, _CMP_LT_OQ),
+                                    _mm256_cmp_ps(_mm256_loadu_ps(u + g), _mm256_sub_ps(t, low), _CMP_LT_OQ));
+    const __m256 code = _mm256_add_ps(low, _mm256_and_ps(up, _mm256_set1_ps(1.0f)));
+    store_low_bytes(_mm256_cvttps_epi32(code), r + g);
+  }
+  return g;
+}
+#endif
+
+// The scales and group codes of one super-group (dynamiq_encode_sg_with()'s, with the group-scale
+// draws made at once); div[i] becomes entry i's divisor (the exact group maximum under a
+// hierarchical scale, the group's bf16 scale in a flat block).
+void encode_scales(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key, uint64_t first_group,
+                   uint8_t* out, std::vector<float>& gmax, std::vector<float>& div) {
+  const uint64_t groups = (m + c.group - 1) / c.group;
+  gmax.resize(groups);
+  div.resize(m);
+  uint64_t g = 0;
+#if defined(CCSIM_DYNAMIQ_AVX2)
+  if (hand_avx2() && c.group % 8 == 0) g = group_maxima_avx2(x, m, c.group, gmax.data());
+#endif
+  for (; g < groups; ++g) {
+    float best = 0.0f;
+    for (uint64_t i = g * c.group; i < std::min(m, (g + 1) * c.group); ++i) best = max_skipping_nan(best, std::fabs(x[i]));
+    gmax[g] = best;
+  }
+  if (c.hierarchical) {
+    float amax = 0.0f;
+    for (const float a : gmax) amax = max_skipping_nan(amax, a);
+    const uint16_t h = bf16_ceil(amax);
+    out[0] = static_cast<uint8_t>(h);
+    out[1] = static_cast<uint8_t>(h >> 8);
+    const float sg_scale = bf16_to_float(h);
+    thread_local std::vector<float> gu;
+    gu.resize(groups);
+    uniform_fill(key, kDynamiqScaleIndexBase + first_group, groups, gu.data());
+    g = 0;
+#if defined(CCSIM_DYNAMIQ_AVX2)
+    if (hand_avx2()) g = group_codes_avx2(gmax.data(), gu.data(), groups, sg_scale, out + 2);
+#endif
+    for (; g < groups; ++g) out[2 + g] = dynamiq_group_code_from(gmax[g], sg_scale, gu[g]);
+  } else {
+    for (g = 0; g < groups; ++g) {  // the group's scale, which is also its divisor
+      const uint16_t h = bf16_ceil(gmax[g]);
+      out[2 * g] = static_cast<uint8_t>(h);
+      out[2 * g + 1] = static_cast<uint8_t>(h >> 8);
+      gmax[g] = bf16_to_float(h);
+    }
+  }
+  for (g = 0; g < groups; ++g)
+    std::fill(div.begin() + static_cast<int64_t>(g * c.group),
+              div.begin() + static_cast<int64_t>(std::min(m, (g + 1) * c.group)), gmax[g]);
 }
 
 // The value of every code of width q <= 8 at scale 1: ±Q[r], or ±1 at q = 1. Times a positive
@@ -58,6 +316,51 @@ CCSIM_VECTOR_ROW void decode_row(const uint8_t* codes, const float* scale, uint6
   }
 }
 
+#if defined(CCSIM_DYNAMIQ_AVX2)
+// The 32-bit word holding codes i .. i + 7 of width q <= 4 (i a multiple of 8), reading only
+// their q bytes.
+inline uint32_t eight_codes_word(const uint8_t* payload, uint64_t i, uint32_t q) {
+  const uint8_t* p = payload + i * q / 8;
+  switch (q) {
+    case 1: return p[0];
+    case 2: return p[0] | uint32_t{p[1]} << 8;
+    default: {
+      uint32_t w;
+      std::memcpy(&w, p, 4);
+      return w;
+    }
+  }
+}
+
+// Decodes the packed codes of a super-group whose groups are whole multiples of 8 entries, eight
+// at a time straight from the payload: codes shifted out of one word (q <= 4) or widened from
+// bytes (q = 8), their values from two registers (q <= 4: at most 16) or gathered from the table,
+// times the group's scale (0 where it is not positive), as decode_row(); returns the entries done.
+__attribute__((target("avx2"))) uint64_t decode_packed_avx2(const uint8_t* payload, const float* gscale,
+                                                            uint32_t group, uint64_t m, const SignedLevels& table,
+                                                            bool accumulate, float* out) {
+  const uint32_t q = table.q;
+  const __m256 first = _mm256_loadu_ps(table.value), second = _mm256_loadu_ps(table.value + 8);
+  const __m256i shifts = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32(static_cast<int>(q)));
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << q) - 1u));
+  uint64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    const __m256i code =
+        q == 8 ? _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(payload + i)))
+               : _mm256_and_si256(
+                     _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(eight_codes_word(payload, i, q))), shifts),
+                     mask);
+    const __m256 value = q <= 4 ? lookup16(first, second, code) : _mm256_i32gather_ps(table.value, code, 4);
+    const float scale = gscale[i / group];
+    __m256 v = scale > 0.0f ? _mm256_mul_ps(value, _mm256_set1_ps(scale)) : _mm256_setzero_ps();
+    if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+    _mm256_storeu_ps(out + i, v);
+  }
+  return i;
+}
+#endif
+
 }  // namespace
 
 void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCoding& c, bool accumulate, float* out) {
@@ -65,27 +368,74 @@ void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCodin
   if (q > 8) return dynamiq_decode_sg(in, m, c, accumulate, out);
   thread_local SignedLevels table;
   if (!table.built_from(c.levels, q)) table.build(c.levels, q);
+  const uint64_t groups = (m + c.group - 1) / c.group;
+  const uint8_t* payload = in + dynamiq_meta_bytes(m, c.group, c.hierarchical);
+  const float sg_scale = c.hierarchical ? dynamiq_sg_scale(in) : 0.0f;
+  thread_local std::vector<float> gscale;
+  gscale.resize(groups);
+  for (uint64_t g = 0; g < groups; ++g) gscale[g] = dynamiq_group_scale(in, g, c.hierarchical, sg_scale);
+#if defined(CCSIM_DYNAMIQ_AVX2)
+  if (hand_avx2() && c.group % 8 == 0) {
+    for (uint64_t i = decode_packed_avx2(payload, gscale.data(), c.group, m, table, accumulate, out); i < m; ++i) {
+      const float s = gscale[i / c.group];
+      const float v = s > 0.0f ? table.value[bitpack_get(payload, i, q)] * s : 0.0f;
+      out[i] = accumulate ? out[i] + v : v;
+    }
+    return;
+  }
+#endif
   thread_local std::vector<uint8_t> codes;
   thread_local std::vector<float> scale;
   codes.resize(m);
   scale.resize(m);
-  const uint64_t groups = (m + c.group - 1) / c.group;
-  const uint8_t* payload = in + dynamiq_meta_bytes(m, c.group, c.hierarchical);
-  const float sg_scale = c.hierarchical ? dynamiq_sg_scale(in) : 0.0f;
-  for (uint64_t g = 0; g < groups; ++g) {
-    const uint64_t lo = g * c.group, hi = lo + c.group < m ? lo + c.group : m;
-    std::fill(scale.begin() + static_cast<int64_t>(lo), scale.begin() + static_cast<int64_t>(hi),
-              dynamiq_group_scale(in, g, c.hierarchical, sg_scale));
-  }
+  for (uint64_t g = 0; g < groups; ++g)
+    std::fill(scale.begin() + static_cast<int64_t>(g * c.group),
+              scale.begin() + static_cast<int64_t>(std::min(m, (g + 1) * c.group)), gscale[g]);
   decode_row(unpack_code_tile(payload, m, q, codes.data()), scale.data(), m, table.value, accumulate, out);
+}
+
+void dynamiq_uniforms(const RngKey& key, const RngKey& shared, bool correlated, uint32_t rank, uint32_t ranks,
+                      uint64_t first, uint64_t m, float* u) {
+  uniform_fill(key, first, m, u);
+  if (!correlated || ranks <= 1) return;
+  thread_local std::vector<uint32_t> w;
+  w.resize(4 * m);
+  uint32_t *w0 = w.data(), *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
+  for (uint64_t i = 0; i < m; ++i) {  // correlated_block(shared, first + i)'s counter
+    w0[i] = static_cast<uint32_t>(first + i);
+    w1[i] = static_cast<uint32_t>((first + i) >> 32);
+    w2[i] = shared.stream;
+    w3[i] = shared.round;
+  }
+  philox_words(w0, w1, w2, w3, m, static_cast<uint32_t>(shared.seed), static_cast<uint32_t>(shared.seed >> 32));
+  uint64_t i = 0;
+#if defined(CCSIM_DYNAMIQ_AVX2)
+  if (hand_avx2()) i = correlate_avx2(w0, w1, w2, w3, m, Strata(rank, ranks), u);
+#endif
+  for (; i < m; ++i) u[i] = correlated_uniform_from_block(U32x4{{w0[i], w1[i], w2[i], w3[i]}}, u[i], rank, ranks);
 }
 
 void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,
                                uint64_t first_group, uint8_t* out) {
-  thread_local std::vector<float> u;
-  draw_uniforms(c, key, shared, rank, ranks, first, m, u);
-  dynamiq_encode_sg_with(x, m, c, key, first_group, out, [&](uint64_t i) { return u[i]; });
+  thread_local std::vector<float> u, gmax, div;
+  thread_local std::vector<uint8_t> codes;
+  u.resize(m);
+  dynamiq_uniforms(key, shared, c.correlated, rank, ranks, first, m, u.data());
+  if (c.width > 8) {  // 16-bit codes: the reference's loop over the drawn uniforms
+    dynamiq_encode_sg_with(x, m, c, key, first_group, out, [&](uint64_t i) { return u[i]; });
+    return;
+  }
+  encode_scales(x, m, c, key, first_group, out, gmax, div);
+  codes.resize(m);
+  uint64_t i = 0;
+#if defined(CCSIM_DYNAMIQ_AVX2)
+  if (hand_avx2()) i = code_row_avx2(x, div.data(), u.data(), m, c.width, c.levels, codes.data());
+#endif
+  for (; i < m; ++i)
+    codes[i] = static_cast<uint8_t>(
+        dynamiq_group_coded(div[i]) ? dynamiq_entry_code(x[i], div[i], c.width, c.levels, u[i]) : 0u);
+  pack_code_tile(codes.data(), m, c.width, out + dynamiq_meta_bytes(m, c.group, c.hierarchical));
 }
 
 }  // namespace ccsim::kern

@@ -2,8 +2,10 @@
 /// \file
 /// The CPU's DynamiQ super-group encoder and decoder: dynamiq_encode_sg() (dynamiq_quant.hpp, the reference
 /// the CUDA kernel also follows) with the random numbers of a whole super-group drawn at once
-/// through the batched Philox (philox_batch.hpp) before the entries are coded. Same bytes as the
-/// reference for every input (tests compare the two).
+/// through the batched Philox (philox_batch.hpp), the correlated roundings' Feistel permutations
+/// and the entries' grid roundings in AVX2 lanes (a plain loop over the element functions on other
+/// machines). Same bytes as the reference for every input (tests compare the two, with the AVX2
+/// paths and without).
 
 #include <cstdint>
 
@@ -11,7 +13,14 @@
 
 namespace ccsim::kern {
 
-/// dynamiq_encode_sg() with batched draws; same arguments, same output bytes.
+/// The uniforms dynamiq_encode_sg() rounds entries first .. first + m - 1 with, drawn at once:
+/// u[j] = correlated_uniform(shared, key, first + j, rank, ranks) when `correlated`, else (or with
+/// ranks <= 1) uniform_at(key, first + j). Same bits as those functions.
+void dynamiq_uniforms(const RngKey& key, const RngKey& shared, bool correlated, uint32_t rank, uint32_t ranks,
+                      uint64_t first, uint64_t m, float* u);
+
+/// dynamiq_encode_sg() with batched draws, group maxima and entry codes eight lanes at a time (AVX2
+/// where the machine has it), then the codes packed a row at a time; same arguments, same bytes.
 void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,
                                uint64_t first_group, uint8_t* out);

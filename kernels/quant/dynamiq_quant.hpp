@@ -154,17 +154,23 @@ CCSIM_HD uint32_t get_code(const uint8_t* payload, uint64_t i, uint32_t width) {
 /// The per-group and per-entry steps of dynamiq_encode_sg() and dynamiq_decode_sg(), shared with
 /// the CUDA kernels (kernels/cuda/dynamiq_cuda.cu), which run them on a super-group in parallel.
 
-/// r_G of a hierarchical group whose max |x| is `gmax` under super-group scale `sg_scale`: the
-/// stochastic rounding of gmax · 255 / sf_SG (clamped where sf_SG saturated below gmax), drawn at
-/// kDynamiqScaleIndexBase + `group_index` of `key`; 0 when sg_scale is 0.
-CCSIM_HD uint8_t dynamiq_group_code(float gmax, float sg_scale, const RngKey& key, uint64_t group_index) {
+/// dynamiq_group_code() below with its draw u = uniform_at(key, kDynamiqScaleIndexBase +
+/// group_index) already made (the CPU encoder draws a super-group's at once).
+CCSIM_HD uint8_t dynamiq_group_code_from(float gmax, float sg_scale, float u) {
   float r = 0.0f;
   if (sg_scale > 0.0f) {
     const float t = std::fmin(gmax / sg_scale * 255.0f, 255.0f);
     r = std::floor(t);
-    if (r < 255.0f && uniform_at(key, kDynamiqScaleIndexBase + group_index) < t - r) r += 1.0f;
+    if (r < 255.0f && u < t - r) r += 1.0f;
   }
   return static_cast<uint8_t>(r);
+}
+
+/// r_G of a hierarchical group whose max |x| is `gmax` under super-group scale `sg_scale`: the
+/// stochastic rounding of gmax · 255 / sf_SG (clamped where sf_SG saturated below gmax), drawn at
+/// kDynamiqScaleIndexBase + `group_index` of `key`; 0 when sg_scale is 0.
+CCSIM_HD uint8_t dynamiq_group_code(float gmax, float sg_scale, const RngKey& key, uint64_t group_index) {
+  return dynamiq_group_code_from(gmax, sg_scale, uniform_at(key, kDynamiqScaleIndexBase + group_index));
 }
 
 /// Whether a group whose entries are normalized by `divisor` codes them; if not (an all-zero group,

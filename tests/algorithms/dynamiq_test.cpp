@@ -2,6 +2,7 @@
 // of every rounding step, correlated rounding's stratification, and whole all-reduces.
 
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -118,6 +119,38 @@ TEST(Dynamiq, WireBytesAreTheSuperGroupBlocks) {
   }
   EXPECT_EQ(total, expected);
   EXPECT_FALSE(c->can_implement({100, 256}).ok());  // not on a super-group boundary
+}
+
+// The fused hop (each super-group decoded into its accumulator and re-encoded at once) against
+// decode_accumulate then encode over the whole chunk: two implementations, bit for bit, with
+// variable widths, a short last super-group, both roundings and 1 or 3 threads.
+TEST(Dynamiq, FusedHopEqualsDecodeAccumulateThenEncode) {
+  const int saved = kern::worker_threads();
+  for (const bool correlated : {true, false}) {
+    auto c = make({{"correlated", correlated}});
+    const uint64_t d = 256 * 40 + 100;
+    ASSERT_TRUE(plan_for(*c, {spread_vector(d, 17), spread_vector(d, 18), spread_vector(d, 19)}).ok());
+    for (const int threads : {1, 3}) {
+      kern::set_worker_threads(threads);
+      for (const auto& chunk : topo::split_even(d, 3, c->alignment())) {
+        SCOPED_TRACE(fmt::format("correlated {} threads {} chunk {}", correlated, threads, chunk.offset));
+        const TensorSpec spec{chunk.offset, chunk.count};
+        const HopContext in{1, 3}, out{2, 3};
+        const std::vector<float> x = spread_vector(chunk.count, 21), y = spread_vector(chunk.count, 22);
+        std::vector<uint8_t> msg(c->wire_bytes(spec, in));
+        c->encode(x, spec, in, kern::RngKey{5, 2, 0, 1}, msg);
+        std::vector<float> acc_a = y, acc_b = y;
+        std::vector<uint8_t> out_a(c->wire_bytes(spec, out), 0x11), out_b(out_a.size(), 0x22);
+        const kern::RngKey key{5, 2, 1, 2};
+        c->decode_accumulate_encode(msg, spec, in, acc_a, out, key, out_a);
+        c->decode_accumulate(msg, spec, in, acc_b);
+        c->encode(acc_b, spec, out, key, out_b);
+        ASSERT_EQ(acc_a, acc_b);
+        ASSERT_EQ(out_a, out_b);
+      }
+    }
+  }
+  kern::set_worker_threads(saved);
 }
 
 TEST(Dynamiq, ShardCutsBalanceTheWireBytes) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "kernels/philox_batch.hpp"
 #include "kernels/quant/dynamiq_cpu.hpp"
+#include "kernels/quant/grid.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -17,6 +19,8 @@ struct Case {
   uint32_t width;
   bool hierarchical, correlated;
   uint32_t ranks;
+  uint32_t group = 16;
+  bool geometric = false;  // DynamiQ's non-uniform grid instead of the uniform one
 };
 
 // Gradient-like entries over five decades, with zeros, a zero group, signed zeros, infinities and
@@ -32,6 +36,8 @@ std::vector<float> entries(uint64_t m, uint32_t seed, bool specials) {
   if (specials && m > 70) {
     x[50] = std::numeric_limits<float>::infinity();
     x[70] = std::numeric_limits<float>::quiet_NaN();
+    x[87] = 50.0f;  // its group's maximum, in the lane a NaN in the group's last eight entries shares
+    x[95] = std::numeric_limits<float>::quiet_NaN();
   }
   return x;
 }
@@ -47,15 +53,19 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
   for (size_t j = 0; j < levels.size(); ++j)
     levels[j] = levels.size() > 1 ? static_cast<float>(j) / static_cast<float>(levels.size() - 1) : 1.0f;
   levels.back() = 1.0f;
-  const DynamiqSgCoding c{k.width, 16, k.hierarchical, levels.data(), k.correlated};
+  if (k.geometric && levels.size() > 1) geometric_grid_levels(0.3, static_cast<uint32_t>(levels.size()), levels.data());
+  const DynamiqSgCoding c{k.width, k.group, k.hierarchical, levels.data(), k.correlated};
   for (bool portable : {false, true}) {
     const bool before = philox_batch_force_portable(portable);
     for (uint64_t m : {uint64_t{256}, uint64_t{100}, uint64_t{7}}) {
-      for (uint32_t rank = 0; rank < k.ranks; rank += (k.ranks > 4 ? 3 : 1)) {
-        const std::vector<float> x = entries(m, 11 * rank + static_cast<uint32_t>(m), m == 100);
+      for (uint32_t rank = 0; rank < k.ranks; rank += (k.ranks > 4 ? std::max(3u, k.ranks / 9) : 1)) {
+        std::vector<float> x = entries(m, 11 * rank + static_cast<uint32_t>(m), m == 100);
+        // Entries exactly on the grid (a group whose maximum is 1): the rounding may not move them.
+        if (m == 256 && k.width > 1)
+          for (uint64_t i = 0; i < 16; ++i) x[128 + i] = i == 0 ? 1.0f : levels[(i * 5) % levels.size()] * (i % 2 ? -1.0f : 1.0f);
         const RngKey key{0xC0FFEEull << 20, 3, rank, 17};
         const RngKey shared = dynamiq_shared_key(key);
-        const uint64_t first = (uint64_t{1} << 33) - 512 + m, first_group = first / 16;
+        const uint64_t first = (uint64_t{1} << 33) - 512 + m, first_group = first / k.group;
         const uint64_t bytes = dynamiq_sg_bytes(m, c.width, c.group, c.hierarchical);
         std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
         dynamiq_encode_sg(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, want.data());
@@ -79,12 +89,44 @@ INSTANTIATE_TEST_SUITE_P(
     Codings, DynamiqBatched,
     ::testing::Values(Case{1, true, true, 4}, Case{2, true, true, 3}, Case{4, true, true, 8}, Case{4, true, false, 8},
                       Case{4, false, true, 32}, Case{8, true, true, 7}, Case{8, false, false, 1},
-                      Case{16, true, true, 2}, Case{4, true, true, 1}),
+                      Case{16, true, true, 2}, Case{4, true, true, 1}, Case{4, true, true, 1000, 16, true},
+                      Case{8, true, true, 4099, 32, true}, Case{2, false, true, 5, 16, true},
+                      Case{4, true, false, 3, 12, true}, Case{1, false, true, 65536, 8}),
     [](const auto& param) {
       const Case& k = param.param;
       return "q" + std::to_string(k.width) + (k.hierarchical ? "_hier" : "_flat") +
-             (k.correlated ? "_corr" : "_indep") + "_n" + std::to_string(k.ranks);
+             (k.correlated ? "_corr" : "_indep") + "_n" + std::to_string(k.ranks) + "_g" + std::to_string(k.group) +
+             (k.geometric ? "_geometric" : "");
     });
+
+// The encoder's uniforms drawn at once (AVX2 lanes and the portable loop) equal the element
+// functions, bit for bit, at rank counts from 1 to 2^31 (Feistel domains of 2 to 32 bits, cycle
+// walks of every length), at every rank position and across a 2^32 entry-index boundary.
+TEST(DynamiqUniforms, EqualTheElementFunctions) {
+  const RngKey key{0x5EEDull << 40 | 77, 9, 0, 3};
+  const RngKey shared = dynamiq_shared_key(key);
+  const uint64_t first = (uint64_t{1} << 32) - 37, m = 203;
+  for (const bool portable : {false, true}) {
+    const bool before = philox_batch_force_portable(portable);
+    for (const uint32_t ranks : {1u, 2u, 3u, 5u, 8u, 17u, 1000u, 4099u, 65536u, 16777217u, 2147483647u, 2147483648u}) {
+      for (const uint32_t rank : {0u, 1u, ranks / 2, ranks - 1}) {
+        RngKey own = key;
+        own.rank = rank;
+        for (const bool correlated : {true, false}) {
+          std::vector<float> u(m);
+          dynamiq_uniforms(own, shared, correlated, rank, ranks, first, m, u.data());
+          for (uint64_t j = 0; j < m; ++j) {
+            const float want = correlated ? correlated_uniform(shared, own, first + j, rank, ranks)
+                                          : uniform_at(own, first + j);
+            ASSERT_EQ(std::memcmp(&u[j], &want, 4), 0)
+                << "ranks " << ranks << " rank " << rank << " entry " << j << (portable ? " portable" : "");
+          }
+        }
+      }
+    }
+    philox_batch_force_portable(before);
+  }
+}
 
 // The table follows the grid's values, not its address: a grid rewritten in place (as when a
 // scheme with other levels is made where a freed one lived) decodes with its new values.
