@@ -66,4 +66,11 @@ void TfpCompressor::decode_accumulate(std::span<const uint8_t> in, const TensorS
   kern::tfp_decode_accumulate(in.data(), spec.count, format_, acc.data());
 }
 
+void TfpCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,
+                                             std::span<float> acc, const HopContext&, const kern::RngKey& key,
+                                             std::span<uint8_t> out) {
+  kern::tfp_decode_accumulate_encode(in.data(), spec.count, format_, acc.data(), random_rounding_, key, spec.offset,
+                                     out.data());
+}
+
 }  // namespace ccsim::algo

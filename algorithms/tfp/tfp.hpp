@@ -23,7 +23,7 @@
 namespace ccsim::algo {
 
 /// TFP quantizer.
-class TfpCompressor final : public UnfusedHopCompressor {
+class TfpCompressor final : public Compressor {
  public:
   static CompressorInfo info();
   /// Its CUDA kernels (algorithms/device_ops.hpp), registered with info() where the build has CUDA;
@@ -42,6 +42,10 @@ class TfpCompressor final : public UnfusedHopCompressor {
               std::span<float> out) override;
   void decode_accumulate(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop,
                          std::span<float> acc) override;
+  /// One pass a tile at a time (kern::tfp_decode_accumulate_encode).
+  void decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext& hop_in,
+                                std::span<float> acc, const HopContext& hop_out, const kern::RngKey& key,
+                                std::span<uint8_t> out) override;
   /// Random rounding is unbiased for |x| up to the largest finite k-bit value; truncation is not.
   bool unbiased() const override { return random_rounding_; }
   /// Integer bit manipulation and one exact product per element: bitwise CPU/GPU.

@@ -137,5 +137,9 @@ void tfp_encode(const float* x, uint64_t count, const TfpFormat& f, bool random_
 void tfp_decode(const uint8_t* in, uint64_t count, const TfpFormat& f, float* out);
 /// acc[i] += value of code i, in fp32.
 void tfp_decode_accumulate(const uint8_t* in, uint64_t count, const TfpFormat& f, float* acc);
+/// The fused hop: tfp_decode_accumulate(in, ..., acc), then tfp_encode(acc, ..., out), a tile at a
+/// time while it is in cache; same sums and bytes.
+void tfp_decode_accumulate_encode(const uint8_t* in, uint64_t count, const TfpFormat& f, float* acc,
+                                  bool random_rounding, const RngKey& key, uint64_t index_base, uint8_t* out);
 
 }  // namespace ccsim::kern

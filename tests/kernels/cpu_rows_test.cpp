@@ -14,6 +14,7 @@
 #include "kernels/quant/block_int8_quant.hpp"
 #include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/quant/mx_quant.hpp"
+#include "kernels/quant/tfp_quant.hpp"
 #include "kernels/quant/thc_quant.hpp"
 #include "tests/kernels/adversarial_floats.hpp"
 
@@ -157,6 +158,70 @@ TEST(ThcRows, FieldsEqualTheBitStreamDefinition) {
         thc_pack(two_acc.data(), n, 16, two.data());
         ASSERT_EQ(fused_acc, two_acc);
         ASSERT_EQ(fused, two);
+      }
+    }
+  }
+  set_worker_threads(saved);
+}
+
+// TFP's rows (fp32 codes and values as rows; 8/16/24/32-bit codes as bytes, 12-bit codes as pairs,
+// other widths through the accumulator; 64-bit loads when unpacking) against the element functions
+// and the stream's definition (bit b of code i is stream bit i·k + b), for every base, widths
+// around whole bytes, both roundings, lengths around tiles and 1 or 3 threads; and the fused hop.
+TEST(TfpRows, EncodeAndDecodeEqualTheElementFunctions) {
+  const int saved = worker_threads();
+  const RngKey key{7, 3, 1, 9};
+  const uint64_t base = (uint64_t{1} << 32) - 700;
+  std::vector<TfpFormat> formats;
+  for (const uint32_t k : {10u, 11u, 12u, 13u, 16u, 17u, 23u, 24u, 31u, 32u}) formats.push_back({TfpBase::kFloat32, k});
+  formats.push_back({TfpBase::kFloat16, 9});
+  formats.push_back({TfpBase::kFloat16, 16});
+  formats.push_back({TfpBase::kFloat8E4M3, 7});
+  formats.push_back({TfpBase::kFloat8E5M2, 8});
+  for (const int threads : {1, 3}) {
+    set_worker_threads(threads);
+    for (const TfpFormat& f : formats) {
+      for (const bool rr : {false, true}) {
+        for (const uint64_t n : {0ull, 1ull, 7ull, 8ull, 9ull, 511ull, 513ull, 4099ull, 70001ull}) {
+          SCOPED_TRACE(fmt::format("threads {} base {} k {} rr {} n {}", threads, static_cast<int>(f.base), f.bits,
+                                   rr, n));
+          std::vector<float> x = adversarial_floats(n, f.bits + (rr ? 100 : 0));
+          if (n > 3) x[3] = bits_to_float(0x7F7FFFFFu);  // the largest finite: never rounds up to inf
+          if (n > 5) x[5] = -bits_to_float(0x7F7FFFFFu);
+          std::vector<uint8_t> want(tfp_bytes(n, f.bits), 0), got(tfp_bytes(n, f.bits), 0xC3);
+          std::vector<uint32_t> code(n);
+          for (uint64_t i = 0; i < n; ++i) {
+            code[i] = tfp_encode_element(x[i], f, rr, rr ? uniform_at(key, base + i) : 0.0f);
+            for (uint32_t b = 0; b < f.bits; ++b)
+              if (code[i] >> b & 1u) want[(i * f.bits + b) / 8] |= static_cast<uint8_t>(1u << ((i * f.bits + b) % 8));
+          }
+          tfp_encode(x.data(), n, f, rr, key, base, got.data());
+          ASSERT_EQ(got, want);
+          std::vector<float> dec(n, -1.0f), acc(x.begin(), x.end());
+          tfp_decode(want.data(), n, f, dec.data());
+          tfp_decode_accumulate(want.data(), n, f, acc.data());
+          for (uint64_t i = 0; i < n; ++i) {
+            const float v = tfp_decode_element(code[i], f), sum = x[i] + v;
+            ASSERT_EQ(std::memcmp(&dec[i], &v, 4), 0) << "entry " << i;
+            if (std::isnan(x[i]) && std::isnan(v)) {  // which NaN a NaN + NaN carries is unspecified
+              ASSERT_TRUE(std::isnan(acc[i])) << "entry " << i;
+            } else {
+              ASSERT_EQ(std::memcmp(&acc[i], &sum, 4), 0) << "entry " << i;
+            }
+          }
+          // The fused hop (a tile at a time) against decode-accumulate then encode over the whole
+          // chunk, onto accumulators without NaN.
+          std::vector<float> fused_acc = adversarial_floats(n, 5), two_acc;
+          for (float& a : fused_acc) a = std::isnan(a) ? 1.5f : a;
+          two_acc = fused_acc;
+          std::vector<uint8_t> fused(want.size(), 0x3C), two(want.size(), 0x99);
+          const RngKey hop_key{7, 4, 2, 9};
+          tfp_decode_accumulate_encode(want.data(), n, f, fused_acc.data(), rr, hop_key, base, fused.data());
+          tfp_decode_accumulate(want.data(), n, f, two_acc.data());
+          tfp_encode(two_acc.data(), n, f, rr, hop_key, base, two.data());
+          ASSERT_EQ(std::memcmp(fused_acc.data(), two_acc.data(), 4 * n), 0);
+          ASSERT_EQ(fused, two);
+        }
       }
     }
   }
