@@ -5,14 +5,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "kernels/parallel.hpp"
 #include "kernels/quant/dynamiq_cpu.hpp"
+#include "kernels/stats/block_sums.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
 namespace {
+
+// `in` itself, or a copy of it held in `held` where it overlaps `out`: prepare() and finish()
+// permute super-groups, which cannot run in place.
+std::span<const float> unaliased(std::span<const float> in, std::span<const float> out, std::vector<float>& held) {
+  const std::less<const float*> before;
+  const bool overlap = before(in.data(), out.data() + out.size()) && before(out.data(), in.data() + in.size());
+  if (!overlap) return in;
+  held.assign(in.begin(), in.end());
+  return held;
+}
 
 DynamiqCompressor::Options options_from(const Params& p) {
   DynamiqCompressor::Options o;
@@ -36,6 +48,40 @@ DynamiqCompressor::Options options_from(const Params& p) {
 double log2_benefit(uint32_t a, uint32_t b) {
   return std::log2(std::exp2(2.0 * (b - a)) - 1.0) - 2.0 * b - std::log2(static_cast<double>(b - a));
 }
+
+// The payload bits Σ_j m_j · W[k_j] of the widths at log2 C = L, where k_j counts the thresholds
+// L − b_0, L − b_1, ... that log2 F_j reaches before the first it misses, answered from the
+// super-groups sorted by log2 F instead of a pass over them: k_j > k exactly when log2 F_j is at
+// least max(L − b_0, ..., L − b_k), so the bits are W[0]·Σ m + Σ_k (W[k+1] − W[k])·(Σ m_j over
+// those super-groups). Every term is an integer far below 2^53, so the sum is exact and equals the
+// pass's in any order.
+class WidthBits {
+ public:
+  WidthBits(const std::vector<double>& log2F, const std::vector<uint64_t>& m) : suffix_(m.size() + 1, 0.0) {
+    std::vector<uint32_t> by(m.size());
+    for (uint32_t j = 0; j < by.size(); ++j) by[j] = j;
+    std::sort(by.begin(), by.end(), [&](uint32_t a, uint32_t b) { return log2F[a] < log2F[b]; });
+    sorted_.resize(m.size());
+    for (size_t i = m.size(); i-- > 0;) {
+      sorted_[i] = log2F[by[i]];
+      suffix_[i] = suffix_[i + 1] + static_cast<double>(m[by[i]]);
+    }
+  }
+
+  double at(double L, const std::vector<double>& log2_benefits, const std::vector<uint32_t>& W) const {
+    double bits = suffix_[0] * W[0], reach = -std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < log2_benefits.size(); ++k) {
+      reach = std::max(reach, L - log2_benefits[k]);
+      const auto first = std::lower_bound(sorted_.begin(), sorted_.end(), reach) - sorted_.begin();
+      bits += suffix_[static_cast<size_t>(first)] * (static_cast<double>(W[k + 1]) - static_cast<double>(W[k]));
+    }
+    return bits;
+  }
+
+ private:
+  std::vector<double> sorted_;  // log2 F ascending
+  std::vector<double> suffix_;  // suffix_[i]: Σ m over sorted positions i, i + 1, ...
+};
 
 }  // namespace
 
@@ -115,15 +161,8 @@ PlanFormat DynamiqCompressor::plan_format(uint64_t elements, uint32_t) const {
 void DynamiqCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey&, PlanStats& out) const {
   const uint64_t S = options_.super_group, n = (x.size() + S - 1) / S;
   kern::parallel_for(n, 64, [&](uint64_t b, uint64_t e) {
-    for (uint64_t j = b; j < e; ++j) {
-      double sum = 0, sq = 0;
-      for (uint64_t i = j * S; i < std::min<uint64_t>(x.size(), (j + 1) * S); ++i) {
-        sum += x[i];
-        sq += static_cast<double>(x[i]) * x[i];
-      }
-      out.sum[j] = sum;
-      out.sum[n + j] = sq;
-    }
+    kern::block_sums(x.data() + b * S, std::min<uint64_t>(x.size(), e * S) - b * S, S, out.sum.data() + b,
+                     out.sum.data() + n + b);
   });
 }
 
@@ -163,29 +202,29 @@ Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elemen
     std::vector<double> log2_benefits;
     for (size_t i = 0; i + 1 < W.size(); ++i) log2_benefits.push_back(log2_benefit(W[i], W[i + 1]));
     // Widths for log2 C = L: the number of thresholds T_i = C / benefit_i at or below F_j.
-    auto assign = [&](double L, bool store) {
-      double bits = 0;
+    auto assign = [&](double L) {
       for (uint64_t j = 0; j < n; ++j) {
         size_t k = 0;
         while (k < log2_benefits.size() && log2F[j] >= L - log2_benefits[k]) ++k;
-        bits += static_cast<double>(sg_count(j)) * W[k];
-        if (store) widths_[j] = static_cast<uint8_t>(W[k]);
+        widths_[j] = static_cast<uint8_t>(W[k]);
       }
-      return bits;
     };
     if (std::isfinite(lo)) {
       // All at the widest at L_lo, all at the narrowest at L_hi; the smallest feasible L wins.
       double L_lo = lo + *std::min_element(log2_benefits.begin(), log2_benefits.end()) - 1.0;
       double L_hi = hi + *std::max_element(log2_benefits.begin(), log2_benefits.end()) + 1.0;
-      if (assign(L_lo, false) <= budget_bits) {
+      std::vector<uint64_t> counts(n);
+      for (uint64_t j = 0; j < n; ++j) counts[j] = sg_count(j);
+      const WidthBits bits_at(log2F, counts);
+      if (bits_at.at(L_lo, log2_benefits, W) <= budget_bits) {
         L_hi = L_lo;
       } else {
         for (int it = 0; it < 200 && L_hi - L_lo > 1e-12 * std::max(1.0, std::fabs(L_hi)); ++it) {
           const double mid = 0.5 * (L_lo + L_hi);
-          (assign(mid, false) <= budget_bits ? L_hi : L_lo) = mid;
+          (bits_at.at(mid, log2_benefits, W) <= budget_bits ? L_hi : L_lo) = mid;
         }
       }
-      assign(L_hi, true);
+      assign(L_hi);
       log2_c_ = L_hi;
       for (double b : log2_benefits) log2_thresholds_.push_back(L_hi - b);
     } else {
@@ -327,7 +366,8 @@ void DynamiqCompressor::prepare(std::span<const float> x, std::span<float> out, 
                                 const kern::RngKey&) {
   CCSIM_CHECK(x.size() == elements_ && out.size() == elements_, "dynamiq: planned {} entries, got {}", elements_,
               x.size());
-  const std::vector<float> copy(x.begin(), x.end());  // out may alias x
+  std::vector<float> held;
+  const std::span<const float> copy = unaliased(x, out, held);
   const uint64_t S = options_.super_group;
   kern::parallel_for(order_.size(), 64, [&](uint64_t b, uint64_t e) {
     for (uint64_t k = b; k < e; ++k) {
@@ -338,7 +378,8 @@ void DynamiqCompressor::prepare(std::span<const float> x, std::span<float> out, 
 }
 
 void DynamiqCompressor::finish(std::span<const float> reduced, std::span<float> out, uint32_t, uint32_t ranks) {
-  const std::vector<float> copy(reduced.begin(), reduced.end());
+  std::vector<float> held;
+  const std::span<const float> copy = unaliased(reduced, out, held);
   const uint64_t S = options_.super_group;
   kern::parallel_for(order_.size(), 64, [&](uint64_t b, uint64_t e) {
     for (uint64_t k = b; k < e; ++k) {

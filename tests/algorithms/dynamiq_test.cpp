@@ -153,6 +153,24 @@ TEST(Dynamiq, FusedHopEqualsDecodeAccumulateThenEncode) {
   kern::set_worker_threads(saved);
 }
 
+// prepare() and finish() permute super-groups: in place (out aliasing the input) they equal the
+// out-of-place result.
+TEST(Dynamiq, PrepareAndFinishInPlaceEqualOutOfPlace) {
+  auto c = make();
+  const uint64_t d = 256 * 21 + 77;
+  const std::vector<float> x = spread_vector(d, 31);
+  ASSERT_TRUE(plan_for(*c, {x, spread_vector(d, 32)}).ok());
+  std::vector<float> apart(d), in_place = x;
+  c->prepare(x, apart, 0, 2, kern::RngKey{1, 0, 0, 0});
+  c->prepare(in_place, in_place, 0, 2, kern::RngKey{1, 0, 0, 0});
+  ASSERT_EQ(apart, in_place);
+  ASSERT_NE(apart, x);  // the plan reorders and subtracts the means
+  std::vector<float> back(d);
+  c->finish(apart, back, 0, 2);
+  c->finish(in_place, in_place, 0, 2);
+  ASSERT_EQ(back, in_place);
+}
+
 TEST(Dynamiq, ShardCutsBalanceTheWireBytes) {
   // Width-sorted super-groups make equal-entry shards very unequal in bytes; the cuts make every
   // shard's bytes equal up to one super-group, and a ring over them sends the same total.

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -62,7 +63,8 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
         std::vector<float> x = entries(m, 11 * rank + static_cast<uint32_t>(m), m == 100);
         // Entries exactly on the grid (a group whose maximum is 1): the rounding may not move them.
         if (m == 256 && k.width > 1)
-          for (uint64_t i = 0; i < 16; ++i) x[128 + i] = i == 0 ? 1.0f : levels[(i * 5) % levels.size()] * (i % 2 ? -1.0f : 1.0f);
+          for (uint64_t i = 0; i < 16; ++i)
+            x[128 + i] = i == 0 ? 1.0f : levels[(i * 5) % levels.size()] * (i % 2 ? -1.0f : 1.0f);
         const RngKey key{0xC0FFEEull << 20, 3, rank, 17};
         const RngKey shared = dynamiq_shared_key(key);
         const uint64_t first = (uint64_t{1} << 33) - 512 + m, first_group = first / k.group;
@@ -94,9 +96,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, true, false, 3, 12, true}, Case{1, false, true, 65536, 8}),
     [](const auto& param) {
       const Case& k = param.param;
-      return "q" + std::to_string(k.width) + (k.hierarchical ? "_hier" : "_flat") +
-             (k.correlated ? "_corr" : "_indep") + "_n" + std::to_string(k.ranks) + "_g" + std::to_string(k.group) +
-             (k.geometric ? "_geometric" : "");
+      return fmt::format("q{}_{}_{}_n{}_g{}{}", k.width, k.hierarchical ? "hier" : "flat", k.correlated ? "corr" : "indep",
+                         k.ranks, k.group, k.geometric ? "_geometric" : "");
     });
 
 // The encoder's uniforms drawn at once (AVX2 lanes and the portable loop) equal the element
