@@ -213,14 +213,7 @@ void ThcCompressor::prepare(std::span<const float> x, std::span<float> out, uint
   if (lattice_ != Lattice::kValid) return fill(out, 0.0f);
   load_scaled(x, out, k_);
   kern::randomized_hadamard_transform(out.data(), out.size(), rotation_block_for(x.size()), round_key_, 0);
-  const float m = m_, inv_step = inv_step_;
-  const uint32_t levels = this->levels();
-  float* v = out.data();
-  kern::parallel_for(out.size(), kPiece, [=](uint64_t b, uint64_t e) {
-    kern::for_each_uniform(key, 0, b, e, [&](uint64_t i, float u) {
-      v[i] = static_cast<float>(kern::thc_lattice_code(v[i], m, inv_step, levels, u));
-    });
-  });
+  kern::thc_lattice_codes(out.data(), out.size(), m_, inv_step_, levels(), key, 0);
 }
 
 void ThcCompressor::finish(std::span<const float> reduced, std::span<float> out, uint32_t, uint32_t ranks) {

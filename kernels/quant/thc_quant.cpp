@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/parallel.hpp"
+#include "kernels/philox_batch.hpp"
 #include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
 
@@ -114,14 +115,35 @@ void unpack_tile(const uint8_t* in, uint64_t first, uint64_t n, uint32_t bits, b
 // fn(first, n) over tiles of whole 8-field groups, in parallel pieces of whole groups.
 template <class Fn>
 void for_tiles(uint64_t count, Fn&& fn) {
-  constexpr uint64_t kTile = 512;
+  constexpr uint64_t kTile = kUniformTile;  // a tile of draws fits one uniform_fill() buffer
   parallel_for((count + 7) / 8, kGroupGrain, [&](uint64_t g0, uint64_t g1) {
     const uint64_t end = std::min(count, g1 * 8);
     for (uint64_t t = g0 * 8; t < end; t += kTile) fn(t, std::min(kTile, end - t));
   });
 }
 
+// thc_lattice_code() of every entry with its drawn uniform, as a float, in place: the clamped
+// lattice point is an integer-valued float (below 2^24), which is what the code converts back to
+// (-0 included: it clamps to +0).
+CCSIM_VECTOR_ROW void lattice_code_row(float* v, const float* u, uint64_t n, float m, float inv_step, float top) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const float t = (v[i] + m) * inv_step;
+    const float lo = std::floor(t);
+    const float c = (u[i] < t - lo) ? lo + 1.0f : lo;
+    v[i] = c <= 0.0f ? 0.0f : (c > top ? top : c);
+  }
+}
+
 }  // namespace
+
+void thc_lattice_codes(float* v, uint64_t count, float m, float inv_step, uint32_t levels, const RngKey& key,
+                       uint64_t index_base) {
+  for_tiles(count, [&](uint64_t first, uint64_t n) {
+    float u[kUniformTile];
+    uniform_fill(key, index_base + first, n, u);
+    lattice_code_row(v + first, u, n, m, inv_step, static_cast<float>(levels));
+  });
+}
 
 void thc_pack(const float* x, uint64_t count, uint32_t bits, uint8_t* out) {
   check_bits(bits);

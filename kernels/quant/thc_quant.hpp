@@ -56,6 +56,12 @@ CCSIM_HD uint32_t thc_lattice_code(float v, float m, float inv_step, uint32_t le
   return static_cast<uint32_t>(c < 0.0f ? 0.0f : (c > top ? top : c));
 }
 
+/// v[i] = thc_lattice_code(v[i], m, inv_step, levels, uniform_at(key, index_base + i)) as a float,
+/// for i < count, in place: a tile of draws at a time, the codes as a vectorized row, in parallel.
+/// REQUIRES: every v[i] finite (a NaN has no lattice code).
+void thc_lattice_codes(float* v, uint64_t count, float m, float inv_step, uint32_t levels, const RngKey& key,
+                       uint64_t index_base);
+
 /// The value of a sum `sum` of `ranks` codes, with `step` = fl(2m / L): sum * step - ranks * m.
 CCSIM_HD float thc_lattice_value(float sum, float m, float step, uint32_t ranks) {
   return sum * step - static_cast<float>(ranks) * m;

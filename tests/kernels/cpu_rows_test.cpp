@@ -11,10 +11,12 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
+#include "kernels/philox_batch.hpp"
 #include "kernels/quant/block_int8_quant.hpp"
 #include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/quant/mx_quant.hpp"
 #include "kernels/quant/tfp_quant.hpp"
+#include "kernels/stats/block_sums.hpp"
 #include "kernels/quant/thc_quant.hpp"
 #include "tests/kernels/adversarial_floats.hpp"
 
@@ -164,6 +166,35 @@ TEST(ThcRows, FieldsEqualTheBitStreamDefinition) {
   set_worker_threads(saved);
 }
 
+// THC's lattice codes as a row (a tile of draws at a time, in parallel) against the element
+// function one entry at a time, on both sides of the lattice's span, at its points and at -0.
+TEST(ThcRows, LatticeCodesEqualTheElementFunction) {
+  const int saved = worker_threads();
+  const RngKey key{11, 2, 0, 4};
+  for (const int threads : {1, 3}) {
+    set_worker_threads(threads);
+    for (const uint32_t levels : {1u, 15u, 255u, 4095u}) {
+      for (const uint64_t n : {0ull, 1ull, 513ull, 70001ull}) {
+        SCOPED_TRACE(fmt::format("threads {} levels {} n {}", threads, levels, n));
+        const float m = 1.5f, inv_step = static_cast<float>(levels) / (2.0f * m);
+        std::mt19937 gen(static_cast<uint32_t>(levels + n));
+        std::uniform_real_distribution<float> span(-1.3f * m, 1.3f * m);
+        std::vector<float> v(n);
+        for (uint64_t i = 0; i < n; ++i) v[i] = span(gen);
+        for (uint64_t i = 0; i < n && i < 40; ++i)  // the lattice's points and -0
+          v[i] = i % 4 == 0 ? -0.0f : -m + static_cast<float>(i % levels) / inv_step;
+        std::vector<float> got = v;
+        thc_lattice_codes(got.data(), n, m, inv_step, levels, key, 9);
+        for (uint64_t i = 0; i < n; ++i) {
+          const auto want = static_cast<float>(thc_lattice_code(v[i], m, inv_step, levels, uniform_at(key, 9 + i)));
+          ASSERT_EQ(std::memcmp(&got[i], &want, 4), 0) << "entry " << i << ": " << got[i] << " vs " << want;
+        }
+      }
+    }
+  }
+  set_worker_threads(saved);
+}
+
 // TFP's rows (fp32 codes and values as rows; 8/16/24/32-bit codes as bytes, 12-bit codes as pairs,
 // other widths through the accumulator; 64-bit loads when unpacking) against the element functions
 // and the stream's definition (bit b of code i is stream bit i·k + b), for every base, widths
@@ -226,6 +257,37 @@ TEST(TfpRows, EncodeAndDecodeEqualTheElementFunctions) {
     }
   }
   set_worker_threads(saved);
+}
+
+// Per-block double sums in lanes (eight blocks at a time) against the sequential loop, bit for bit,
+// on data with every special value, at block sizes around the lane count, with short last blocks,
+// with the AVX2 path and the portable loop.
+TEST(BlockSums, EqualTheSequentialLoop) {
+  for (const bool portable : {false, true}) {
+    const bool before = philox_batch_force_portable(portable);
+    for (const uint64_t block : {1ull, 7ull, 16ull, 256ull, 1000ull}) {
+      for (const uint64_t n : std::vector<uint64_t>{0, 5, 8 * block, 8 * block + 3, 17 * block - 1, 2100, 40000}) {
+        SCOPED_TRACE(fmt::format("block {} n {}{}", block, n, portable ? " portable" : ""));
+        std::vector<float> x = adversarial_floats(n, static_cast<uint32_t>(block + n));
+        if (n > 30) x[30] = 3.0e38f;  // sums that overflow to inf, and inf + (-inf)
+        if (n > 31) x[31] = 3.0e38f;
+        if (n > 33) x[33] = -std::numeric_limits<float>::infinity();
+        const uint64_t blocks = (n + block - 1) / block;
+        std::vector<double> sum(blocks, -1.0), sq(blocks, -1.0);
+        block_sums(x.data(), n, block, sum.data(), sq.data());
+        for (uint64_t b = 0; b < blocks; ++b) {
+          double s = 0.0, q = 0.0;
+          for (uint64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
+            s += static_cast<double>(x[i]);
+            q += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+          }
+          ASSERT_EQ(std::memcmp(&sum[b], &s, 8), 0) << "block " << b << ": " << sum[b] << " vs " << s;
+          ASSERT_EQ(std::memcmp(&sq[b], &q, 8), 0) << "block " << b << ": " << sq[b] << " vs " << q;
+        }
+      }
+    }
+    philox_batch_force_portable(before);
+  }
 }
 
 }  // namespace
