@@ -95,7 +95,8 @@ inline float max_skipping_nan(float best, float a) { return a > best ? a : best;
 __attribute__((target("avx2"))) void store_low_bytes(__m256i code, uint8_t* out) {
   const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
                                         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, pick), _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  const __m256i low_dwords = _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0);
+  const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, pick), low_dwords);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
 }
 
@@ -258,7 +259,8 @@ void encode_scales(const float* x, uint64_t m, const DynamiqSgCoding& c, const R
 #endif
   for (; g < groups; ++g) {
     float best = 0.0f;
-    for (uint64_t i = g * c.group; i < std::min(m, (g + 1) * c.group); ++i) best = max_skipping_nan(best, std::fabs(x[i]));
+    for (uint64_t i = g * c.group; i < std::min(m, (g + 1) * c.group); ++i)
+      best = max_skipping_nan(best, std::fabs(x[i]));
     gmax[g] = best;
   }
   if (c.hierarchical) {
