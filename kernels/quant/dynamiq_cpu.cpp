@@ -112,13 +112,14 @@ struct GridLanes {
   alignas(32) float fine[7][16];
   __m256 first, second, next0, next1;
 
+  // n = 0: no grid (1-bit codes, whose `levels` may be null); nothing is read.
   __attribute__((target("avx2"))) GridLanes(const float* lv, uint32_t n) : levels(lv), count(n), stride(n / 16) {
     shift = 0;
     while (stride > (1u << shift)) ++shift;
     for (uint32_t j = 0; j < 16; ++j) {
       coarse[j] = n <= 8 ? (j < n ? lv[j] : 0.0f) : lv[j * stride];
       next[j] = n <= 8 ? 0.0f : lv[j < 15 ? (j + 1) * stride : n - 1];
-      for (uint32_t f = 1; f < 8; ++f) fine[f - 1][j] = stride == 8 ? lv[8 * j + f] : 0.0f;
+      for (uint32_t f = 1; f < 8; ++f) fine[f - 1][j] = n > 8 && stride == 8 ? lv[8 * j + f] : 0.0f;
     }
     first = _mm256_load_ps(coarse);
     second = _mm256_load_ps(coarse + 8);
@@ -186,7 +187,7 @@ __attribute__((target("avx2"))) uint64_t code_row_avx2(const float* x, const flo
   const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256i sign_bit = _mm256_set1_epi32(q > 1 ? static_cast<int>(1u << (q - 1)) : 0);
-  const GridLanes grid(levels, q > 1 ? 1u << (q - 1) : 1u);
+  const GridLanes grid(levels, q > 1 ? 1u << (q - 1) : 0u);
   uint64_t i = 0;
   for (; i + 8 <= m; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i), d = _mm256_loadu_ps(div + i), uu = _mm256_loadu_ps(u + i);

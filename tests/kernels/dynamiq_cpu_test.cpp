@@ -55,7 +55,8 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
     levels[j] = levels.size() > 1 ? static_cast<float>(j) / static_cast<float>(levels.size() - 1) : 1.0f;
   levels.back() = 1.0f;
   if (k.geometric && levels.size() > 1) geometric_grid_levels(0.3, static_cast<uint32_t>(levels.size()), levels.data());
-  const DynamiqSgCoding c{k.width, k.group, k.hierarchical, levels.data(), k.correlated};
+  // 1-bit codes have no grid: their levels are null, as the compressor passes them.
+  const DynamiqSgCoding c{k.width, k.group, k.hierarchical, k.width > 1 ? levels.data() : nullptr, k.correlated};
   for (bool portable : {false, true}) {
     const bool before = philox_batch_force_portable(portable);
     for (uint64_t m : {uint64_t{256}, uint64_t{100}, uint64_t{7}}) {
