@@ -136,9 +136,10 @@ __attribute__((target("avx2"))) __m256 lookup16(__m256 lo8, __m256 hi8, __m256i 
 
 // Eight magnitude indices r of dynamiq_entry_code() at q >= 2: the grid's floor index of t (the
 // largest i with levels[i] <= t; 0 below the grid or for NaN), one up where u falls below the
-// rounding probability. The floor index counts the (coarse) levels at or below t, then (more than
-// 8 levels) a branch-free binary search within the coarse interval with gathers; the neighbours
-// levels[i], levels[i + 1] come from the registers or the search's own loads.
+// rounding probability. The floor index counts the (coarse) levels at or below t; with more than 8
+// levels it then counts the inner levels of the coarse interval (128 levels: from the transposed
+// rows) or searches it branch-free with gathers (other sizes). The neighbours levels[i],
+// levels[i + 1] come from the registers or the levels that step compared.
 __attribute__((target("avx2"))) __m256i grid_round8(__m256 t, __m256 u, const GridLanes& g) {
   const uint32_t counted = g.count <= 8 ? g.count : 16;
   __m256i idx = _mm256_setzero_si256();
@@ -378,7 +379,7 @@ void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCodin
   gscale.resize(groups);
   for (uint64_t g = 0; g < groups; ++g) gscale[g] = dynamiq_group_scale(in, g, c.hierarchical, sg_scale);
 #if defined(CCSIM_DYNAMIQ_AVX2)
-  if (hand_avx2() && c.group % 8 == 0) {
+  if (hand_avx2() && c.group % 8 == 0 && (q == 1 || q == 2 || q == 4 || q == 8)) {  // eight codes fill whole bytes
     for (uint64_t i = decode_packed_avx2(payload, gscale.data(), c.group, m, table, accumulate, out); i < m; ++i) {
       const float s = gscale[i / c.group];
       const float v = s > 0.0f ? table.value[bitpack_get(payload, i, q)] * s : 0.0f;
