@@ -250,7 +250,7 @@ TEST(TfpRows, EncodeAndDecodeEqualTheElementFunctions) {
           tfp_decode_accumulate_encode(want.data(), n, f, fused_acc.data(), rr, hop_key, base, fused.data());
           tfp_decode_accumulate(want.data(), n, f, two_acc.data());
           tfp_encode(two_acc.data(), n, f, rr, hop_key, base, two.data());
-          ASSERT_EQ(std::memcmp(fused_acc.data(), two_acc.data(), 4 * n), 0);
+          if (n > 0) ASSERT_EQ(std::memcmp(fused_acc.data(), two_acc.data(), 4 * n), 0);  // no null to memcmp
           ASSERT_EQ(fused, two);
         }
       }
@@ -281,8 +281,18 @@ TEST(BlockSums, EqualTheSequentialLoop) {
             s += static_cast<double>(x[i]);
             q += static_cast<double>(x[i]) * static_cast<double>(x[i]);
           }
-          ASSERT_EQ(std::memcmp(&sum[b], &s, 8), 0) << "block " << b << ": " << sum[b] << " vs " << s;
-          ASSERT_EQ(std::memcmp(&sq[b], &q, 8), 0) << "block " << b << ": " << sq[b] << " vs " << q;
+          // Which NaN a NaN + NaN carries depends on the operand order the compiler picks for the
+          // loop; every other result is bit for bit.
+          if (std::isnan(s)) {
+            ASSERT_TRUE(std::isnan(sum[b])) << "block " << b;
+          } else {
+            ASSERT_EQ(std::memcmp(&sum[b], &s, 8), 0) << "block " << b << ": " << sum[b] << " vs " << s;
+          }
+          if (std::isnan(q)) {
+            ASSERT_TRUE(std::isnan(sq[b])) << "block " << b;
+          } else {
+            ASSERT_EQ(std::memcmp(&sq[b], &q, 8), 0) << "block " << b << ": " << sq[b] << " vs " << q;
+          }
         }
       }
     }
