@@ -134,8 +134,8 @@ void pack_codes(const uint32_t* codes, uint64_t n, uint32_t k, uint8_t* p) {
 }
 
 // Codes [begin, end) of a stream of `count` k-bit codes into codes[0, end - begin): whole bytes
-// and 12-bit pairs by a row, other widths by an unaligned 64-bit load per code where eight bytes remain in the
-// stream, bitpack_get_wide() at its end. `begin` is a multiple of 8.
+// and 12-bit pairs by a row, other widths by an unaligned 64-bit load per code where eight bytes
+// remain in the stream, bitpack_get_wide() at its end. `begin` is a multiple of 8.
 void unpack_codes(const uint8_t* in, uint64_t count, uint32_t k, uint64_t begin, uint64_t end, uint32_t* codes) {
   if (k % 8 == 0) return unpack_bytes_row(in + begin * (k / 8), end - begin, k / 8, codes);
   const uint64_t bytes = tfp_bytes(count, k), mask = (uint64_t{1} << k) - 1u;

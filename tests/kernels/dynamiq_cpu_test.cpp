@@ -97,8 +97,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, true, false, 3, 12, true}, Case{1, false, true, 65536, 8}),
     [](const auto& param) {
       const Case& k = param.param;
-      return fmt::format("q{}_{}_{}_n{}_g{}{}", k.width, k.hierarchical ? "hier" : "flat", k.correlated ? "corr" : "indep",
-                         k.ranks, k.group, k.geometric ? "_geometric" : "");
+      return fmt::format("q{}_{}_{}_n{}_g{}{}", k.width, k.hierarchical ? "hier" : "flat",
+                         k.correlated ? "corr" : "indep", k.ranks, k.group, k.geometric ? "_geometric" : "");
     });
 
 // The encoder's uniforms drawn at once (AVX2 lanes and the portable loop) equal the element
