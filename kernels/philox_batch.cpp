@@ -3,10 +3,7 @@
 #include <atomic>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define CCSIM_PHILOX_AVX2 1
-#endif
+#include "kernels/vector_rows.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -18,7 +15,7 @@ void blocks_portable(const RngKey& key, uint64_t index4, uint64_t blocks, uint32
   for (uint64_t b = 0; b < blocks; ++b) std::memcpy(out + 4 * b, philox_block(key, index4 + b).v, 16);
 }
 
-#if defined(CCSIM_PHILOX_AVX2)
+#if defined(CCSIM_HAND_AVX2)
 // (lo, hi) halves of the 64-bit products a[l] * m for all eight 32-bit lanes.
 __attribute__((target("avx2"))) inline void mul_hilo(__m256i a, __m256i m, __m256i& lo, __m256i& hi) {
   const __m256i even = _mm256_mul_epu32(a, m);                         // lanes 0,2,4,6 as 64-bit
@@ -89,7 +86,7 @@ bool have_avx2() {
 #endif
 
 bool use_avx2() {
-#if defined(CCSIM_PHILOX_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   return have_avx2() && !g_force_portable.load(std::memory_order_relaxed);
 #else
   return false;
@@ -99,7 +96,7 @@ bool use_avx2() {
 // Whole blocks, eight at a time where the machine allows.
 void whole_blocks(const RngKey& key, uint64_t index4, uint64_t blocks, uint32_t* out) {
   uint64_t b = 0;
-#if defined(CCSIM_PHILOX_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (use_avx2())
     for (; b + 8 <= blocks; b += 8) eight_blocks_avx2(key, index4 + b, out + 4 * b);
 #endif
@@ -139,7 +136,7 @@ void uniform_fill(const RngKey& key, uint64_t index, uint64_t count, float* out)
 void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64_t count, uint32_t key0,
                   uint32_t key1) {
   uint64_t l = 0;
-#if defined(CCSIM_PHILOX_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (use_avx2())
     for (; l + 8 <= count; l += 8) words8_avx2(w0 + l, w1 + l, w2 + l, w3 + l, key0, key1);
 #endif

@@ -11,3 +11,11 @@
 #else
 #define CCSIM_VECTOR_ROW
 #endif
+
+/// CCSIM_HAND_AVX2 is defined where kernels/ may hold hand-written AVX2 paths (x86-64 under GCC or
+/// clang, <immintrin.h> included): each such function carries __attribute__((target("avx2"))) and
+/// runs only where hand_avx2() (kernels/philox_batch.hpp) says the machine has AVX2.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CCSIM_HAND_AVX2 1
+#endif

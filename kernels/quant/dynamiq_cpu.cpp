@@ -9,11 +9,6 @@
 #include "kernels/quant/code_tile_pack.hpp"
 #include "kernels/vector_rows.hpp"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define CCSIM_DYNAMIQ_AVX2 1
-#endif
-
 namespace ccsim::kern {
 namespace {
 
@@ -31,7 +26,7 @@ struct Strata {
   }
 };
 
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
 // feistel_permute(start, ranks, keys) in eight lanes with their own keys: every lane walks its
 // cycle until it lands below `ranks`; a lane that has landed keeps its value.
 __attribute__((target("avx2"))) __m256i feistel8(const Strata& s, const __m256i keys[4]) {
@@ -90,7 +85,7 @@ __attribute__((target("avx2"))) uint64_t correlate_avx2(const uint32_t* w0, cons
 // leaves it.
 inline float max_skipping_nan(float best, float a) { return a > best ? a : best; }
 
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
 // The 32-bit lanes' low bytes, eight codes, stored at `out`.
 __attribute__((target("avx2"))) void store_low_bytes(__m256i code, uint8_t* out) {
   const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
@@ -256,7 +251,7 @@ void encode_scales(const float* x, uint64_t m, const DynamiqSgCoding& c, const R
   gmax.resize(groups);
   div.resize(m);
   uint64_t g = 0;
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (hand_avx2() && c.group % 8 == 0) g = group_maxima_avx2(x, m, c.group, gmax.data());
 #endif
   for (; g < groups; ++g) {
@@ -276,7 +271,7 @@ void encode_scales(const float* x, uint64_t m, const DynamiqSgCoding& c, const R
     gu.resize(groups);
     uniform_fill(key, kDynamiqScaleIndexBase + first_group, groups, gu.data());
     g = 0;
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
     if (hand_avx2()) g = group_codes_avx2(gmax.data(), gu.data(), groups, sg_scale, out + 2);
 #endif
     for (; g < groups; ++g) out[2 + g] = dynamiq_group_code_from(gmax[g], sg_scale, gu[g]);
@@ -320,7 +315,7 @@ CCSIM_VECTOR_ROW void decode_row(const uint8_t* codes, const float* scale, uint6
   }
 }
 
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
 // The 32-bit word holding codes i .. i + 7 of width q <= 4 (i a multiple of 8), reading only
 // their q bytes.
 inline uint32_t eight_codes_word(const uint8_t* payload, uint64_t i, uint32_t q) {
@@ -378,7 +373,7 @@ void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCodin
   thread_local std::vector<float> gscale;
   gscale.resize(groups);
   for (uint64_t g = 0; g < groups; ++g) gscale[g] = dynamiq_group_scale(in, g, c.hierarchical, sg_scale);
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (hand_avx2() && c.group % 8 == 0 && (q == 1 || q == 2 || q == 4 || q == 8)) {  // eight codes fill whole bytes
     for (uint64_t i = decode_packed_avx2(payload, gscale.data(), c.group, m, table, accumulate, out); i < m; ++i) {
       const float s = gscale[i / c.group];
@@ -413,7 +408,7 @@ void dynamiq_uniforms(const RngKey& key, const RngKey& shared, bool correlated, 
   }
   philox_words(w0, w1, w2, w3, m, static_cast<uint32_t>(shared.seed), static_cast<uint32_t>(shared.seed >> 32));
   uint64_t i = 0;
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (hand_avx2()) i = correlate_avx2(w0, w1, w2, w3, m, Strata(rank, ranks), u);
 #endif
   for (; i < m; ++i) u[i] = correlated_uniform_from_block(U32x4{{w0[i], w1[i], w2[i], w3[i]}}, u[i], rank, ranks);
@@ -433,7 +428,7 @@ void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding
   encode_scales(x, m, c, key, first_group, out, gmax, div);
   codes.resize(m);
   uint64_t i = 0;
-#if defined(CCSIM_DYNAMIQ_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (hand_avx2()) i = code_row_avx2(x, div.data(), u.data(), m, c.width, c.levels, codes.data());
 #endif
   for (; i < m; ++i)

@@ -1,12 +1,8 @@
 #include "kernels/stats/block_sums.hpp"
 
 #include "kernels/philox_batch.hpp"
+#include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define CCSIM_BLOCK_SUMS_AVX2 1
-#endif
 
 namespace ccsim::kern {
 namespace {
@@ -22,7 +18,7 @@ void sums_of_block(const float* x, uint64_t count, double& sum, double& sq) {
   sq = q;
 }
 
-#if defined(CCSIM_BLOCK_SUMS_AVX2)
+#if defined(CCSIM_HAND_AVX2)
 // r[j] = entries 8t .. 8t + 7 of row j in, r[t] = entry t of rows 0 .. 7 out: an 8x8 transpose.
 __attribute__((target("avx2"))) void transpose8(__m256 r[8]) {
   __m256 t[8], u[8];
@@ -81,7 +77,7 @@ void block_sums(const float* x, uint64_t n, uint64_t block, double* sum, double*
   CCSIM_CHECK(block >= 1, "block sums need a positive block size");
   const uint64_t blocks = (n + block - 1) / block, whole = n / block;
   uint64_t b = 0;
-#if defined(CCSIM_BLOCK_SUMS_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (hand_avx2()) b = sums_avx2(x, whole, block, sum, sq);
 #endif
   for (; b < blocks; ++b) sums_of_block(x + b * block, (b + 1) * block <= n ? block : n - b * block, sum[b], sq[b]);

@@ -4,13 +4,9 @@
 #include <cmath>
 #include <vector>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define CCSIM_SELECT_AVX2 1
-#endif
-
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
+#include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -47,7 +43,7 @@ double sampled_entropy(const float* x, uint64_t count, uint32_t bins, float frac
   return entropy_bits(counts.data(), bins);
 }
 
-#if defined(CCSIM_SELECT_AVX2)
+#if defined(CCSIM_HAND_AVX2)
 // Lane indices that move the lanes set in an 8-bit mask to the front, in order.
 struct CompactTable {
   alignas(32) uint32_t lanes[256][8];
@@ -133,7 +129,7 @@ double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, 
 
 uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out) {
   uint64_t i = 0, kept = 0;
-#if defined(CCSIM_SELECT_AVX2)
+#if defined(CCSIM_HAND_AVX2)
   if (hand_avx2()) i = select_avx2(x, u, count, fraction, out, kept);
 #endif
   // Every entry is written at the sample's end, which advances past it only when it is kept.
