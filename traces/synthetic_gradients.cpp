@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/math/float_libm.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/philox.hpp"
 #include "kernels/philox_batch.hpp"
@@ -24,9 +25,11 @@ inline void normal_pair(const kern::RngKey& key, uint64_t pair, float& z0, float
   // u1 in (0, 1] so the log is finite.
   const float u1 = 1.0f - kern::u32_to_unit_float(r.v[0]);
   const float u2 = kern::u32_to_unit_float(r.v[1]);
-  const float radius = std::sqrt(-2.0f * std::log(u1));
-  z0 = radius * std::cos(kTwoPi * u2);
-  z1 = radius * std::sin(kTwoPi * u2);
+  const float radius = std::sqrt(-2.0f * kern::libm_logf(u1));
+  float sine, cosine;
+  kern::libm_sincosf(kTwoPi * u2, &sine, &cosine);
+  z0 = radius * cosine;
+  z1 = radius * sine;
 }
 
 // Scratch of normal_pairs(), kept across its calls.
@@ -37,8 +40,8 @@ struct NormalScratch {
 
 // normal_pair() for pairs [pair0, pair0 + pairs): z[2j], z[2j + 1] from one Philox block each. The
 // blocks are drawn in batches, and each step of normal_pair() runs over every pair before the next,
-// so that the library's logf and sincosf calls run back to back and the arithmetic between them
-// vectorizes: the same operations on the same values, so the same bits.
+// so that the log and sine/cosine run as rows and the arithmetic between them vectorizes: the same
+// operations on the same values, so the same bits.
 void normal_pairs(const kern::RngKey& key, uint64_t pair0, uint64_t pairs, NormalScratch& s, float* z) {
   s.bits.resize(4 * pairs);
   s.radius.resize(pairs);
@@ -52,10 +55,9 @@ void normal_pairs(const kern::RngKey& key, uint64_t pair0, uint64_t pairs, Norma
     radius[j] = 1.0f - kern::u32_to_unit_float(bits[4 * j]);  // u1 in (0, 1], so the log is finite
     angle[j] = kTwoPi * kern::u32_to_unit_float(bits[4 * j + 1]);
   }
-  for (uint64_t j = 0; j < pairs; ++j) radius[j] = std::log(radius[j]);
+  kern::libm_logf_row(radius, radius, pairs);
   for (uint64_t j = 0; j < pairs; ++j) radius[j] = std::sqrt(-2.0f * radius[j]);
-  // One sincosf per angle, as the compiler makes of normal_pair()'s sin and cos of one argument.
-  for (uint64_t j = 0; j < pairs; ++j) ::sincosf(angle[j], &sine[j], &cosine[j]);
+  kern::libm_sincosf_row(angle, sine, cosine, pairs);
   for (uint64_t j = 0; j < pairs; ++j) {
     z[2 * j] = radius[j] * cosine[j];
     z[2 * j + 1] = radius[j] * sine[j];
