@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/parallel.hpp"
+#include "kernels/stats/error_sums.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
@@ -274,13 +275,9 @@ constexpr uint64_t kErrorPiece = 1 << 16;  // error sums are per piece, then add
 
 // The squared error and norm of got[0, n) against exact[0, n), in element order.
 ErrorStats piece_error(const float* exact, const float* got, uint64_t n) {
-  double se = 0, sn = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    const double x = exact[i], d = x - static_cast<double>(got[i]);
-    se += d * d;
-    sn += x * x;
-  }
-  return {se, sn};
+  ErrorStats e;
+  kern::squared_errors(exact, &got, 1, n, &e.sq_error, &e.sq_norm);
+  return e;
 }
 
 // An all-reduce's errors: every rank's output against the exact sum of the inputs, the sum made a
@@ -292,14 +289,16 @@ std::vector<ErrorStats> allreduce_errors(std::span<const std::span<const float>>
   std::vector<ErrorStats> partial(pieces * ranks);
   kern::parallel_for(pieces, 1, [&](uint64_t p0, uint64_t p1) {
     std::vector<float> sum(kErrorPiece);
+    std::vector<const float*> in(inputs.size()), got(ranks);
+    std::vector<double> se(ranks);
     for (uint64_t p = p0; p < p1; ++p) {
       const uint64_t b = p * kErrorPiece, len = std::min(n, b + kErrorPiece) - b;
-      for (uint64_t i = 0; i < len; ++i) {
-        double acc = 0;
-        for (const auto& in : inputs) acc += in[b + i];
-        sum[i] = static_cast<float>(acc);
-      }
-      for (uint64_t r = 0; r < ranks; ++r) partial[p * ranks + r] = piece_error(sum.data(), outputs[r].data() + b, len);
+      for (size_t r = 0; r < inputs.size(); ++r) in[r] = inputs[r].data() + b;
+      for (uint64_t r = 0; r < ranks; ++r) got[r] = outputs[r].data() + b;
+      kern::sum_to_float(in.data(), static_cast<uint32_t>(in.size()), len, sum.data());
+      double sn = 0;
+      kern::squared_errors(sum.data(), got.data(), static_cast<uint32_t>(ranks), len, se.data(), &sn);
+      for (uint64_t r = 0; r < ranks; ++r) partial[p * ranks + r] = {se[r], sn};
     }
   });
   std::vector<ErrorStats> out(ranks);  // summed in a fixed order: independent of the thread count
