@@ -84,6 +84,7 @@ std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x,
   double sum = 0;
   uint64_t layers_counted = 0;
   std::vector<float> sample;
+  std::vector<uint64_t> counts;
   for (const LayerShape& l : layers_for(x.size())) {
     if (l.rows <= 1 || l.cols <= 1) continue;
     // kern::in_sample(key, index, beta), the uniforms drawn a tile at a time.
@@ -98,10 +99,13 @@ std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x,
     }
     sample.resize(kept);
     if (sample.size() < 2) continue;
-    const auto [lo, hi] = std::minmax_element(sample.begin(), sample.end());
-    if (!(*hi > *lo)) continue;
-    const double width = (static_cast<double>(*hi) - *lo) / options_.entropy_bins;
-    sum += kern::histogram_entropy(sample.data(), sample.size(), options_.entropy_bins) + std::log2(width);
+    float lo, hi;  // the sample holds finite entries only
+    kern::finite_range(sample.data(), sample.size(), lo, hi);
+    if (!(hi > lo)) continue;
+    const double width = (static_cast<double>(hi) - lo) / options_.entropy_bins;
+    counts.resize(options_.entropy_bins);
+    kern::histogram(sample.data(), sample.size(), options_.entropy_bins, lo, hi, counts.data());
+    sum += kern::entropy_bits(counts.data(), options_.entropy_bins) + std::log2(width);
     ++layers_counted;
   }
   if (layers_counted == 0) return std::nullopt;

@@ -32,6 +32,14 @@ double sampled_entropy(const float* x, uint64_t count, uint32_t bins, float frac
                        uint64_t index_base) {
   CCSIM_CHECK(bins >= 1, "histogram needs at least one bin");
   CCSIM_CHECK(fraction >= 0.0f && fraction <= 1.0f, "sample fraction {} not in [0, 1]", fraction);
+  if (fraction >= 1.0f) {  // every finite entry: the rows
+    float lo, hi;
+    finite_range(x, count, lo, hi);
+    if (!(hi > lo)) return 0.0;
+    std::vector<uint64_t> counts(bins);
+    histogram(x, count, bins, lo, hi, counts.data());
+    return entropy_bits(counts.data(), bins);
+  }
   float lo = INFINITY, hi = -INFINITY;
   for_each_sampled(x, count, fraction, key, index_base, [&](float v) {
     lo = std::min(lo, v);
@@ -42,6 +50,64 @@ double sampled_entropy(const float* x, uint64_t count, uint32_t bins, float frac
   for_each_sampled(x, count, fraction, key, index_base, [&](float v) { ++counts[histogram_bin(v, lo, hi, bins)]; });
   return entropy_bits(counts.data(), bins);
 }
+
+#if defined(CCSIM_HAND_AVX2)
+// The finite entries' mask of eight floats: exponent bits not all set.
+__attribute__((target("avx2"))) __m256 finite8(__m256 v) {
+  const __m256i e = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7f800000));
+  return _mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x7f800000)),
+                                              _mm256_set1_epi32(-1)));
+}
+
+// finite_range() over entries [0, returned), eight lanes each keeping its own min and max.
+__attribute__((target("avx2"))) uint64_t range_avx2(const float* x, uint64_t count, float& lo, float& hi) {
+  const __m256 pinf = _mm256_set1_ps(INFINITY), ninf = _mm256_set1_ps(-INFINITY);
+  __m256 mn = pinf, mx = ninf;
+  uint64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i), ok = finite8(v);
+    mn = _mm256_min_ps(_mm256_blendv_ps(pinf, v, ok), mn);
+    mx = _mm256_max_ps(_mm256_blendv_ps(ninf, v, ok), mx);
+  }
+  alignas(32) float a[8], b[8];
+  _mm256_store_ps(a, mn);
+  _mm256_store_ps(b, mx);
+  for (int l = 0; l < 8; ++l) {
+    lo = std::min(lo, a[l]);
+    hi = std::max(hi, b[l]);
+  }
+  return i;
+}
+
+// histogram() over entries [0, returned): each entry's histogram_bin() eight at a time in double
+// lanes (the same subtraction, division and product; t <= 0 or NaN to 0, then the clamp to
+// bins - 1 before the truncation, which truncates t in [bins - 1, bins) to bins - 1 as well),
+// then the finite entries counted in order.
+__attribute__((target("avx2"))) uint64_t histogram_avx2(const float* x, uint64_t count, uint32_t bins, float lo,
+                                                        float hi, uint64_t* counts, uint64_t& n) {
+  const __m256d vlo = _mm256_set1_pd(lo), range = _mm256_set1_pd(static_cast<double>(hi) - lo);
+  const __m256d vbins = _mm256_set1_pd(bins), last = _mm256_set1_pd(bins - 1), zero = _mm256_setzero_pd();
+  alignas(32) int32_t bin[8];
+  uint64_t i = 0, counted = n;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const auto finite = static_cast<uint32_t>(_mm256_movemask_ps(finite8(v)));
+    for (int h = 0; h < 2; ++h) {
+      const __m256d d = _mm256_cvtps_pd(h == 0 ? _mm256_castps256_ps128(v) : _mm256_extractf128_ps(v, 1));
+      const __m256d t = _mm256_mul_pd(_mm256_div_pd(_mm256_sub_pd(d, vlo), range), vbins);
+      const __m256d pos = _mm256_blendv_pd(zero, t, _mm256_cmp_pd(t, zero, _CMP_GT_OQ));
+      _mm_store_si128(reinterpret_cast<__m128i*>(bin + 4 * h), _mm256_cvttpd_epi32(_mm256_min_pd(pos, last)));
+    }
+    for (int l = 0; l < 8; ++l)
+      if ((finite >> l) & 1u) {
+        ++counts[bin[l]];
+        ++counted;
+      }
+  }
+  n = counted;
+  return i;
+}
+#endif
 
 #if defined(CCSIM_HAND_AVX2)
 // Lane indices that move the lanes set in an 8-bit mask to the front, in order.
@@ -105,12 +171,29 @@ double entropy_bits(const uint64_t* counts, uint32_t bins) {
   return h;
 }
 
+void finite_range(const float* x, uint64_t count, float& lo, float& hi) {
+  lo = INFINITY;
+  hi = -INFINITY;
+  uint64_t i = 0;
+#if defined(CCSIM_HAND_AVX2)
+  if (hand_avx2()) i = range_avx2(x, count, lo, hi);
+#endif
+  for (; i < count; ++i)
+    if (is_finite(x[i])) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+}
+
 uint64_t histogram(const float* x, uint64_t count, uint32_t bins, float lo, float hi, uint64_t* counts) {
   CCSIM_CHECK(bins >= 1, "histogram needs at least one bin");
   CCSIM_CHECK(hi > lo, "histogram range [{}, {}] is empty", lo, hi);
   std::fill(counts, counts + bins, uint64_t{0});
-  uint64_t n = 0;
-  for (uint64_t i = 0; i < count; ++i) {
+  uint64_t n = 0, i = 0;
+#if defined(CCSIM_HAND_AVX2)
+  if (hand_avx2()) i = histogram_avx2(x, count, bins, lo, hi, counts, n);
+#endif
+  for (; i < count; ++i) {
     if (!is_finite(x[i])) continue;
     ++counts[histogram_bin(x[i], lo, hi, bins)];
     ++n;

@@ -65,6 +65,11 @@ CCSIM_HD double sum_squares(const float* x, uint64_t count) {
 /// Shannon entropy in bits of a histogram: -Σ p log2 p over the non-empty bins; 0 when empty.
 double entropy_bits(const uint64_t* counts, uint32_t bins);
 
+/// The smallest and largest finite entries of x[0, count) into lo and hi (+inf and -inf when none
+/// is finite). Where both zeros occur at an end of the range, which one is returned is not fixed:
+/// no bin and no width depends on it (x - (+0) == x - (-0) for every x but a zero, whose bin is 0).
+void finite_range(const float* x, uint64_t count, float& lo, float& hi);
+
 /// Counts the finite entries of x[0, count) into `bins` bins over [lo, hi] (`counts` holds `bins`
 /// entries and is overwritten); entries below lo or above hi go to the first or last bin.
 /// Returns the number of entries counted.

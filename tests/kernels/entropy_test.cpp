@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <numbers>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/parallel.hpp"
@@ -239,6 +241,59 @@ TEST(BlockStats, ResultsIndependentOfThreadCount) {
   set_worker_threads(2);
   EXPECT_EQ(sums[0], sums[1]);
   EXPECT_EQ(maxes[0], maxes[1]);
+}
+
+// The rows of finite_range() and histogram() (AVX2 where the machine has it) against the element
+// definitions: the range over finite entries, each finite entry counted in histogram_bin().
+TEST(EntropyRows, RangeAndHistogramEqualTheElementDefinitions) {
+  std::mt19937 gen(21);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (bool portable : {false, true}) {
+    const bool before = philox_batch_force_portable(portable);
+    for (uint64_t n : {0u, 1u, 7u, 8u, 9u, 31u, 1000u, 4099u}) {
+      for (uint32_t bins : {1u, 2u, 7u, 49u, 100u, 256u, 1000u, 65536u}) {
+        std::vector<float> x(n);
+        for (uint64_t i = 0; i < n; ++i) {
+          const uint32_t kind = gen() % 32;
+          x[i] = kind == 0   ? NAN
+                 : kind == 1 ? INFINITY
+                 : kind == 2 ? -INFINITY
+                 : kind == 3 ? (gen() % 2 ? 0.0f : -0.0f)
+                             : std::ldexp(unit(gen), static_cast<int>(gen() % 9) - 4);
+        }
+        float want_lo = INFINITY, want_hi = -INFINITY;
+        for (float v : x)
+          if (std::isfinite(v)) {
+            want_lo = std::min(want_lo, v);
+            want_hi = std::max(want_hi, v);
+          }
+        float lo, hi;
+        finite_range(x.data(), n, lo, hi);
+        EXPECT_EQ(lo, want_lo) << n;  // equal as numbers: which zero is not fixed
+        EXPECT_EQ(hi, want_hi) << n;
+        // Ranges from the data, one that clamps entries at both ends, and [0, bins], whose bin
+        // edges are the integers, where the definition's order of operations decides the bin
+        // ((k / 49) · 49 < k for some k); every fourth entry on a bin edge.
+        const std::pair<float, float> ranges[] = {{want_lo, want_hi}, {-0.25f, 0.5f}, {0.0f, static_cast<float>(bins)}};
+        for (auto [a, b] : ranges) {
+          if (!(b > a)) continue;
+          for (uint64_t i = 0; i + 4 < n; i += 4)
+            x[i] = a + (b - a) * static_cast<float>(gen() % (bins + 1)) / static_cast<float>(bins);
+          std::vector<uint64_t> want(bins, 0), got(bins, 7);
+          uint64_t want_n = 0;
+          for (float v : x)
+            if (std::isfinite(v)) {
+              ++want[histogram_bin(v, a, b, bins)];
+              ++want_n;
+            }
+          EXPECT_EQ(histogram(x.data(), n, bins, a, b, got.data()), want_n);
+          EXPECT_EQ(got, want) << n << " entries, " << bins << " bins over [" << a << ", " << b << "]"
+                               << (portable ? " (portable)" : "");
+        }
+      }
+    }
+    philox_batch_force_portable(before);
+  }
 }
 
 }  // namespace

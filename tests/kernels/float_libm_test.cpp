@@ -81,7 +81,8 @@ TEST(FloatLibm, RowsEqualTheScalarFunctionsOnMixedArguments) {
   const std::vector<float> lx = mixed_log_args(1 << 14, 3), ax = mixed_angles(1 << 14, 4);
   for (uint64_t len = 0; len <= 40; ++len) {
     for (uint64_t off = 0; off + len <= lx.size(); off += 41 + len) {
-      std::vector<float> y(len), inplace(lx.begin() + static_cast<int64_t>(off), lx.begin() + static_cast<int64_t>(off + len));
+      const auto first = lx.begin() + static_cast<int64_t>(off);
+      std::vector<float> y(len), inplace(first, first + static_cast<int64_t>(len));
       std::vector<float> s(len), c(len);
       libm_logf_row(lx.data() + off, y.data(), len);
       libm_logf_row(inplace.data(), inplace.data(), len);
