@@ -36,12 +36,13 @@ Status BucketCodecs::plan(Codec& codec, uint32_t salt, uint32_t round, bool run)
   return plan_on(codec, grads, round, run);
 }
 
-Status BucketCodecs::plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run) {
+Status BucketCodecs::plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run,
+                             PlanStatsCache* cache) {
   CompressedCollective& lowering = *codec.lowering;
   const NumericsOptions keyed{synthetic_.seed(), round, false};
   {
     std::vector<std::span<const float>> ins(grads.begin(), grads.end());
-    CCSIM_RETURN_IF_ERROR(lowering.plan(ins, keyed).status());
+    CCSIM_RETURN_IF_ERROR(lowering.plan(ins, keyed, run ? nullptr : cache).status());
   }
   codec.decisions = codec.comp->plan_decisions();
   if (!run) return ok_status();
@@ -70,7 +71,8 @@ Result<std::vector<BucketCodecs>> BucketCodecs::make_all(std::vector<Config> con
     out.push_back(std::move(made));
   }
   // One draw per (size, ranks, salt), the largest first so that each later draw reuses its memory;
-  // the plans on one draw in the order make() would run them.
+  // the plans on one draw in the order make() would run them, sharing the statistics of schemes
+  // whose plan_local() is the same (DynamiQ at several budgets).
   auto key = [&](const SharedPlan& p) {
     const BucketCodecs& owner = out[p.set];
     return std::tuple(owner.codecs_[p.codec].lowering->elements(), owner.config_.ranks, p.salt);
@@ -83,9 +85,10 @@ Result<std::vector<BucketCodecs>> BucketCodecs::make_all(std::vector<Config> con
   for (size_t i = 0; i < shared.size();) {
     const auto drawn = key(shared[i]);
     synthetic.draw_into(std::get<0>(drawn), std::get<1>(drawn), std::get<2>(drawn), grads);
+    PlanStatsCache cache;  // of this draw only
     for (; i < shared.size() && key(shared[i]) == drawn; ++i) {
       BucketCodecs& owner = out[shared[i].set];
-      CCSIM_RETURN_IF_ERROR(owner.plan_on(owner.codecs_[shared[i].codec], grads, 0, false));
+      CCSIM_RETURN_IF_ERROR(owner.plan_on(owner.codecs_[shared[i].codec], grads, 0, false, &cache));
     }
   }
   return out;

@@ -130,7 +130,8 @@ class BucketCodecs {
                                       size_t set, std::vector<SharedPlan>& shared);
   Status plan(Codec& codec, uint32_t salt, uint32_t round, bool run);
   // Plans `codec` on `grads` (every rank's draw), then runs the planned round on them when `run`.
-  Status plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run);
+  Status plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run,
+                 PlanStatsCache* cache = nullptr);
 
   Config config_;
   std::vector<BucketShape> buckets_;

@@ -84,9 +84,9 @@ CompressedCollective::CompressedCollective(Compressor& comp, const topo::Collect
 }
 
 Result<PlanReport> CompressedCollective::plan(std::span<const std::span<const float>> inputs,
-                                              const NumericsOptions& options) {
+                                              const NumericsOptions& options, PlanStatsCache* cache) {
   CCSIM_CHECK(inputs.size() == ranks_, "{} inputs for {} ranks", inputs.size(), ranks_);
-  CCSIM_ASSIGN_OR_RETURN(PlanReport report, plan_round(*comp_, inputs, options));
+  CCSIM_ASSIGN_OR_RETURN(PlanReport report, plan_round(*comp_, inputs, options, cache));
   plan_bytes_ = report.wire_bytes_per_rank;
   CCSIM_RETURN_IF_ERROR(fix());
   return report;

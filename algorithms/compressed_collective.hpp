@@ -76,8 +76,10 @@ class CompressedCollective {
   uint64_t plan_bytes() const { return plan_bytes_; }
 
   /// Step 1 on data: the scheme's metadata phase over every rank's tensor (plan_round), then fix().
-  /// Without a metadata phase only fix(). REQUIRES: inputs.size() == ranks(), each of elements().
-  Result<PlanReport> plan(std::span<const std::span<const float>> inputs, const NumericsOptions& options);
+  /// Without a metadata phase only fix(). A cache shares statistics with other schemes' plans on
+  /// the same inputs (plan_round). REQUIRES: inputs.size() == ranks(), each of elements().
+  Result<PlanReport> plan(std::span<const std::span<const float>> inputs, const NumericsOptions& options,
+                          PlanStatsCache* cache = nullptr);
   /// Step 1 from statistics added one rank at a time (PlanAccumulator over ranks() ranks and
   /// elements() entries, every rank added), then fix(): the same plan as plan() on the same data.
   Result<PlanReport> commit_plan(PlanAccumulator& accumulated);

@@ -131,6 +131,11 @@ class Compressor {
   /// Rank `rank`'s statistics of its whole tensor `x`, sized as plan_format() says.
   virtual void plan_local(std::span<const float> /*x*/, uint32_t /*rank*/, const kern::RngKey& /*key*/,
                           PlanStats& /*out*/) const {}
+  /// What plan_local() computes, named for sharing its statistics: compressors with equal,
+  /// non-empty identities have equal plan_format()s and compute equal statistics from equal inputs
+  /// and keys, so a plan of several schemes on one draw may compute them once (PlanStatsCache,
+  /// algorithms/numerics.hpp). Empty (the default): never shared.
+  virtual std::string plan_local_identity() const { return {}; }
   /// Fixes the round's parameters from the statistics combined over `ranks` ranks.
   virtual Status plan_commit(const PlanStats& /*combined*/, uint64_t /*elements*/, uint32_t /*ranks*/) {
     return ok_status();

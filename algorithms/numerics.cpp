@@ -139,21 +139,51 @@ void PlanAccumulator::add(std::span<const float> x) {
   for (uint64_t i = 0; i < format_.bit_words; ++i) combined_.bits[i] |= local.bits[i];
 }
 
-Result<PlanReport> PlanAccumulator::commit() {
-  CCSIM_CHECK(added_ == ranks_, "plan committed after {} of {} ranks", added_, ranks_);
+namespace {
+
+Result<PlanReport> commit_combined(Compressor& comp, const PlanFormat& format, const PlanStats& combined,
+                                   uint64_t elements, uint32_t ranks) {
   PlanReport report;
-  if (format_.empty()) return report;
-  CCSIM_RETURN_IF_ERROR(comp_->plan_commit(combined_, elements_, ranks_));
+  if (format.empty()) return report;
+  CCSIM_RETURN_IF_ERROR(comp.plan_commit(combined, elements, ranks));
   report.ran = true;
-  report.wire_bytes_per_rank = format_.wire_bytes();
+  report.wire_bytes_per_rank = format.wire_bytes();
   return report;
 }
 
+}  // namespace
+
+Result<PlanReport> PlanAccumulator::commit() {
+  CCSIM_CHECK(added_ == ranks_, "plan committed after {} of {} ranks", added_, ranks_);
+  return commit_combined(*comp_, format_, combined_, elements_, ranks_);
+}
+
+const PlanStats* PlanStatsCache::find(const std::string& identity, uint64_t elements, uint32_t ranks,
+                                      const NumericsOptions& options) const {
+  for (const Entry& e : entries_)
+    if (e.identity == identity && e.elements == elements && e.ranks == ranks && e.seed == options.seed &&
+        e.round == options.round)
+      return &e.combined;
+  return nullptr;
+}
+
+void PlanStatsCache::store(const std::string& identity, uint64_t elements, uint32_t ranks,
+                           const NumericsOptions& options, const PlanStats& combined) {
+  entries_.push_back(Entry{identity, elements, ranks, options.seed, options.round, combined});
+}
+
 Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
-                              const NumericsOptions& options) {
+                              const NumericsOptions& options, PlanStatsCache* cache) {
   CCSIM_CHECK(!inputs.empty());
-  PlanAccumulator acc(compressor, inputs[0].size(), static_cast<uint32_t>(inputs.size()), options);
+  const uint64_t elements = inputs[0].size();
+  const auto ranks = static_cast<uint32_t>(inputs.size());
+  const std::string identity = cache != nullptr ? compressor.plan_local_identity() : std::string();
+  if (!identity.empty())
+    if (const PlanStats* known = cache->find(identity, elements, ranks, options))
+      return commit_combined(compressor, compressor.plan_format(elements, ranks), *known, elements, ranks);
+  PlanAccumulator acc(compressor, elements, ranks, options);
   for (const auto& x : inputs) acc.add(x);
+  if (!identity.empty()) cache->store(identity, elements, ranks, options, acc.combined());
   return acc.commit();
 }
 

@@ -65,6 +65,8 @@ class PlanAccumulator {
   /// Combines what was added and fixes the compressor's plan (plan_commit).
   /// REQUIRES: all `ranks` added.
   Result<PlanReport> commit();
+  /// The statistics combined so far (all of them once every rank is added).
+  const PlanStats& combined() const { return combined_; }
 
  private:
   Compressor* comp_;
@@ -76,12 +78,37 @@ class PlanAccumulator {
   uint32_t added_ = 0;
 };
 
+/// Combined plan_local() statistics of one set of inputs, by the compressor's
+/// plan_local_identity(), the tensor's size, the rank count and the round's key: a plan of several
+/// schemes on one draw computes each identity's statistics once. It knows nothing of the inputs'
+/// values: whoever passes it to plan_round() keeps it to plans of the same inputs.
+class PlanStatsCache {
+ public:
+  const PlanStats* find(const std::string& identity, uint64_t elements, uint32_t ranks,
+                        const NumericsOptions& options) const;
+  void store(const std::string& identity, uint64_t elements, uint32_t ranks, const NumericsOptions& options,
+             const PlanStats& combined);
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::string identity;
+    uint64_t elements;
+    uint32_t ranks;
+    uint64_t seed;
+    uint32_t round;
+    PlanStats combined;
+  };
+  std::vector<Entry> entries_;
+};
+
 /// Step 1 of a round (algorithms/compressor.hpp): every rank's plan_local() on its input (key
 /// {seed, round, rank, kPlanStream}), combined in rank order, then plan_commit(). Call it before
-/// binding a schedule, since wire sizes may depend on the plan.
-/// REQUIRES: inputs.size() >= 1, all of equal size.
+/// binding a schedule, since wire sizes may depend on the plan. With a cache, statistics another
+/// compressor of the same plan_local_identity() computed from the same inputs are reused.
+/// REQUIRES: inputs.size() >= 1, all of equal size; a cache only ever given these inputs.
 Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,
-                              const NumericsOptions& options);
+                              const NumericsOptions& options, PlanStatsCache* cache = nullptr);
 
 /// Sets options.align to the compressor's alignment and, for an operation with an n-way shard split
 /// (all-reduce, reduce-scatter, all-gather), options.cuts to its shard_cuts() of the `reduced`

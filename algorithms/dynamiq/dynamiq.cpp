@@ -166,6 +166,10 @@ void DynamiqCompressor::plan_local(std::span<const float> x, uint32_t, const ker
   });
 }
 
+std::string DynamiqCompressor::plan_local_identity() const {
+  return fmt::format("dynamiq super-group sums, S = {}", options_.super_group);
+}
+
 Status DynamiqCompressor::plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) {
   const uint64_t S = options_.super_group, n = (elements + S - 1) / S;
   CCSIM_CHECK(combined.sum.size() == 2 * n);

@@ -95,6 +95,8 @@ class DynamiqCompressor final : public Compressor {
 
   PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
+  /// plan_local() reads only the super-group size.
+  std::string plan_local_identity() const override;
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
   /// "log2_C": the bisection's log2 C (only when it ran: variable widths and a nonzero tensor; detail
   /// log2 T_{a,b} of each threshold, and App. A's u for W = {2,4,8}); "bits": the plan's mean

@@ -44,6 +44,39 @@ Status plan_for(Compressor& c, const std::vector<std::vector<float>>& ranks, uin
   return r.ok() ? ok_status() : r.status();
 }
 
+// DynamiQ's plan_local() reads only the super-group size: schemes at several budgets planned on one
+// draw share the statistics through a PlanStatsCache (one entry per super-group size), and each
+// plans exactly as it does alone; a scheme with another super-group size computes its own.
+TEST(Dynamiq, PlansSharingStatisticsEqualPlansAlone) {
+  const std::vector<std::vector<float>> data = {spread_vector(256 * 96, 3), spread_vector(256 * 96, 4),
+                                                spread_vector(256 * 96, 5)};
+  const std::vector<std::span<const float>> ins(data.begin(), data.end());
+  const std::vector<nlohmann::json> params = {{{"budget", 5}}, {{"budget", 3}}, {{"budget", 4}, {"super_group", 512}},
+                                              {{"budget", 4}}};
+  PlanStatsCache cache;
+  const size_t entries_after[] = {1, 1, 2, 2};
+  for (size_t k = 0; k < params.size(); ++k) {
+    SCOPED_TRACE(params[k].dump());
+    auto shared = make(params[k]), alone = make(params[k]);
+    ASSERT_TRUE(plan_round(*shared, ins, {7, 2}, &cache).ok());
+    ASSERT_TRUE(plan_round(*alone, ins, {7, 2}).ok());
+    EXPECT_EQ(cache.size(), entries_after[k]);
+    const TensorSpec whole{0, data[0].size()};
+    EXPECT_EQ(shared->wire_bytes(whole, {1, 3}), alone->wire_bytes(whole, {1, 3}));
+    const auto a = shared->plan_decisions(), b = alone->plan_decisions();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t d = 0; d < a.size(); ++d) {
+      EXPECT_EQ(a[d].quantity, b[d].quantity);
+      EXPECT_EQ(a[d].value, b[d].value) << a[d].quantity;
+      EXPECT_EQ(a[d].detail, b[d].detail) << a[d].quantity;
+    }
+  }
+  // Another round's key is another entry.
+  auto next = make(params[0]);
+  ASSERT_TRUE(plan_round(*next, ins, {7, 3}, &cache).ok());
+  EXPECT_EQ(cache.size(), 3u);
+}
+
 TEST(Dynamiq, ThresholdsFollowThePerBitBenefitRatios) {
   auto c = make();
   const std::vector<std::vector<float>> data = {spread_vector(256 * 300, 1), spread_vector(256 * 300, 2)};
