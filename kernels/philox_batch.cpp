@@ -16,50 +16,70 @@ void blocks_portable(const RngKey& key, uint64_t index4, uint64_t blocks, uint32
 }
 
 #if defined(CCSIM_HAND_AVX2)
-// (lo, hi) halves of the 64-bit products a[l] * m for all eight 32-bit lanes.
-__attribute__((target("avx2"))) inline void mul_hilo(__m256i a, __m256i m, __m256i& lo, __m256i& hi) {
+// The high halves of the 64-bit products a[l] * m for all eight 32-bit lanes (m the same in every
+// lane); the low halves are one _mm256_mullo_epi32.
+__attribute__((target("avx2"))) inline __m256i mul_hi(__m256i a, __m256i m) {
   const __m256i even = _mm256_mul_epu32(a, m);                         // lanes 0,2,4,6 as 64-bit
   const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1,3,5,7 as 64-bit
-  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  return _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
 }
 
-// Philox4x32-10 of eight counters held word-wise (lane l of c0..c3 is counter l).
-__attribute__((target("avx2"))) inline void philox8(__m256i& c0, __m256i& c1, __m256i& c2, __m256i& c3, uint32_t k0,
-                                                     uint32_t k1) {
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+// The ten rounds' keys of Philox4x32-10, broadcast once per batch of calls.
+struct RoundKeys {
+  __m256i k0[10], k1[10];
+};
+
+__attribute__((target("avx2"))) RoundKeys round_keys(uint32_t k0, uint32_t k1) {
+  RoundKeys k;
   for (int r = 0; r < 10; ++r) {
-    __m256i lo0, hi0, lo1, hi1;
-    mul_hilo(c0, m0, lo0, hi0);
-    mul_hilo(c2, m1, lo1, hi1);
-    const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
-    const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
+    k.k0[r] = _mm256_set1_epi32(static_cast<int>(k0));
+    k.k1[r] = _mm256_set1_epi32(static_cast<int>(k1));
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
+  return k;
 }
 
-// Eight consecutive blocks starting at index4, written as 32 consecutive words.
-__attribute__((target("avx2"))) void eight_blocks_avx2(const RngKey& key, uint64_t index4, uint32_t* out) {
+// Philox4x32-10 of N groups of eight counters held word-wise (lane l of c[g][0..3] is counter l
+// of group g); the groups' rounds interleave, so that their multiplies overlap.
+template <int N>
+__attribute__((target("avx2"))) inline void philox8(__m256i (&c)[N][4], const RoundKeys& k) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  for (int r = 0; r < 10; ++r)
+    for (int g = 0; g < N; ++g) {
+      const __m256i hi0 = mul_hi(c[g][0], m0), lo0 = _mm256_mullo_epi32(c[g][0], m0);
+      const __m256i hi1 = mul_hi(c[g][2], m1), lo1 = _mm256_mullo_epi32(c[g][2], m1);
+      c[g][0] = _mm256_xor_si256(_mm256_xor_si256(hi1, c[g][1]), k.k0[r]);
+      c[g][2] = _mm256_xor_si256(_mm256_xor_si256(hi0, c[g][3]), k.k1[r]);
+      c[g][1] = lo1;
+      c[g][3] = lo0;
+    }
+}
+
+// Counter words 0 and 1 of blocks i4 .. i4 + 7: the index's low word plus the lane, and its bits
+// 32..39 under the stream; lane by lane where the low word wraps inside the eight.
+__attribute__((target("avx2"))) void counters8(const RngKey& key, uint64_t i4, __m256i& c0, __m256i& c1) {
+  if (static_cast<uint32_t>(i4) <= 0xFFFFFFFFu - 7u) {
+    c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(i4))),
+                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    c1 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8)));
+    return;
+  }
   alignas(32) uint32_t w0[8], w1[8];
   for (int l = 0; l < 8; ++l) {
-    const uint64_t i4 = index4 + static_cast<uint64_t>(l);
-    w0[l] = static_cast<uint32_t>(i4);
-    w1[l] = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
+    const uint64_t il = i4 + static_cast<uint64_t>(l);
+    w0[l] = static_cast<uint32_t>(il);
+    w1[l] = static_cast<uint32_t>((il >> 32) & 0xFFu) | (key.stream << 8);
   }
-  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w0));
-  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w1));
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(key.rank));
-  __m256i c3 = _mm256_set1_epi32(static_cast<int>(key.round));
-  philox8(c0, c1, c2, c3, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
-  // Lanes hold word j of blocks 0..7; interleave to block-major order.
-  const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
-  const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+  c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w0));
+  c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w1));
+}
+
+// Eight blocks' words (lanes hold word j of blocks 0..7) stored block-major: 32 consecutive words.
+__attribute__((target("avx2"))) void store_blocks8(const __m256i (&c)[4], uint32_t* out) {
+  const __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]), t1 = _mm256_unpackhi_epi32(c[0], c[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(c[2], c[3]), t3 = _mm256_unpackhi_epi32(c[2], c[3]);
   const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
   const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
   auto* o = reinterpret_cast<__m256i*>(out);
@@ -69,14 +89,43 @@ __attribute__((target("avx2"))) void eight_blocks_avx2(const RngKey& key, uint64
   _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
 }
 
-// philox_words() on lanes [0, 8) of w0..w3.
-__attribute__((target("avx2"))) void words8_avx2(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3,
-                                                 uint32_t k0, uint32_t k1) {
+// N groups of eight blocks from i4 on.
+template <int N>
+__attribute__((target("avx2"))) void blocks8(const RngKey& key, uint64_t i4, const RoundKeys& rk, uint32_t* out) {
+  __m256i c[N][4];
+  for (int g = 0; g < N; ++g) {
+    counters8(key, i4 + 8 * static_cast<uint64_t>(g), c[g][0], c[g][1]);
+    c[g][2] = _mm256_set1_epi32(static_cast<int>(key.rank));
+    c[g][3] = _mm256_set1_epi32(static_cast<int>(key.round));
+  }
+  philox8<N>(c, rk);
+  for (int g = 0; g < N; ++g) store_blocks8(c[g], out + 32 * g);
+}
+
+// Whole blocks [index4, index4 + returned), sixteen then eight at a time, written as consecutive
+// words.
+__attribute__((target("avx2"))) uint64_t blocks_avx2(const RngKey& key, uint64_t index4, uint64_t blocks,
+                                                     uint32_t* out) {
+  const RoundKeys rk = round_keys(static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+  uint64_t b = 0;
+  for (; b + 16 <= blocks; b += 16) blocks8<2>(key, index4 + b, rk, out + 4 * b);
+  for (; b + 8 <= blocks; b += 8) blocks8<1>(key, index4 + b, rk, out + 4 * b);
+  return b;
+}
+
+// philox_words() on lanes [0, returned) of w0..w3, eight at a time.
+__attribute__((target("avx2"))) uint64_t words_avx2(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3,
+                                                    uint64_t count, uint32_t k0, uint32_t k1) {
+  const RoundKeys rk = round_keys(k0, k1);
   uint32_t* w[4] = {w0, w1, w2, w3};
-  __m256i c[4];
-  for (int j = 0; j < 4; ++j) c[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[j]));
-  philox8(c[0], c[1], c[2], c[3], k0, k1);
-  for (int j = 0; j < 4; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[j]), c[j]);
+  uint64_t l = 0;
+  for (; l + 8 <= count; l += 8) {
+    __m256i c[1][4];
+    for (int j = 0; j < 4; ++j) c[0][j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[j] + l));
+    philox8<1>(c, rk);
+    for (int j = 0; j < 4; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[j] + l), c[0][j]);
+  }
+  return l;
 }
 
 bool have_avx2() {
@@ -97,8 +146,7 @@ bool use_avx2() {
 void whole_blocks(const RngKey& key, uint64_t index4, uint64_t blocks, uint32_t* out) {
   uint64_t b = 0;
 #if defined(CCSIM_HAND_AVX2)
-  if (use_avx2())
-    for (; b + 8 <= blocks; b += 8) eight_blocks_avx2(key, index4 + b, out + 4 * b);
+  if (use_avx2()) b = blocks_avx2(key, index4, blocks, out);
 #endif
   blocks_portable(key, index4 + b, blocks - b, out + 4 * b);
 }
@@ -137,8 +185,7 @@ void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64
                   uint32_t key1) {
   uint64_t l = 0;
 #if defined(CCSIM_HAND_AVX2)
-  if (use_avx2())
-    for (; l + 8 <= count; l += 8) words8_avx2(w0 + l, w1 + l, w2 + l, w3 + l, key0, key1);
+  if (use_avx2()) l = words_avx2(w0, w1, w2, w3, count, key0, key1);
 #endif
   for (; l < count; ++l) {
     const U32x4 r = philox4x32<10>(U32x4{{w0[l], w1[l], w2[l], w3[l]}}, key0, key1);

@@ -5,8 +5,9 @@
 /// CPU kernel drawing through these functions still matches the CUDA kernel that calls
 /// uniform_at() per element.
 ///
-/// On x86-64 with AVX2 (checked at run time) eight blocks run in the lanes of 256-bit registers;
-/// elsewhere, a plain loop over philox_block(). Pure functions of their arguments: thread-safe.
+/// On x86-64 with AVX2 (checked at run time) eight blocks run in the lanes of 256-bit registers,
+/// two such groups' rounds interleaved, with the round keys broadcast once per call; elsewhere, a
+/// plain loop over philox_block(). Pure functions of their arguments: thread-safe.
 
 #include <cstdint>
 
