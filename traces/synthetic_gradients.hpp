@@ -10,7 +10,10 @@
 ///    tokens in its batch are in an embedding's gradient);
 ///  * correlation across workers: x_w = s·e·(√ρ·z_shared + √(1−ρ)·z_w), ρ = `correlation`.
 /// Every value is a pure function of (seed, worker, element index) through Philox, so any slice
-/// can be regenerated and the output does not depend on the thread count.
+/// can be regenerated and the output does not depend on the thread count. The normals are
+/// Box–Muller's of fp32 uniforms, their log and sine/cosine kern::libm_logf / libm_sincosf
+/// (kernels/math/float_libm.hpp: glibc's results on AVX2 + FMA machines, the same bits on every
+/// machine).
 
 #include <cstdint>
 #include <span>
