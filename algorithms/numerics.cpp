@@ -179,8 +179,13 @@ Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<
   const auto ranks = static_cast<uint32_t>(inputs.size());
   const std::string identity = cache != nullptr ? compressor.plan_local_identity() : std::string();
   if (!identity.empty())
-    if (const PlanStats* known = cache->find(identity, elements, ranks, options))
-      return commit_combined(compressor, compressor.plan_format(elements, ranks), *known, elements, ranks);
+    if (const PlanStats* known = cache->find(identity, elements, ranks, options)) {
+      const PlanFormat format = compressor.plan_format(elements, ranks);
+      CCSIM_CHECK(known->sum.size() == format.sum_entries && known->max.size() == format.max_entries &&
+                      known->bits.size() == format.bit_words,
+                  "{}: statistics shared under '{}' do not fit its plan format", compressor.name(), identity);
+      return commit_combined(compressor, format, *known, elements, ranks);
+    }
   PlanAccumulator acc(compressor, elements, ranks, options);
   for (const auto& x : inputs) acc.add(x);
   if (!identity.empty()) cache->store(identity, elements, ranks, options, acc.combined());

@@ -33,6 +33,18 @@ double norm_chain(const float* exact, uint64_t begin, uint64_t end, double sn) {
   return sn;
 }
 
+// One output's error chain and the norm's over [0, n), side by side.
+double error_and_norm(const float* exact, const float* got, uint64_t n, double& sn) {
+  double se = 0.0, s = 0.0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const double x = exact[i], d = x - static_cast<double>(got[i]);
+    se += d * d;
+    s += x * x;
+  }
+  sn = s;
+  return se;
+}
+
 #if defined(CCSIM_HAND_AVX2)
 // Entries [0, returned) in tiles: each input widened and added to the tile's running sums in input
 // order, four entries to a register.
@@ -107,7 +119,12 @@ void squared_errors(const float* exact, const float* const* got, uint32_t count,
     for (uint32_t k = 0; k < o; ++k) se[k] = error_chain(exact, got[k], n4, n, se[k]);
   }
 #endif
-  *sn = norm_chain(exact, norm_from, n, *sn);
+  if (o == 0 && count > 0) {  // no lanes ran: the first output's chain and the norm's together
+    se[0] = error_and_norm(exact, got[0], n, *sn);
+    o = 1;
+  } else {
+    *sn = norm_chain(exact, norm_from, n, *sn);
+  }
   for (; o < count; ++o) se[o] = error_chain(exact, got[o], 0, n, 0.0);
 }
 
