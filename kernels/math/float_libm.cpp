@@ -140,14 +140,6 @@ __attribute__((target("avx2,fma"))) bool sincosf4(const float* xp, float* sine, 
 }
 #endif
 
-bool vectorized() {
-#if defined(CCSIM_HAND_AVX2)
-  return hand_avx2() && have_fma();
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
 float libm_logf(float x) {
@@ -194,7 +186,7 @@ void libm_sincosf(float y, float* sine, float* cosine) {
 void libm_logf_row(const float* x, float* y, uint64_t n) {
   uint64_t i = 0;
 #if defined(CCSIM_HAND_AVX2)
-  if (vectorized())
+  if (libm_rows_vectorized())
     for (; i + 8 <= n; i += 8)
       if (!logf8(x + i, y + i))
         for (uint64_t j = i; j < i + 8; ++j) y[j] = libm_logf(x[j]);
@@ -205,7 +197,7 @@ void libm_logf_row(const float* x, float* y, uint64_t n) {
 void libm_sincosf_row(const float* x, float* sine, float* cosine, uint64_t n) {
   uint64_t i = 0;
 #if defined(CCSIM_HAND_AVX2)
-  if (vectorized())
+  if (libm_rows_vectorized())
     for (; i + 4 <= n; i += 4)
       if (!sincosf4(x + i, sine + i, cosine + i))
         for (uint64_t j = i; j < i + 4; ++j) libm_sincosf(x[j], sine + j, cosine + j);
@@ -213,6 +205,12 @@ void libm_sincosf_row(const float* x, float* sine, float* cosine, uint64_t n) {
   for (; i < n; ++i) libm_sincosf(x[i], sine + i, cosine + i);
 }
 
-bool libm_rows_vectorized() { return vectorized(); }
+bool libm_rows_vectorized() {
+#if defined(CCSIM_HAND_AVX2)
+  return hand_avx2() && have_fma();
+#else
+  return false;
+#endif
+}
 
 }  // namespace ccsim::kern

@@ -107,9 +107,7 @@ __attribute__((target("avx2"))) uint64_t histogram_avx2(const float* x, uint64_t
   n = counted;
   return i;
 }
-#endif
 
-#if defined(CCSIM_HAND_AVX2)
 // Lane indices that move the lanes set in an 8-bit mask to the front, in order.
 struct CompactTable {
   alignas(32) uint32_t lanes[256][8];
