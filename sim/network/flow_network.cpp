@@ -13,11 +13,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 double share(double rem, uint32_t cnt) { return std::max(0.0, rem) / cnt; }
 }  // namespace
 
-bool FlowNetwork::constraint_later(const Constraint& a, const Constraint& b) {
-  if (a.value != b.value) return a.value > b.value;
-  if (a.kind != b.kind) return a.kind > b.kind;
-  return a.index > b.index;
-}
 
 std::vector<double> max_min_rates(const std::vector<double>& capacity, const std::vector<std::vector<uint32_t>>& routes,
                                   const std::vector<double>& caps) {
@@ -207,9 +202,8 @@ const std::vector<LinkStats>& FlowNetwork::link_stats() {
 
 uint32_t FlowNetwork::batch_at(int64_t t_ps) {
   if (t_ps == last_batch_time_) return last_batch_;
-  auto [it, inserted] = batch_index_.try_emplace(t_ps, 0);
-  if (inserted) {
-    uint32_t b;
+  uint32_t b = batch_index_.find(t_ps);
+  if (b == TimeIndex::kNone) {
     if (!free_batches_.empty()) {
       b = free_batches_.back();
       free_batches_.pop_back();
@@ -218,12 +212,12 @@ uint32_t FlowNetwork::batch_at(int64_t t_ps) {
       batches_.emplace_back();
     }
     batches_[b].time_ps = t_ps;
-    it->second = b;
+    batch_index_.insert(t_ps, b);
     engine_.schedule_at(SimTime::from_ps(t_ps), [this, b] { fire_batch(b); });
   }
   last_batch_time_ = t_ps;
-  last_batch_ = it->second;
-  return it->second;
+  last_batch_ = b;
+  return b;
 }
 
 void FlowNetwork::fire_batch(uint32_t b) {
@@ -438,7 +432,7 @@ void FlowNetwork::freeze(Flow& f, double rate, uint64_t stamp) {
     if (s < L.heap_key) {
       L.heap_key = s;
       heap_.push_back(Constraint{s, 1, l, L.version});
-      std::push_heap(heap_.begin(), heap_.end(), constraint_later);
+      std::push_heap(heap_.begin(), heap_.end(), ConstraintLater{});
     }
   }
 }
@@ -468,7 +462,7 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
       const LinkState& L = links_[l];
       if (L.cnt != 1) continue;
       const Constraint k{share(L.rem, 1), 1, l, L.version};
-      if (best == nullptr || constraint_later(c, k)) {
+      if (best == nullptr || ConstraintLater{}(c, k)) {
         c = k;
         best = &c;
       }
@@ -478,13 +472,13 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
       heap_.push_back(c);
     }
   }
-  std::make_heap(heap_.begin(), heap_.end(), constraint_later);
+  std::make_heap(heap_.begin(), heap_.end(), ConstraintLater{});
   // Every link has an entry no larger than its share (shares rise as flows freeze; where rounding
   // lowers one, freeze() adds an entry), so a stale entry is re-keyed when it surfaces and an
   // entry is acted on only when it is current: the order of actions is the eager one, and each
   // action's flows take the next stamp.
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), constraint_later);
+    std::pop_heap(heap_.begin(), heap_.end(), ConstraintLater{});
     const Constraint c = heap_.back();
     heap_.pop_back();
     if (c.kind == 0) {
@@ -498,7 +492,7 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
     if (c.version != L.version) {
       L.heap_key = share(L.rem, L.cnt);
       heap_.push_back(Constraint{L.heap_key, 1, c.index, L.version});
-      std::push_heap(heap_.begin(), heap_.end(), constraint_later);
+      std::push_heap(heap_.begin(), heap_.end(), ConstraintLater{});
       continue;
     }
     const uint64_t stamp = ++action_seq_;

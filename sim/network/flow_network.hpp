@@ -36,10 +36,10 @@
 #include <functional>
 #include <limits>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/engine.hpp"
+#include "sim/network/time_index.hpp"
 
 namespace ccsim::sim {
 
@@ -107,39 +107,41 @@ class FlowNetwork {
   const std::vector<std::vector<double>>& timeline() const { return timeline_; }
 
  private:
+  // Fields are ordered so that what the solver reads for every flow of a component (the walk, the
+  // filling, applying rates) shares the first cache line.
   struct Flow {
     uint32_t route_off = 0;
     uint32_t route_len = 0;
-    double size = 0;       // bytes the flow carries in all
-    double remaining = 0;  // bytes left at time `last`
-    double rate = 0;
-    double cap = kNoCap;
-    double new_rate = 0;   // solver scratch (< 0: not frozen yet)
-    uint64_t stamp = 0;    // the filling action that froze it (increasing along the filling order)
-    SimTime last;
-    Duration latency;
-    int64_t due_ps = -1;   // completion time in the batches, -1 while unsolved
-    Engine::Callback on_done;
     uint64_t mark = 0;
     uint64_t refill_mark = 0;
+    double new_rate = 0;   // solver scratch (< 0: not frozen yet)
+    double rate = 0;
+    uint64_t stamp = 0;    // the filling action that froze it (increasing along the filling order)
+    double cap = kNoCap;
+    int64_t due_ps = -1;   // completion time in the batches, -1 while unsolved
+    double size = 0;       // bytes the flow carries in all
+    double remaining = 0;  // bytes left at time `last`
+    SimTime last;
+    Duration latency;
+    Engine::Callback on_done;
     bool active = false;
   };
+  // The walk's and the filling's fields first (one cache line), the counters after.
   struct LinkState {
-    double capacity = 0;
+    uint64_t mark = 0;
     std::vector<FlowId> flows;  // active flows crossing the link
-    double load = 0;            // sum of their rates
-    SimTime last_change;
-    LinkStats stats;            // busy time and peak sharing; bytes are summed by link_stats()
-    double done_bytes = 0;      // sizes of the completed flows that crossed the link
+    uint64_t refill_mark = 0;
     double rem = 0;             // solver scratch
     double heap_key = 0;        // solver scratch: the key of the link's newest heap entry
     uint32_t cnt = 0;
     uint32_t version = 0;
-    uint64_t mark = 0;
-    uint64_t refill_mark = 0;
-    bool dirty = false;
-    uint32_t arrivals = 0;      // solver scratch: unsolved flows on it
+    double capacity = 0;
     uint64_t removed = UINT64_MAX;  // the lowest stamp of the flows that left it since the last solve
+    bool dirty = false;
+    double load = 0;            // sum of their rates
+    SimTime last_change;
+    LinkStats stats;            // busy time and peak sharing; bytes are summed by link_stats()
+    double done_bytes = 0;      // sizes of the completed flows that crossed the link
   };
 
   std::span<uint32_t> route_of(const Flow& f) { return {route_pool_.data() + f.route_off, f.route_len}; }
@@ -191,15 +193,22 @@ class FlowNetwork {
     uint32_t version;
   };
   std::vector<Constraint> heap_;
-  /// Heap order: whether `a` acts after `b` (value, caps before links, index).
-  static bool constraint_later(const Constraint& a, const Constraint& b);
+  /// Heap order: whether `a` acts after `b` (value, caps before links, index). A function object,
+  /// so that the heap algorithms inline it.
+  struct ConstraintLater {
+    bool operator()(const Constraint& a, const Constraint& b) const {
+      if (a.value != b.value) return a.value > b.value;
+      if (a.kind != b.kind) return a.kind > b.kind;
+      return a.index > b.index;
+    }
+  };
   /// Completions and deliveries due at one instant (stale completions are skipped when fired).
   struct Batch {
     int64_t time_ps = 0;
     std::vector<FlowId> completions;
     std::vector<Engine::Callback> deliveries;
   };
-  std::unordered_map<int64_t, uint32_t> batch_index_;
+  TimeIndex batch_index_;  // pending batches by time
   std::vector<Batch> batches_;
   std::vector<uint32_t> free_batches_;
   int64_t last_batch_time_ = -1;
