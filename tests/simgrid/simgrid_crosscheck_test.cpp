@@ -2,7 +2,7 @@
 // SimGrid's flow-level max-min solver. Built only when libsimgrid-dev is installed (see the end of
 // tests/CMakeLists.txt); written against SimGrid 3.32 (Debian bookworm).
 //
-// SimGrid configuration, the command line of every SimGrid run (kSimgridArgs):
+// SimGrid configuration, the command line of every SimGrid run (kSimgridArgs, from max_min_config.hpp):
 //   --cfg=network/model:CM02            Casanova-Marchal max-min sharing, without LV08's corrections;
 //   --cfg=network/latency-factor:1      CM02's own defaults, also set explicitly: no latency or
 //   --cfg=network/bandwidth-factor:1    bandwidth correction factor, and no weight-S term in a
@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "sim/base/check.hpp"
+#include "max_min_config.hpp"
 #include "sim/network/flow_network.hpp"
 #include "sim/schedule_runner.hpp"
 #include "topology/builders/builders.hpp"
@@ -76,17 +77,7 @@ namespace sg4 = simgrid::s4u;
 
 constexpr double kRelTol = 1e-6;
 
-const std::vector<std::string> kSimgridArgs = {"ccsim_simgrid_crosscheck",
-                                               "--log=root.thresh:warning",
-                                               "--cfg=network/model:CM02",
-                                               "--cfg=network/latency-factor:1",
-                                               "--cfg=network/bandwidth-factor:1",
-                                               "--cfg=network/weight-S:0",
-                                               "--cfg=network/TCP-gamma:0",
-                                               "--cfg=network/crosstraffic:0",
-                                               "--cfg=surf/precision:1e-12",
-                                               "--cfg=maxmin/precision:1e-5",
-                                               "--cfg=contexts/stack-size:256"};
+const std::vector<std::string> kSimgridArgs = simgrid_cfg::max_min_args("ccsim_simgrid_crosscheck");
 
 // ---- the problem both simulators run ------------------------------------------------------------
 
