@@ -72,6 +72,7 @@ std::vector<double> max_min_rates(const std::vector<double>& capacity, const std
 }
 
 FlowNetwork::FlowNetwork(Engine& engine, std::vector<LinkSpec> links) : engine_(engine), links_(links.size()) {
+  CCSIM_CHECK(links.size() < Constraint::kLinkBit, "{} links: at most 2^31 - 1", links.size());
   for (size_t l = 0; l < links.size(); ++l) {
     CCSIM_CHECK(links[l].capacity_Bps > 0, "link {} capacity must be positive", l);
     links_[l].capacity = links[l].capacity_Bps;
@@ -127,6 +128,7 @@ FlowId FlowNetwork::start_flow(std::span<const uint32_t> route, double bytes, Du
     id = free_ids_.back();
     free_ids_.pop_back();
   } else {
+    CCSIM_CHECK(flows_.size() < Constraint::kLinkBit, "more than 2^31 - 1 flows at once");
     id = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
   }
@@ -431,7 +433,7 @@ void FlowNetwork::freeze(Flow& f, double rate, uint64_t stamp) {
     const double s = share(L.rem, L.cnt);
     if (s < L.heap_key) {
       L.heap_key = s;
-      heap_.push_back(Constraint{s, 1, l, L.version});
+      heap_.push_back(Constraint::link(s, l, L.version));
       std::push_heap(heap_.begin(), heap_.end(), ConstraintLater{});
     }
   }
@@ -447,7 +449,7 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
     L.heap_key = kNoCap;
     if (L.cnt > 1) {
       L.heap_key = share(L.rem, L.cnt);
-      heap_.push_back(Constraint{L.heap_key, 1, l, L.version});
+      heap_.push_back(Constraint::link(L.heap_key, l, L.version));
     }
   }
   // A link crossed by one unfrozen flow keeps its key until that flow freezes, after which it has
@@ -455,20 +457,20 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
   for (FlowId id : flows) {
     Flow& f = flows_[id];
     f.new_rate = -1;
-    if (std::isfinite(f.cap)) heap_.push_back(Constraint{f.cap, 0, id, 0});
+    if (std::isfinite(f.cap)) heap_.push_back(Constraint::cap(f.cap, id));
     const Constraint* best = nullptr;
     Constraint c;
     for (uint32_t l : route_of(f)) {
       const LinkState& L = links_[l];
       if (L.cnt != 1) continue;
-      const Constraint k{share(L.rem, 1), 1, l, L.version};
+      const Constraint k = Constraint::link(share(L.rem, 1), l, L.version);
       if (best == nullptr || ConstraintLater{}(c, k)) {
         c = k;
         best = &c;
       }
     }
     if (best != nullptr) {
-      links_[c.index].heap_key = c.value;
+      links_[c.index()].heap_key = c.value;
       heap_.push_back(c);
     }
   }
@@ -481,17 +483,17 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
     std::pop_heap(heap_.begin(), heap_.end(), ConstraintLater{});
     const Constraint c = heap_.back();
     heap_.pop_back();
-    if (c.kind == 0) {
-      Flow& f = flows_[c.index];
+    if (!c.is_link()) {
+      Flow& f = flows_[c.index()];
       if (f.new_rate >= 0) continue;
       freeze(f, c.value, ++action_seq_);
       continue;
     }
-    LinkState& L = links_[c.index];
+    LinkState& L = links_[c.index()];
     if (L.cnt == 0) continue;
     if (c.version != L.version) {
       L.heap_key = share(L.rem, L.cnt);
-      heap_.push_back(Constraint{L.heap_key, 1, c.index, L.version});
+      heap_.push_back(Constraint::link(L.heap_key, c.index(), L.version));
       std::push_heap(heap_.begin(), heap_.end(), ConstraintLater{});
       continue;
     }

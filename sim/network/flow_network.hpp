@@ -186,11 +186,17 @@ class FlowNetwork {
   std::vector<uint32_t> refill_links_, refill_flows_;  // the part of a component re-filled
   std::vector<std::pair<uint64_t, double>> below_;       // a link's flows under the threshold
   uint64_t refill_epoch_ = 0;
+  /// A heap entry: a flow's cap or a link's share. 16 bytes: the kind is the top bit of `key`
+  /// (caps 0, links 1) above the flow or link index, so (value, key) is the heap order.
   struct Constraint {
+    static constexpr uint32_t kLinkBit = 1u << 31;
     double value;
-    uint32_t kind;  // 0 = flow cap, 1 = link
-    uint32_t index;
+    uint32_t key;
     uint32_t version;
+    static Constraint cap(double v, FlowId f) { return {v, f, 0}; }
+    static Constraint link(double v, uint32_t l, uint32_t version) { return {v, l | kLinkBit, version}; }
+    bool is_link() const { return (key & kLinkBit) != 0; }
+    uint32_t index() const { return key & ~kLinkBit; }
   };
   std::vector<Constraint> heap_;
   /// Heap order: whether `a` acts after `b` (value, caps before links, index). A function object,
@@ -198,8 +204,7 @@ class FlowNetwork {
   struct ConstraintLater {
     bool operator()(const Constraint& a, const Constraint& b) const {
       if (a.value != b.value) return a.value > b.value;
-      if (a.kind != b.kind) return a.kind > b.kind;
-      return a.index > b.index;
+      return a.key > b.key;
     }
   };
   /// Completions and deliveries due at one instant (stale completions are skipped when fired).
