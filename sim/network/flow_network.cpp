@@ -13,7 +13,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 double share(double rem, uint32_t cnt) { return std::max(0.0, rem) / cnt; }
 }  // namespace
 
-
 std::vector<double> max_min_rates(const std::vector<double>& capacity, const std::vector<std::vector<uint32_t>>& routes,
                                   const std::vector<double>& caps) {
   const size_t nf = routes.size(), nl = capacity.size();

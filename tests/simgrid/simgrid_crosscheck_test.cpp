@@ -64,11 +64,12 @@
 #include <vector>
 
 #include "sim/base/check.hpp"
-#include "max_min_config.hpp"
 #include "sim/network/flow_network.hpp"
 #include "sim/schedule_runner.hpp"
 #include "topology/builders/builders.hpp"
 #include "topology/collectives/collectives.hpp"
+
+#include "max_min_config.hpp"
 
 namespace ccsim::sim {
 namespace {
