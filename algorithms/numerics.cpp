@@ -65,7 +65,7 @@ double numerics_peak_bytes(const Compressor& compressor, uint64_t elements, uint
   const auto n = static_cast<double>(elements), g = static_cast<double>(ranks);
   const uint64_t reduced = compressor.reduced_elements(elements);
   const double own = reduced == elements ? 0.0 : g * static_cast<double>(reduced) * 4;
-  return 2 * g * n * 4 + own + 3 * n * 4 + 64.0 * (1 << 20);
+  return 2 * g * n * 4 + own + n * 4 + 32.0 * (1 << 20);
 }
 
 void copy_unless_same(std::span<const float> from, std::span<float> to) {

@@ -46,11 +46,10 @@ struct PlanReport {
 /// Peak memory, in bytes, of one round's numerics on `ranks` ranks of `elements` entries each as a
 /// collective run holds it: every rank's input kept for the errors and the buffer the round runs in
 /// (2 · ranks · elements fp32), the scheme's own buffers where it reduces another length (THC's
-/// padded rotation, low-rank factors), the exact result and the errors (3 · elements fp32), and
-/// 64 MiB for the schedule, messages and the process. Within 5% of the peak resident size measured
-/// for fp32, bf16, int8, qsgd, mxfp8, dynamiq and thc on 4 and 16 ranks at 64 MB per rank (and
-/// dynamiq with mxfp8 at 128 MB); OmniReduce, whose compacted union is known only after its plan,
-/// up to 17% below.
+/// padded rotation, low-rank factors), the exact result (elements fp32), and 32 MiB for the
+/// schedule, messages and the process. Measured peak resident sizes (a 64 MB tensor per rank on 4
+/// and 16 ranks; fp32, bf16, int8, qsgd, mxfp8, dynamiq, thc) are 0.88 to 1.00 times this; OmniReduce,
+/// whose compacted union is known only after its plan, up to 1.22 times.
 double numerics_peak_bytes(const Compressor& compressor, uint64_t elements, uint32_t ranks);
 
 /// Step 1 of a round one rank at a time, for tensors too large to hold every rank's at once: add()
