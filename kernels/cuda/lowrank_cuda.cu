@@ -12,6 +12,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <string>
@@ -30,6 +31,64 @@ using cuda_detail::kThreads;
 using cuda_detail::launch_status;
 using cuda_detail::null_pointer;
 
+// --- cuBLAS, loaded on first use ------------------------------------------------------------------
+// Linking cuBLAS would load it (and cuBLASLt, whose initializers touch about 200 MB) at the start of
+// every process, whether or not it runs a low-rank kernel on a GPU; it is opened here instead, the
+// first time a handle is made. The pointers' types come from cublas_v2.h, so a call through them is
+// checked as a direct call would be.
+
+// cublasGemmEx with a cublasComputeType_t (the header also has an inline overload taking a
+// cudaDataType); the cast in the unevaluated decltype fails to compile unless it names a declared one.
+using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                  const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                  cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+static_assert(std::is_same_v<GemmEx, decltype(static_cast<GemmEx>(&cublasGemmEx))>);
+
+struct CublasApi {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasGetStream_v2) get_stream = nullptr;
+  GemmEx gemm_ex = nullptr;
+  decltype(&cublasGetStatusName) status_name = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
+  std::string error;  // why it could not be loaded; empty when loaded
+};
+
+template <typename F>
+bool resolve(void* lib, const char* name, F& fn, std::string& error) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (fn == nullptr && error.empty()) error = std::string("symbol ") + name + " not found in " + CCSIM_CUBLAS_SONAME;
+  return fn != nullptr;
+}
+
+CublasApi load_cublas() {
+  CublasApi api;
+  void* lib = dlopen(CCSIM_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) lib = dlopen(CCSIM_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    api.error = std::string("cuBLAS could not be loaded (") + CCSIM_CUBLAS_SONAME + ", " + CCSIM_CUBLAS_PATH +
+                "): " + (why != nullptr ? why : "unknown error");
+    return api;
+  }
+  // Kept open for the life of the process, as a linked library would be.
+  bool ok = resolve(lib, "cublasCreate_v2", api.create, api.error);
+  ok = resolve(lib, "cublasDestroy_v2", api.destroy, api.error) && ok;
+  ok = resolve(lib, "cublasSetStream_v2", api.set_stream, api.error) && ok;
+  ok = resolve(lib, "cublasGetStream_v2", api.get_stream, api.error) && ok;
+  ok = resolve(lib, "cublasGemmEx", api.gemm_ex, api.error) && ok;
+  ok = resolve(lib, "cublasGetStatusName", api.status_name, api.error) && ok;
+  ok = resolve(lib, "cublasGetStatusString", api.status_string, api.error) && ok;
+  if (!ok) api.create = nullptr;  // a handle is never made, so no other pointer is ever called
+  return api;
+}
+
+const CublasApi& cublas_api() {
+  static const CublasApi api = load_cublas();
+  return api;
+}
+
 // --- GEMM ----------------------------------------------------------------------------------------
 
 bool fits_int(uint64_t v) { return v <= kLowrankCudaMaxDim; }
@@ -47,15 +106,15 @@ Status gemm(CublasHandle handle, cublasOperation_t ta, cublasOperation_t tb, uin
   if (k == 0) {
     if (beta != 0.0f) return ok_status();  // C = 1 * C
     cudaStream_t stream = nullptr;
-    CCSIM_RETURN_IF_ERROR(cublas_status(cublasGetStream(handle, &stream), op));
+    CCSIM_RETURN_IF_ERROR(cublas_status(cublas_api().get_stream(handle, &stream), op));
     // C is m x n with ldc == m here (every caller's C is dense).
     return cuda_status(cudaMemsetAsync(c, 0, m * n * sizeof(float), stream), op);
   }
-  return cublas_status(cublasGemmEx(handle, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                                    &alpha, a, CUDA_R_32F, static_cast<int>(lda), b, CUDA_R_32F, static_cast<int>(ldb),
-                                    &beta, c, CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F_PEDANTIC,
-                                    CUBLAS_GEMM_DEFAULT),
-                       op);
+  return cublas_status(
+      cublas_api().gemm_ex(handle, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha, a,
+                           CUDA_R_32F, static_cast<int>(lda), b, CUDA_R_32F, static_cast<int>(ldb), &beta, c,
+                           CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+      op);
 }
 
 // --- Gram-Schmidt --------------------------------------------------------------------------------
@@ -147,21 +206,26 @@ __global__ void __launch_bounds__(kThreads)
 Status cublas_status(int status, const char* context) {
   if (status == CUBLAS_STATUS_SUCCESS) return ok_status();
   const auto s = static_cast<cublasStatus_t>(status);
-  return internal_error(std::string(context) + ": " + cublasGetStatusName(s) + ": " + cublasGetStatusString(s));
+  const CublasApi& api = cublas_api();
+  if (api.status_name == nullptr || api.status_string == nullptr)
+    return internal_error(std::string(context) + ": cuBLAS status " + std::to_string(status));
+  return internal_error(std::string(context) + ": " + api.status_name(s) + ": " + api.status_string(s));
 }
 
 Result<CublasHandle> cublas_create() {
+  const CublasApi& api = cublas_api();
+  if (api.create == nullptr) return internal_error("cublasCreate: " + api.error);
   cublasHandle_t handle = nullptr;
-  CCSIM_RETURN_IF_ERROR(cublas_status(cublasCreate(&handle), "cublasCreate"));
+  CCSIM_RETURN_IF_ERROR(cublas_status(api.create(&handle), "cublasCreate"));
   return handle;
 }
 
 void cublas_destroy(CublasHandle handle) {
-  if (handle != nullptr) cublasDestroy(handle);
+  if (handle != nullptr) cublas_api().destroy(handle);
 }
 
 Status cublas_set_stream(CublasHandle handle, CudaStream stream) {
-  return cublas_status(cublasSetStream(handle, static_cast<cudaStream_t>(stream)), "cublasSetStream");
+  return cublas_status(cublas_api().set_stream(handle, static_cast<cudaStream_t>(stream)), "cublasSetStream");
 }
 
 Status lowrank_project_cuda(CublasHandle handle, const float* d_m, uint64_t rows, uint64_t cols, const float* d_q,
