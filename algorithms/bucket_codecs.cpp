@@ -12,19 +12,19 @@
 
 namespace ccsim::algo {
 
-std::vector<std::vector<float>> SyntheticGradients::draw(uint64_t elements, uint32_t ranks, uint32_t salt) const {
-  std::vector<std::vector<float>> grads;
+RankTensors SyntheticGradients::draw(uint64_t elements, uint32_t ranks, uint32_t salt) const {
+  RankTensors grads;
   draw_into(elements, ranks, salt, grads);
   return grads;
 }
 
 void SyntheticGradients::draw_into(uint64_t elements, uint32_t ranks, uint32_t salt,
-                                   std::vector<std::vector<float>>& grads) const {
+                                   RankTensors& grads) const {
   traces::SyntheticGradientSpec spec = shape_;
   spec.elements = elements;
   spec.layers = static_cast<uint32_t>(std::min<uint64_t>(shape_.layers, std::max<uint64_t>(1, elements / 1024)));
   grads.resize(ranks);
-  for (std::vector<float>& g : grads) g.resize(elements);
+  for (auto& g : grads) g.resize(elements);  // unset: the generator's parallel writes map the memory
   std::vector<std::span<float>> views(grads.begin(), grads.end());
   traces::generate_synthetic_gradients(spec, seed_ + salt, views);
 }
@@ -32,11 +32,11 @@ void SyntheticGradients::draw_into(uint64_t elements, uint32_t ranks, uint32_t s
 double synthetic_copies(bool replans) { return replans ? 3.0 : 1.0; }
 
 Status BucketCodecs::plan(Codec& codec, uint32_t salt, uint32_t round, bool run) {
-  std::vector<std::vector<float>> grads = synthetic_.draw(codec.lowering->elements(), config_.ranks, salt);
+  RankTensors grads = synthetic_.draw(codec.lowering->elements(), config_.ranks, salt);
   return plan_on(codec, grads, round, run);
 }
 
-Status BucketCodecs::plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run,
+Status BucketCodecs::plan_on(Codec& codec, RankTensors& grads, uint32_t round, bool run,
                              PlanStatsCache* cache) {
   CompressedCollective& lowering = *codec.lowering;
   const NumericsOptions keyed{synthetic_.seed(), round, false};
@@ -81,7 +81,7 @@ Result<std::vector<BucketCodecs>> BucketCodecs::make_all(std::vector<Config> con
     const auto ka = key(a), kb = key(b);
     return std::get<0>(ka) != std::get<0>(kb) ? std::get<0>(ka) > std::get<0>(kb) : ka < kb;
   });
-  std::vector<std::vector<float>> grads;
+  RankTensors grads;
   for (size_t i = 0; i < shared.size();) {
     const auto drawn = key(shared[i]);
     synthetic.draw_into(std::get<0>(drawn), std::get<1>(drawn), std::get<2>(drawn), grads);

@@ -29,6 +29,7 @@
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/compressor.hpp"
 #include "sim/base/status.hpp"
+#include "sim/base/uninit_vector.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "traces/ddp_buckets.hpp"
 #include "traces/synthetic_gradients.hpp"
@@ -48,10 +49,10 @@ class SyntheticGradients {
   /// The run's seed (the plans' random streams are keyed by it).
   uint64_t seed() const { return seed_; }
   /// Each rank's tensor of `elements` entries, seed + `salt`, with at most one layer per 1024 entries.
-  std::vector<std::vector<float>> draw(uint64_t elements, uint32_t ranks, uint32_t salt) const;
+  RankTensors draw(uint64_t elements, uint32_t ranks, uint32_t salt) const;
   /// draw() into `grads`, resized to `ranks` tensors of `elements` (their memory reused: a draw no
   /// larger than the last one maps no new pages).
-  void draw_into(uint64_t elements, uint32_t ranks, uint32_t salt, std::vector<std::vector<float>>& grads) const;
+  void draw_into(uint64_t elements, uint32_t ranks, uint32_t salt, RankTensors& grads) const;
 
  private:
   traces::SyntheticGradientSpec shape_;
@@ -130,7 +131,7 @@ class BucketCodecs {
                                       size_t set, std::vector<SharedPlan>& shared);
   Status plan(Codec& codec, uint32_t salt, uint32_t round, bool run);
   // Plans `codec` on `grads` (every rank's draw), then runs the planned round on them when `run`.
-  Status plan_on(Codec& codec, std::vector<std::vector<float>>& grads, uint32_t round, bool run,
+  Status plan_on(Codec& codec, RankTensors& grads, uint32_t round, bool run,
                  PlanStatsCache* cache = nullptr);
 
   Config config_;

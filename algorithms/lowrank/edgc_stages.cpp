@@ -89,7 +89,7 @@ Result<StageCodecs> StageCodecs::make(Config config, SyntheticGradients syntheti
     CCSIM_ASSIGN_OR_RETURN(m.comp, CompressorRegistry::global().create(c.scheme, c.params));
     m.comp->set_layout(std::vector<LayerShape>{{0, c.stages[st].elements, c.stages[st].elements, 1}});
     m.lowering = std::make_unique<CompressedCollective>(*m.comp, *c.collective, c.dp, c.stages[st].elements, c.base);
-    const std::vector<std::vector<float>> grads = synthetic.draw(c.stages[st].elements, c.dp, st);
+    const RankTensors grads = synthetic.draw(c.stages[st].elements, c.dp, st);
     const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
     CCSIM_RETURN_IF_ERROR(m.lowering->plan(ins, NumericsOptions{synthetic.seed(), 0, false}).status());
     out.planned_.emplace(st, std::move(m));

@@ -38,6 +38,7 @@
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/lowrank/edgc.hpp"
 #include "sim/base/enum_names.hpp"
+#include "sim/base/uninit_vector.hpp"
 
 namespace ccsim::algo {
 
@@ -132,7 +133,7 @@ class StageCodecs {
   std::map<std::pair<uint32_t, uint32_t>, Made> per_round_;    // per (round, stage)
   std::unique_ptr<Compressor> alg1_owner_;
   EdgcCompressor* alg1_ = nullptr;
-  std::vector<std::vector<float>> alg1_grads_;
+  RankTensors alg1_grads_;
   std::map<uint32_t, uint32_t> alg1_rank_;  // round -> Algorithm 1's rank
 };
 

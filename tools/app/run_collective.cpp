@@ -6,11 +6,14 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <span>
 
 #include "algorithms/collective_session.hpp"
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/registry.hpp"
+#include "kernels/parallel.hpp"
 #include "sim/base/check.hpp"
+#include "sim/base/uninit_vector.hpp"
 #include "sim/base/units.hpp"
 #include "sim/concurrent_groups.hpp"
 #include "tools/app/seams.hpp"
@@ -21,11 +24,22 @@ namespace {
 
 using json = nlohmann::json;
 
+using RankTensor = UninitVector<float>;
+
+// `to` becomes a copy of `from`, written in pieces on every core.
+void parallel_copy(std::span<const float> from, RankTensor& to) {
+  to.resize(from.size());
+  kern::parallel_for(from.size(), 1 << 20, [&](uint64_t b, uint64_t e) {
+    std::copy(from.begin() + static_cast<ptrdiff_t>(b), from.begin() + static_cast<ptrdiff_t>(e),
+              to.begin() + static_cast<ptrdiff_t>(b));
+  });
+}
+
 // Group 0's per-rank gradients of `elements` entries: the synthetic generator's, or worker w
 // reading files[w % files].
-Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, uint64_t elements, uint32_t ranks) {
+Result<RankTensors> load_gradients(const Scenario& s, uint64_t elements, uint32_t ranks) {
   const GradientsConfig& g = s.gradients;
-  std::vector<std::vector<float>> grads(ranks);
+  RankTensors grads(ranks);
   if (g.source == GradientSource::kSynthetic) {
     const traces::SyntheticGradientSpec spec = g.synthetic_spec(elements);
     std::vector<std::span<float>> views;
@@ -41,7 +55,11 @@ Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, uint64
     if (d.ranks.empty() || d.ranks[0].size() != elements)
       return io_error(fmt::format("{}: now holds {} values per worker, {} when the scenario was checked", g.dump,
                                   d.ranks.empty() ? 0 : d.ranks[0].size(), elements));
-    return std::move(d.ranks);
+    for (uint32_t r = 0; r < ranks; ++r) {
+      parallel_copy(d.ranks[r], grads[r]);
+      std::vector<float>().swap(d.ranks[r]);
+    }
+    return grads;
   }
   std::vector<std::vector<float>> loaded;
   for (const std::string& file : g.files) {
@@ -52,7 +70,7 @@ Result<std::vector<std::vector<float>>> load_gradients(const Scenario& s, uint64
     CCSIM_RETURN_IF_ERROR(traces::check_finite_npy(file, arr.values));
     loaded.push_back(std::move(arr.values));
   }
-  for (uint32_t r = 0; r < ranks; ++r) grads[r] = loaded[r % loaded.size()];
+  for (uint32_t r = 0; r < ranks; ++r) parallel_copy(loaded[r % loaded.size()], grads[r]);
   return grads;
 }
 
@@ -151,14 +169,13 @@ json numerics_key(const LoadedScenario& loaded, size_t i, uint32_t group_size) {
 // (algo::CollectiveSession) plans and runs the sample's round. `work` is the ranks' buffers the
 // round runs on, kept from scheme to scheme so that their memory is mapped once.
 Status run_numerics(const LoadedScenario& loaded, size_t i, const algo::CompressedCollective& lowering,
-                    const std::vector<std::vector<float>>& grads, std::vector<std::vector<float>>& work,
-                    uint32_t groups, SchemeResult& r) {
+                    const RankTensors& grads, RankTensors& work, uint32_t groups, SchemeResult& r) {
   const Scenario& s = loaded.scenario;
   const GradientPlan& gp = loaded.plan->gradients;
   const auto seed = static_cast<uint64_t>(s.seed);
   const std::vector<std::span<const float>> ins(grads.begin(), grads.end());
   work.resize(grads.size());
-  for (size_t r = 0; r < grads.size(); ++r) work[r].assign(grads[r].begin(), grads[r].end());
+  for (size_t k = 0; k < grads.size(); ++k) parallel_copy(grads[k], work[k]);
   const std::vector<std::span<float>> views(work.begin(), work.end());
   std::vector<algo::ErrorStats> errs;
   if (gp.sampled()) {
@@ -206,7 +223,7 @@ Result<std::vector<Lowered>> lower_schemes(const LoadedScenario& loaded, uint32_
 // Every scheme's round fixed: those with a metadata phase planned on the whole gradient, from
 // `grads` when they hold it, else generated one rank at a time (the same plan, bit for bit).
 Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
-                    const std::vector<std::vector<float>>& grads, std::vector<Lowered>& schemes) {
+                    const RankTensors& grads, std::vector<Lowered>& schemes) {
   const algo::NumericsOptions options{static_cast<uint64_t>(s.seed), 0};
   std::vector<algo::PlanAccumulator> streams;
   std::vector<size_t> streamed;
@@ -223,7 +240,7 @@ Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
     }
   }
   if (streams.empty()) return ok_status();
-  std::vector<float> rank(gp.elements);
+  RankTensor rank(gp.elements);
   const std::span<float> view(rank);
   for (uint32_t r = 0; r < g; ++r) {
     traces::generate_synthetic_gradients(s.gradients.synthetic_spec(gp.elements), static_cast<uint64_t>(s.seed),
@@ -239,7 +256,7 @@ Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
 // One planned scheme timed on every group at once, then its numerics (`cached`: as an earlier run
 // with the same numerics inputs measured them).
 Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered& lowered,
-                                const std::vector<std::vector<float>>& grads, std::vector<std::vector<float>>& work,
+                                const RankTensors& grads, RankTensors& work,
                                 const RunReport& report, const std::optional<json>& cached) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
@@ -344,7 +361,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
     numerics_needed |= !cached[i] && gp.sample_elements > 0;
     plan_needs_data |= schemes[i].lowering->plan_bytes() > 0;
   }
-  std::vector<std::vector<float>> grads;
+  RankTensors grads;
   if (!gp.sampled() && (numerics_needed || plan_needs_data)) {
     CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.elements, g));
   }
@@ -352,7 +369,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   if (gp.sampled() && numerics_needed) {
     CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.sample_elements, g));
   }
-  std::vector<std::vector<float>> work;
+  RankTensors work;
   for (size_t i = 0; i < s.compression.size(); ++i) {
     if (hooks.progress) hooks.progress(i, s.compression.size(), report.loaded.plan->schemes[i].label);
     CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, work, report, cached[i]));
