@@ -14,6 +14,7 @@
 #include "kernels/transform/hadamard.hpp"
 #include "kernels/stats/entropy.hpp"
 #include "sim/base/check.hpp"
+#include "sim/base/uninit_vector.hpp"
 
 namespace ccsim::algo {
 namespace {
@@ -28,6 +29,24 @@ void load_scaled(std::span<const float> x, std::span<float> work, int k) {
   kern::parallel_for(work.size(), kPiece, [=](uint64_t b, uint64_t e) {
     for (uint64_t i = b; i < e; ++i) dst[i] = i < n ? kern::thc_scale_pow2(src[i], -k) : 0.0f;
   });
+}
+
+// max |H·D·x'| over every rotation block, x' = x · 2^-k zero-padded to `padded` entries: whole
+// blocks a chunk at a time in one scratch buffer, with their own signs (index_base), so the same
+// blocks and arithmetic as rotating the whole padded tensor at once, and the same maximum, without
+// mapping a padded copy of the tensor.
+float rotated_max_abs(std::span<const float> x, uint64_t padded, uint64_t block, int k, const kern::RngKey& key) {
+  constexpr uint64_t kChunk = 1 << 20;
+  const uint64_t chunk = block * std::max<uint64_t>(1, kChunk / block);
+  UninitVector<float> work(std::min(chunk, padded));  // every entry written by load_scaled
+  float m = 0.0f;
+  for (uint64_t c0 = 0; c0 < padded; c0 += chunk) {
+    const std::span<float> w(work.data(), std::min(chunk, padded - c0));
+    load_scaled(x.subspan(std::min<uint64_t>(c0, x.size())), w, k);
+    kern::randomized_hadamard_transform(w.data(), w.size(), block, key, c0);
+    m = std::max(m, kern::parallel_max_abs(w.data(), w.size()));
+  }
+  return m;
 }
 
 void fill(std::span<float> x, float v) {
@@ -126,10 +145,8 @@ void ThcCompressor::plan_local(std::span<const float> x, uint32_t, const kern::R
   // of two, which commutes exactly with the transform.
   const int e = kern::floor_log2(a);
   const uint64_t block = rotation_block_for(x.size());
-  std::vector<float> work(reduced_elements(x.size()));
-  load_scaled(x, work, e);
-  kern::randomized_hadamard_transform(work.data(), work.size(), block, shared_key(key), 0);
-  const double rotated_max = std::ldexp(static_cast<double>(kern::parallel_max_abs(work.data(), work.size())), e);
+  const double rotated_max =
+      std::ldexp(static_cast<double>(rotated_max_abs(x, reduced_elements(x.size()), block, e, shared_key(key))), e);
   const double entry = rotated_max / entry_divisor(block);
   float f = static_cast<float>(entry);
   if (static_cast<double>(f) < entry) f = std::nextafter(f, std::numeric_limits<float>::infinity());
