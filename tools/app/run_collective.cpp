@@ -55,11 +55,7 @@ Result<RankTensors> load_gradients(const Scenario& s, uint64_t elements, uint32_
     if (d.ranks.empty() || d.ranks[0].size() != elements)
       return io_error(fmt::format("{}: now holds {} values per worker, {} when the scenario was checked", g.dump,
                                   d.ranks.empty() ? 0 : d.ranks[0].size(), elements));
-    for (uint32_t r = 0; r < ranks; ++r) {
-      parallel_copy(d.ranks[r], grads[r]);
-      std::vector<float>().swap(d.ranks[r]);
-    }
-    return grads;
+    return std::move(d.ranks);
   }
   std::vector<std::vector<float>> loaded;
   for (const std::string& file : g.files) {

@@ -945,7 +945,7 @@ Result<DumpGradients> read_dump_gradients(const GradientsConfig& g, uint32_t ran
     const uint64_t rows = l.shape.empty() ? 1 : std::max<uint64_t>(1, l.shape.front());
     out.layout.push_back({l.offset, l.count, rows, l.count / rows});
   }
-  std::vector<std::vector<float>> workers;
+  RankTensors workers;
   for (uint32_t w = 0; w < std::min(ranks, dump.workers()); ++w) {
     CCSIM_ASSIGN_OR_RETURN(const traces::GradientVector v, dump.worker(w, steps[0]));
     workers.emplace_back(v.values().begin(), v.values().end());

@@ -10,6 +10,7 @@
 
 #include "sim/base/diagnostics.hpp"
 #include "sim/base/status.hpp"
+#include "sim/base/uninit_vector.hpp"
 #include "sim/training/parallel_job.hpp"
 #include "tools/app/numerics_cache.hpp"
 #include "tools/app/run_plan.hpp"
@@ -62,7 +63,7 @@ Result<LoadedScenario> load_scenario_json(nlohmann::json doc, const std::string&
 /// rank r reads worker r mod W at the first of gradients.steps (the first dumped step when none is
 /// given). Errors carry the dump's file and what was wrong.
 struct DumpGradients {
-  std::vector<std::vector<float>> ranks;
+  RankTensors ranks;
   std::vector<algo::LayerShape> layout;
   uint64_t step = 0;  ///< the training step read
 };
