@@ -222,7 +222,10 @@ uint32_t FlowNetwork::batch_at(int64_t t_ps) {
 }
 
 void FlowNetwork::fire_batch(uint32_t b) {
-  const int64_t t = batches_[b].time_ps;
+  // The engine fires a batch at its time: reading it from the clock rather than the batch (often a
+  // cache miss) lets the index's probe and the batch's load overlap.
+  const int64_t t = engine_.now().ps();
+  CCSIM_CHECK(batches_[b].time_ps == t, "batch {} due at {} ps fired at {} ps", b, batches_[b].time_ps, t);
   batch_index_.erase(t);
   if (last_batch_time_ == t) last_batch_time_ = -1;
   // Take the contents out first: callbacks may create new batches (and reuse this one).
