@@ -53,7 +53,7 @@ if(CCSIM_HAVE_CUDA)
     LABELS gpu unit)
   ccsim_add_test(NAME lowrank_cuda_test
     SRCS ${CMAKE_CURRENT_LIST_DIR}/lowrank_cuda_test.cu
-    DEPS ccsim_kernels_cuda ccsim_cuda_test_support ccsim_traces CUDA::cublas fmt::fmt
+    DEPS ccsim_kernels_cuda ccsim_cuda_test_support ccsim_traces fmt::fmt
     LABELS gpu unit)
   foreach(t select_cuda_test entropy_cuda_test lowrank_cuda_test)
     target_compile_definitions(${t} PRIVATE CCSIM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -18,7 +18,6 @@
 #define FMT_USE_CONSTEXPR 1
 #endif
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -58,21 +57,21 @@ std::vector<float> random_matrix(uint64_t rows, uint64_t cols, uint64_t seed, fl
   return m;
 }
 
-// A cuBLAS handle for one test.
+// A cuBLAS handle for one test, made and destroyed through the kernels' own functions (which open
+// cuBLAS on first use; this test does not link it).
 class Cublas {
  public:
-  Cublas() { ok_ = cublasCreate(&handle_) == CUBLAS_STATUS_SUCCESS; }
-  ~Cublas() {
-    if (ok_) cublasDestroy(handle_);
+  Cublas() {
+    if (auto h = cublas_create(); h.ok()) handle_ = *h;
   }
+  ~Cublas() { cublas_destroy(handle_); }
   Cublas(const Cublas&) = delete;
   Cublas& operator=(const Cublas&) = delete;
-  bool ok() const { return ok_; }
-  cublasHandle_t get() const { return handle_; }
+  bool ok() const { return handle_ != nullptr; }
+  CublasHandle get() const { return handle_; }
 
  private:
-  cublasHandle_t handle_ = nullptr;
-  bool ok_ = false;
+  CublasHandle handle_ = nullptr;
 };
 
 // --- GEMM ----------------------------------------------------------------------------------------
@@ -452,6 +451,17 @@ TEST(LowrankCudaHost, CorrectlyRoundedLogAndCosAreWithinAnUlpOfGlibc) {
   EXPECT_EQ(cr::cos_cr(0.0), 1.0);
   RecordProperty("log_differ_from_glibc", std::to_string(log_differ));
   RecordProperty("cos_differ_from_glibc", std::to_string(cos_differ));
+}
+
+// cuBLAS is found and every function resolved on first use: making a handle succeeds, or fails
+// with cuBLAS's own status (no device, here), never because the library could not be opened.
+TEST(LowrankCudaHost, CublasOpensOnFirstUse) {
+  Result<CublasHandle> h = cublas_create();
+  if (h.ok()) {
+    cublas_destroy(*h);
+    return;
+  }
+  EXPECT_NE(h.status().message().find("cublasCreate: CUBLAS_STATUS_"), std::string::npos) << h.status().message();
 }
 
 TEST(LowrankCudaArguments, RejectsBadShapesAndPointers) {
