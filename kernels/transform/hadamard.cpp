@@ -8,6 +8,7 @@
 #include "kernels/float_bits.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/philox_batch.hpp"
+#include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -48,31 +49,92 @@ struct Signs {
   }
 };
 
+#if defined(CCSIM_HAND_AVX2)
+// fwht_unnormalized() of x[0, n), n = 2^m >= 8, eight entries to a register: stages h = 1, 2, 4
+// inside each register (each lane's partner by a permute; the lower lane of a pair takes a + b,
+// the upper a - b, `a` the lower entry and the first operand, as in fwht_unnormalized()), then
+// every stage h >= 8 on registers of eight neighbouring pairs. The same butterflies on the same
+// operands, so the same bits.
+__attribute__((target("avx2"))) void fwht_avx2(float* x, uint64_t n) {
+  for (uint64_t i = 0; i < n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    __m256 p = _mm256_permute_ps(v, 0xB1);  // lanes 1, 0, 3, 2
+    v = _mm256_blend_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), 0xAA);
+    p = _mm256_permute_ps(v, 0x4E);  // lanes 2, 3, 0, 1
+    v = _mm256_blend_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), 0xCC);
+    p = _mm256_permute2f128_ps(v, v, 0x01);  // the halves swapped
+    v = _mm256_blend_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), 0xF0);
+    _mm256_storeu_ps(x + i, v);
+  }
+  for (uint64_t h = 8; h < n; h <<= 1)
+    for (uint64_t i = 0; i < n; i += 2 * h)
+      for (uint64_t j = i; j < i + h; j += 8) {
+        const __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + h);
+        _mm256_storeu_ps(x + j, _mm256_add_ps(a, b));
+        _mm256_storeu_ps(x + j + h, _mm256_sub_ps(a, b));
+      }
+}
+
+// tile_stages() with AVX2: a row's kTileCols = 16 entries in two registers.
+__attribute__((target("avx2"))) void tile_stages_avx2(float* buf, uint64_t rows) {
+  for (uint64_t h = 1; h < rows; h <<= 1)
+    for (uint64_t j0 = 0; j0 < rows; j0 += 2 * h)
+      for (uint64_t j = j0; j < j0 + h; ++j) {
+        float* lo = buf + j * kTileCols;
+        float* hi = lo + h * kTileCols;
+        for (uint64_t c = 0; c < kTileCols; c += 8) {
+          const __m256 p = _mm256_loadu_ps(lo + c), q = _mm256_loadu_ps(hi + c);
+          _mm256_storeu_ps(lo + c, _mm256_add_ps(p, q));
+          _mm256_storeu_ps(hi + c, _mm256_sub_ps(p, q));
+        }
+      }
+}
+#endif
+
+// fwht_unnormalized() on the host: by AVX2 where hand_avx2() says so.
+void fwht_host(float* x, uint64_t n) {
+#if defined(CCSIM_HAND_AVX2)
+  if (n >= 8 && hand_avx2()) return fwht_avx2(x, n);
+#endif
+  fwht_unnormalized(x, n);
+}
+
+// The butterflies of a tile of `rows` rows of kTileCols entries: stages h = 1 .. rows / 2 between
+// rows j and j + h, column by column.
+void tile_stages(float* buf, uint64_t rows, bool avx2) {
+#if defined(CCSIM_HAND_AVX2)
+  if (avx2) return tile_stages_avx2(buf, rows);
+#endif
+  (void)avx2;
+  for (uint64_t h = 1; h < rows; h <<= 1) {
+    for (uint64_t j0 = 0; j0 < rows; j0 += 2 * h) {
+      for (uint64_t j = j0; j < j0 + h; ++j) {
+        float* lo = buf + j * kTileCols;
+        float* hi = lo + h * kTileCols;
+        for (uint64_t c = 0; c < kTileCols; ++c) {
+          const float p = lo[c], q = hi[c];
+          lo[c] = p + q;
+          hi[c] = p - q;
+        }
+      }
+    }
+  }
+}
+
 // Stages h = 2^a, ..., 2^(a+g-1) of every block of x[0, count), in tiles; the last pass also
 // scales by `scale` and then applies `after` (the inverse's signs).
 void tiled_pass(float* x, uint64_t count, uint32_t a, uint32_t g, bool last, float scale, const Signs& after) {
   const uint64_t rows = uint64_t{1} << g, stride = uint64_t{1} << a;
   const uint64_t tiles_per_row = stride / kTileCols;
   const uint64_t units = count / (rows * kTileCols);
+  const bool avx2 = hand_avx2();
   parallel_for(units, std::max<uint64_t>(1, kGrain / (rows * kTileCols)), [=, &after](uint64_t u0, uint64_t u1) {
     std::vector<float> tile(rows * kTileCols);
     float* buf = tile.data();
     for (uint64_t u = u0; u < u1; ++u) {
       const uint64_t base = (u / tiles_per_row) * rows * stride + (u % tiles_per_row) * kTileCols;
       for (uint64_t r = 0; r < rows; ++r) std::memcpy(buf + r * kTileCols, x + base + r * stride, 4 * kTileCols);
-      for (uint64_t h = 1; h < rows; h <<= 1) {
-        for (uint64_t j0 = 0; j0 < rows; j0 += 2 * h) {
-          for (uint64_t j = j0; j < j0 + h; ++j) {
-            float* lo = buf + j * kTileCols;
-            float* hi = lo + h * kTileCols;
-            for (uint64_t c = 0; c < kTileCols; ++c) {
-              const float p = lo[c], q = hi[c];
-              lo[c] = p + q;
-              hi[c] = p - q;
-            }
-          }
-        }
-      }
+      tile_stages(buf, rows, avx2);
       for (uint64_t r = 0; r < rows; ++r) {
         float* out = x + base + r * stride;
         const float* in = buf + r * kTileCols;
@@ -98,7 +160,7 @@ void transform_blocks(float* x, uint64_t count, uint64_t block, const Signs& bef
       for (uint64_t b = b0; b < b1; ++b) {
         float* v = x + b * block;
         before.apply(x, b * block, (b + 1) * block);
-        fwht_unnormalized(v, block);
+        fwht_host(v, block);
         for (uint64_t i = 0; i < block; ++i) v[i] = hadamard_quiet(v[i]) * scale;
         after.apply(x, b * block, (b + 1) * block);
       }
@@ -108,7 +170,7 @@ void transform_blocks(float* x, uint64_t count, uint64_t block, const Signs& bef
   parallel_for(count / kSerialBlock, 1, [=, &before](uint64_t s0, uint64_t s1) {
     for (uint64_t s = s0; s < s1; ++s) {
       before.apply(x, s * kSerialBlock, (s + 1) * kSerialBlock);
-      fwht_unnormalized(x + s * kSerialBlock, kSerialBlock);
+      fwht_host(x + s * kSerialBlock, kSerialBlock);
     }
   });
   const auto first = static_cast<uint32_t>(std::countr_zero(kSerialBlock)),

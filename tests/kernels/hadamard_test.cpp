@@ -10,6 +10,7 @@
 
 #include "kernels/float_bits.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/philox_batch.hpp"
 #include "kernels/philox.hpp"
 
 namespace ccsim::kern {
@@ -134,23 +135,28 @@ TEST(Hadamard, LargeBlocksMatchTheSerialButterflyOrderExactly) {
     uint64_t n, block;
   };
   for (const Case c : {Case{1u << 15, 1u << 15}, Case{1u << 17, 1u << 17}, Case{1u << 17, 1u << 16},
-                       Case{1u << 23, 1u << 23}, Case{1u << 12, 1u << 10}}) {
+                       Case{1u << 23, 1u << 23}, Case{1u << 12, 1u << 10}, Case{1u << 14, 1u << 14},
+                       Case{64, 8}, Case{64, 16}, Case{64, 4}}) {
     SCOPED_TRACE(fmt::format("n={} block={}", c.n, c.block));
     const auto x = random_vector(c.n, 5 + c.n + c.block);
     const std::vector<float> plain = serial_reference(x, c.block, nullptr, false),
                              forward = serial_reference(x, c.block, &key, false),
                              inverse = serial_reference(x, c.block, &key, true);
-    for (int threads : {1, 3}) {
-      set_worker_threads(threads);
-      auto got = x;
-      hadamard_transform(got.data(), c.n, c.block);
-      ASSERT_EQ(got, plain) << threads << " threads";
-      got = x;
-      randomized_hadamard_transform(got.data(), c.n, c.block, key, 0);
-      ASSERT_EQ(got, forward) << threads << " threads";
-      got = x;
-      randomized_hadamard_inverse(got.data(), c.n, c.block, key, 0);
-      ASSERT_EQ(got, inverse) << threads << " threads";
+    for (const bool portable : {false, true}) {  // the hand-written AVX2 butterflies, then the loops
+      const bool before = philox_batch_force_portable(portable);
+      for (int threads : {1, 3}) {
+        set_worker_threads(threads);
+        auto got = x;
+        hadamard_transform(got.data(), c.n, c.block);
+        ASSERT_EQ(got, plain) << threads << " threads, portable " << portable;
+        got = x;
+        randomized_hadamard_transform(got.data(), c.n, c.block, key, 0);
+        ASSERT_EQ(got, forward) << threads << " threads, portable " << portable;
+        got = x;
+        randomized_hadamard_inverse(got.data(), c.n, c.block, key, 0);
+        ASSERT_EQ(got, inverse) << threads << " threads, portable " << portable;
+      }
+      philox_batch_force_portable(before);
     }
   }
   set_worker_threads(2);
