@@ -18,15 +18,24 @@ RankTensors SyntheticGradients::draw(uint64_t elements, uint32_t ranks, uint32_t
   return grads;
 }
 
-void SyntheticGradients::draw_into(uint64_t elements, uint32_t ranks, uint32_t salt,
-                                   RankTensors& grads) const {
+traces::SyntheticGradientSpec SyntheticGradients::spec_for(uint64_t elements) const {
   traces::SyntheticGradientSpec spec = shape_;
   spec.elements = elements;
   spec.layers = static_cast<uint32_t>(std::min<uint64_t>(shape_.layers, std::max<uint64_t>(1, elements / 1024)));
+  return spec;
+}
+
+void SyntheticGradients::draw_into(uint64_t elements, uint32_t ranks, uint32_t salt,
+                                   RankTensors& grads) const {
   grads.resize(ranks);
   for (auto& g : grads) g.resize(elements);  // unset: the generator's parallel writes map the memory
   std::vector<std::span<float>> views(grads.begin(), grads.end());
-  traces::generate_synthetic_gradients(spec, seed_ + salt, views);
+  traces::generate_synthetic_gradients(spec_for(elements), seed_ + salt, views);
+}
+
+void SyntheticGradients::draw_piece(uint64_t elements, uint32_t salt, uint64_t offset,
+                                    std::span<const std::span<float>> views) const {
+  traces::generate_synthetic_range(spec_for(elements), seed_ + salt, offset, views);
 }
 
 double synthetic_copies(bool replans) { return replans ? 3.0 : 1.0; }
@@ -83,15 +92,44 @@ Result<std::vector<BucketCodecs>> BucketCodecs::make_all(std::vector<Config> con
   });
   RankTensors grads;
   for (size_t i = 0; i < shared.size();) {
-    const auto drawn = key(shared[i]);
-    synthetic.draw_into(std::get<0>(drawn), std::get<1>(drawn), std::get<2>(drawn), grads);
-    PlanStatsCache cache;  // of this draw only
-    for (; i < shared.size() && key(shared[i]) == drawn; ++i) {
-      BucketCodecs& owner = out[shared[i].set];
-      CCSIM_RETURN_IF_ERROR(owner.plan_on(owner.codecs_[shared[i].codec], grads, 0, false, &cache));
-    }
+    size_t end = i;
+    while (end < shared.size() && key(shared[end]) == key(shared[i])) ++end;
+    CCSIM_RETURN_IF_ERROR(plan_shared_draw(out, std::span(shared).subspan(i, end - i), synthetic, grads));
+    i = end;
   }
   return out;
+}
+
+Status BucketCodecs::plan_shared_draw(std::vector<BucketCodecs>& sets, std::span<const SharedPlan> plans,
+                                      const SyntheticGradients& synthetic, RankTensors& grads) {
+  const BucketCodecs& first = sets[plans.front().set];
+  const uint64_t elements = first.codecs_[plans.front().codec].lowering->elements();
+  const uint32_t ranks = first.config_.ranks, salt = plans.front().salt;
+  const NumericsOptions keyed{synthetic.seed(), 0, false};
+  std::vector<std::unique_ptr<PlanAccumulator>> pieced(plans.size());
+  if (synthetic.piece_elements() > 0 && synthetic.piece_elements() < elements) {
+    std::vector<Compressor*> comps;
+    for (const SharedPlan& p : plans) comps.push_back(sets[p.set].codecs_[p.codec].comp.get());
+    const PieceSource source = [&](uint64_t offset, std::span<const std::span<float>> views) {
+      synthetic.draw_piece(elements, salt, offset, views);
+    };
+    pieced = plan_in_pieces(comps, elements, ranks, keyed, source, 2, synthetic.piece_elements());
+  }
+  PlanStatsCache cache;  // of this draw only
+  bool drawn = false;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    BucketCodecs& owner = sets[plans[k].set];
+    Codec& codec = owner.codecs_[plans[k].codec];
+    if (pieced[k]) {
+      CCSIM_RETURN_IF_ERROR(codec.lowering->commit_plan(*pieced[k]).status());
+      codec.decisions = codec.comp->plan_decisions();
+      continue;
+    }
+    if (!drawn) synthetic.draw_into(elements, ranks, salt, grads);
+    drawn = true;
+    CCSIM_RETURN_IF_ERROR(owner.plan_on(codec, grads, 0, false, &cache));
+  }
+  return ok_status();
 }
 
 Result<BucketCodecs> BucketCodecs::prepare(Config config, std::vector<BucketShape> buckets,

@@ -53,10 +53,20 @@ class SyntheticGradients {
   /// draw() into `grads`, resized to `ranks` tensors of `elements` (their memory reused: a draw no
   /// larger than the last one maps no new pages).
   void draw_into(uint64_t elements, uint32_t ranks, uint32_t salt, RankTensors& grads) const;
+  /// Entries [offset, offset + views[r].size()) of draw(elements, ranks, salt)'s tensor r into
+  /// views[r], r < ranks = views.size(). REQUIRES: offset even.
+  void draw_piece(uint64_t elements, uint32_t salt, uint64_t offset, std::span<const std::span<float>> views) const;
+  /// Entries per rank of a piece when plans that can are made from draws generated a piece at a
+  /// time (algo::plan_in_pieces); 0: from whole draws.
+  uint64_t piece_elements() const { return piece_elements_; }
+  void set_piece_elements(uint64_t n) { piece_elements_ = n; }
 
  private:
+  traces::SyntheticGradientSpec spec_for(uint64_t elements) const;
+
   traces::SyntheticGradientSpec shape_;
   uint64_t seed_ = 0;
+  uint64_t piece_elements_ = uint64_t{1} << 20;
 };
 
 /// Copies of a bucket's synthetic gradients a codec's plans hold at once: 3 when each plan's round
@@ -133,6 +143,10 @@ class BucketCodecs {
   // Plans `codec` on `grads` (every rank's draw), then runs the planned round on them when `run`.
   Status plan_on(Codec& codec, RankTensors& grads, uint32_t round, bool run,
                  PlanStatsCache* cache = nullptr);
+  // make_all()'s plans `plans` on the one draw they share: those that can from the draw generated a
+  // piece at a time, the others from the whole draw, made into `grads`.
+  static Status plan_shared_draw(std::vector<BucketCodecs>& sets, std::span<const SharedPlan> plans,
+                                 const SyntheticGradients& synthetic, RankTensors& grads);
 
   Config config_;
   std::vector<BucketShape> buckets_;

@@ -76,6 +76,20 @@ struct PlanFormat {
   bool empty() const { return sum_entries == 0 && max_entries == 0 && bit_words == 0; }
 };
 
+/// A rank's plan_local() computed a piece of its tensor at a time, for inputs produced piece by
+/// piece (algorithms/numerics.hpp: plan_in_pieces): Compressor::plan_pieces().
+class PlanPieces {
+ public:
+  virtual ~PlanPieces() = default;
+  /// Entries [offset, offset + x.size()) of the rank's tensor. The pieces come in order and tile
+  /// [0, elements); every boundary but the tensor's end is a multiple of plan_piece_alignment().
+  virtual void add(std::span<const float> x, uint64_t offset) = 0;
+  /// After the last piece: the rank's statistics (`out` sized as plan_format() says, zeroed), bit
+  /// for bit those plan_local() computes on the whole tensor; false when this input needs the whole
+  /// tensor after all (`out` then unspecified: call plan_local() on it).
+  virtual bool finish(PlanStats& out) = 0;
+};
+
 /// A value an adaptive scheme fixed in its last plan_commit (logged per round by training runs).
 struct PlanDecision {
   std::string quantity;  ///< what was decided ("u", "mu", "k", "rank", "bits", ...)
@@ -131,6 +145,14 @@ class Compressor {
   /// Rank `rank`'s statistics of its whole tensor `x`, sized as plan_format() says.
   virtual void plan_local(std::span<const float> /*x*/, uint32_t /*rank*/, const kern::RngKey& /*key*/,
                           PlanStats& /*out*/) const {}
+  /// plan_local() of rank `rank`, key `key`, on a tensor of `elements` given a piece at a time;
+  /// null (the default) where the scheme computes it on the whole tensor only.
+  virtual std::unique_ptr<PlanPieces> plan_pieces(uint64_t /*elements*/, uint32_t /*rank*/,
+                                                  const kern::RngKey& /*key*/) const {
+    return nullptr;
+  }
+  /// What plan_pieces()' inner piece boundaries must be multiples of, for a tensor of `elements`.
+  virtual uint64_t plan_piece_alignment(uint64_t /*elements*/) const { return 1; }
   /// What plan_local() computes, named for sharing its statistics: compressors with equal,
   /// non-empty identities have equal plan_format()s and compute equal statistics from equal inputs
   /// and keys, so a plan of several schemes on one draw may compute them once (PlanStatsCache,

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "kernels/parallel.hpp"
 #include "kernels/stats/error_sums.hpp"
 #include "sim/base/check.hpp"
+#include "sim/base/uninit_vector.hpp"
 
 namespace ccsim::algo {
 
@@ -116,16 +118,35 @@ PlanAccumulator::PlanAccumulator(Compressor& compressor, uint64_t elements, uint
     : comp_(&compressor), elements_(elements), ranks_(ranks), options_(options),
       format_(compressor.plan_format(elements, ranks)) {}
 
+namespace {
+
+// Statistics of `format`'s sizes, zeroed: what plan_local() writes into.
+PlanStats zero_stats(const PlanFormat& format) {
+  PlanStats s;
+  s.sum.assign(format.sum_entries, 0.0);
+  s.max.assign(format.max_entries, 0.0f);
+  s.bits.assign(format.bit_words, 0);
+  return s;
+}
+
+}  // namespace
+
 void PlanAccumulator::add(std::span<const float> x) {
   CCSIM_CHECK(added_ < ranks_, "plan statistics of {} ranks for {}", added_ + 1, ranks_);
   CCSIM_CHECK(x.size() == elements_, "rank inputs of {} and {} elements", elements_, x.size());
+  if (format_.empty()) {
+    ++added_;
+    return;
+  }
+  PlanStats local = zero_stats(format_);
+  comp_->plan_local(x, added_, kern::RngKey{options_.seed, options_.round, added_, kPlanStream}, local);
+  add_stats(std::move(local));
+}
+
+void PlanAccumulator::add_stats(PlanStats local) {
+  CCSIM_CHECK(added_ < ranks_, "plan statistics of {} ranks for {}", added_ + 1, ranks_);
   const uint32_t r = added_++;
   if (format_.empty()) return;
-  PlanStats local;
-  local.sum.assign(format_.sum_entries, 0.0);
-  local.max.assign(format_.max_entries, 0.0f);
-  local.bits.assign(format_.bit_words, 0);
-  comp_->plan_local(x, r, kern::RngKey{options_.seed, options_.round, r, kPlanStream}, local);
   CCSIM_CHECK(local.sum.size() == format_.sum_entries && local.max.size() == format_.max_entries &&
                   local.bits.size() == format_.bit_words,
               "{}: plan_local changed the statistics' sizes", comp_->name());
@@ -170,6 +191,76 @@ const PlanStats* PlanStatsCache::find(const std::string& identity, uint64_t elem
 void PlanStatsCache::store(const std::string& identity, uint64_t elements, uint32_t ranks,
                            const NumericsOptions& options, const PlanStats& combined) {
   entries_.push_back(Entry{identity, elements, ranks, options.seed, options.round, combined});
+}
+
+namespace {
+
+// Compressors of one plan_local_identity() (or one without), their ranks' statistics piece by piece.
+struct PieceSet {
+  std::string identity;
+  std::vector<size_t> members;
+  std::vector<std::unique_ptr<PlanPieces>> ranks;
+};
+
+// The sets, one per identity, of the compressors that plan in pieces; `align` becomes the least
+// common multiple of their alignments and its own.
+std::vector<PieceSet> piece_sets(std::span<Compressor* const> compressors, uint64_t elements, uint32_t ranks,
+                                 const NumericsOptions& options, uint64_t& align) {
+  std::vector<PieceSet> sets;
+  for (size_t i = 0; i < compressors.size(); ++i) {
+    const Compressor& c = *compressors[i];
+    const std::string identity = c.plan_local_identity();
+    auto same = std::find_if(sets.begin(), sets.end(), [&](const PieceSet& s) {
+      return !identity.empty() && s.identity == identity;
+    });
+    if (same != sets.end()) {
+      same->members.push_back(i);
+      continue;
+    }
+    PieceSet set{identity, {i}, {}};
+    for (uint32_t r = 0; r < ranks; ++r)
+      set.ranks.push_back(c.plan_pieces(elements, r, kern::RngKey{options.seed, options.round, r, kPlanStream}));
+    if (set.ranks.empty() || std::any_of(set.ranks.begin(), set.ranks.end(), [](const auto& p) { return !p; }))
+      continue;
+    align = std::lcm(align, std::max<uint64_t>(1, c.plan_piece_alignment(elements)));
+    sets.push_back(std::move(set));
+  }
+  return sets;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compressor* const> compressors,
+                                                             uint64_t elements, uint32_t ranks,
+                                                             const NumericsOptions& options, const PieceSource& source,
+                                                             uint64_t source_alignment, uint64_t piece_elements) {
+  std::vector<std::unique_ptr<PlanAccumulator>> out(compressors.size());
+  uint64_t align = std::max<uint64_t>(1, source_alignment);
+  std::vector<PieceSet> sets = piece_sets(compressors, elements, ranks, options, align);
+  if (sets.empty() || align > kMaxPlanPiece) return out;
+  const uint64_t piece = align * std::max<uint64_t>(1, piece_elements / align);
+  RankTensors buffers(ranks);
+  for (auto& b : buffers) b.resize(std::min(piece, elements));
+  std::vector<std::span<float>> views(ranks);
+  for (uint64_t offset = 0; offset < elements; offset += piece) {
+    const uint64_t n = std::min(piece, elements - offset);
+    for (uint32_t r = 0; r < ranks; ++r) views[r] = std::span<float>(buffers[r].data(), n);
+    source(offset, views);
+    for (PieceSet& set : sets)
+      for (uint32_t r = 0; r < ranks; ++r) set.ranks[r]->add(views[r], offset);
+  }
+  for (PieceSet& set : sets) {
+    const PlanFormat format = compressors[set.members.front()]->plan_format(elements, ranks);
+    std::vector<PlanStats> stats(ranks, zero_stats(format));
+    bool whole = true;
+    for (uint32_t r = 0; r < ranks && whole; ++r) whole = set.ranks[r]->finish(stats[r]);
+    if (!whole) continue;
+    for (size_t i : set.members) {
+      out[i] = std::make_unique<PlanAccumulator>(*compressors[i], elements, ranks, options);
+      for (uint32_t r = 0; r < ranks; ++r) out[i]->add_stats(i == set.members.back() ? std::move(stats[r]) : stats[r]);
+    }
+  }
+  return out;
 }
 
 Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<const float>> inputs,

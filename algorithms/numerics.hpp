@@ -4,6 +4,8 @@
 /// the compressor at every kernel op, and the error metrics computed from what ranks end with.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,6 +63,9 @@ class PlanAccumulator {
   PlanAccumulator(Compressor& compressor, uint64_t elements, uint32_t ranks, const NumericsOptions& options);
   /// Rank `next_rank()`'s statistics. REQUIRES: x.size() == elements; fewer than `ranks` added.
   void add(std::span<const float> x);
+  /// Rank `next_rank()`'s statistics as its plan_local() computed them (sized as plan_format() says;
+  /// anything for a compressor without a metadata phase). REQUIRES: fewer than `ranks` added.
+  void add_stats(PlanStats local);
   uint32_t next_rank() const { return added_; }
   /// Combines what was added and fixes the compressor's plan (plan_commit).
   /// REQUIRES: all `ranks` added.
@@ -77,6 +82,27 @@ class PlanAccumulator {
   PlanStats combined_;
   uint32_t added_ = 0;
 };
+
+/// Writes entries [offset, offset + views[r].size()) of every rank r's input into views[r].
+using PieceSource = std::function<void(uint64_t offset, std::span<const std::span<float>> views)>;
+
+/// The largest piece plan_in_pieces() holds of a rank's input (2^26 entries): compressors whose
+/// alignments need more are planned on whole tensors.
+inline constexpr uint64_t kMaxPlanPiece = uint64_t{1} << 26;
+
+/// Step 1 of a round for each of `compressors` on inputs that `source` writes a piece at a time, so
+/// that one piece of every rank's input is held instead of whole tensors: pieces of about
+/// `piece_elements` entries whose boundaries are multiples of `source_alignment` and of every
+/// compressor's plan_piece_alignment(), each fed to every rank's PlanPieces; the statistics of one
+/// plan_local_identity() computed once, as plan_round() with a cache does. Returns, per compressor,
+/// its accumulator with every rank added, whose commit() makes the plan plan_round() makes, bit for
+/// bit; or null where the compressor needs whole tensors (plan_pieces() is null, its finish()
+/// declined, or the alignments' least common multiple exceeds kMaxPlanPiece): plan those with
+/// plan_round(). REQUIRES: the compressors outlive the accumulators.
+std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compressor* const> compressors,
+                                                             uint64_t elements, uint32_t ranks,
+                                                             const NumericsOptions& options, const PieceSource& source,
+                                                             uint64_t source_alignment, uint64_t piece_elements);
 
 /// Combined plan_local() statistics of one set of inputs, by the compressor's
 /// plan_local_identity(), the tensor's size, the rank count and the round's key: a plan of several

@@ -94,7 +94,16 @@ std::vector<uint64_t> synthetic_layer_offsets(const SyntheticGradientSpec& spec,
 void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t seed,
                                   std::span<const std::span<float>> workers, uint32_t first_worker) {
   for (const auto& w : workers) CCSIM_CHECK(w.size() == spec.elements, "worker buffer has {} elements, want {}", w.size(), spec.elements);
-  if (spec.elements == 0 || workers.empty()) return;
+  generate_synthetic_range(spec, seed, 0, workers, first_worker);
+}
+
+void generate_synthetic_range(const SyntheticGradientSpec& spec, uint64_t seed, uint64_t first,
+                              std::span<const std::span<float>> workers, uint32_t first_worker) {
+  if (workers.empty() || workers.front().empty()) return;
+  const uint64_t count = workers.front().size();
+  for (const auto& w : workers) CCSIM_CHECK(w.size() == count, "worker buffers of {} and {} elements", count, w.size());
+  CCSIM_CHECK(first % 2 == 0 && first + count <= spec.elements, "synthetic range [{}, {}) of {} elements, start not even",
+              first, first + count, spec.elements);
   const std::vector<uint64_t> off = synthetic_layer_offsets(spec, seed);
   const uint32_t layers = static_cast<uint32_t>(off.size() - 1);
   std::vector<float> layer_scale(layers);
@@ -115,13 +124,14 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
   const kern::RngKey shared_key{seed, 0, 0, kStreamNoise};
 
   // Tiles of whole layers' slices; within a tile the shared part is computed once for all workers.
+  // Workers' buffers hold entries [first, first + count); `out` below is offset to index them.
   constexpr uint64_t kTile = 1 << 14;
-  const uint64_t tiles = (spec.elements + kTile - 1) / kTile;
+  const uint64_t tiles = (count + kTile - 1) / kTile, stop = first + count;
   kern::parallel_for(tiles, 4, [&](uint64_t t0, uint64_t t1) {
     std::vector<float> base(kTile), shared(kTile), z(kTile + 1);
     NormalScratch scratch;
     for (uint64_t t = t0; t < t1; ++t) {
-      const uint64_t begin = t * kTile, end = std::min(spec.elements, begin + kTile);
+      const uint64_t begin = first + t * kTile, end = std::min(stop, begin + kTile);
       uint32_t layer = static_cast<uint32_t>(std::upper_bound(off.begin(), off.end(), begin) - off.begin() - 1);
       uint64_t env_index = UINT64_MAX;
       float env = 0.0f;
@@ -141,16 +151,16 @@ void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t se
       for (size_t w = 0; w < workers.size(); ++w) {
         const auto worker = static_cast<uint32_t>(first_worker + w + 1);
         const kern::RngKey own_key{seed, 0, worker, kStreamNoise};
-        float* out = workers[w].data();
+        float* out = workers[w].data();  // out[i - first] is entry i
         normal_pairs(own_key, begin >> 1, pairs, scratch, z.data());
-        for (uint64_t j = 0; j < n; ++j) out[begin + j] = base[j] * (shared[j] + a_own * z[j]);
+        for (uint64_t j = 0; j < n; ++j) out[begin - first + j] = base[j] * (shared[j] + a_own * z[j]);
         if (!own_envelope) continue;
         // The worker's own envelope factor, one per span.
         const kern::RngKey own_env_key{seed, 0, worker, kStreamEnvelope};
         for (uint64_t i = begin; i < end;) {
           const uint64_t run_end = std::min(end, (i / span + 1) * span);
           const float factor = std::exp(sigma_own * normal_at(own_env_key, i / span));
-          for (; i < run_end; ++i) out[i] *= factor;
+          for (; i < run_end; ++i) out[i - first] *= factor;
         }
       }
     }

@@ -63,4 +63,10 @@ std::vector<uint64_t> synthetic_layer_offsets(const SyntheticGradientSpec& spec,
 void generate_synthetic_gradients(const SyntheticGradientSpec& spec, uint64_t seed, std::span<const std::span<float>> workers,
                                   uint32_t first_worker = 0);
 
+/// Entries [first, first + n) of the workers' gradients, n = workers[w].size() (equal for every w):
+/// the values generate_synthetic_gradients() gives them. REQUIRES: first even, first + n <=
+/// spec.elements.
+void generate_synthetic_range(const SyntheticGradientSpec& spec, uint64_t seed, uint64_t first,
+                              std::span<const std::span<float>> workers, uint32_t first_worker = 0);
+
 }  // namespace ccsim::traces

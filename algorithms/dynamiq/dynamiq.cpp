@@ -158,12 +158,46 @@ PlanFormat DynamiqCompressor::plan_format(uint64_t elements, uint32_t) const {
   return PlanFormat{2 * n, 0, 0, 4};
 }
 
-void DynamiqCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey&, PlanStats& out) const {
-  const uint64_t S = options_.super_group, n = (x.size() + S - 1) / S;
+namespace {
+
+// The sums and sums of squares of x's super-groups of S entries into sum[] and sq[]: each
+// super-group's own sums in entry order (kern::block_sums), so a piece of whole super-groups gives
+// the values the whole tensor gives them.
+void super_group_sums(std::span<const float> x, uint64_t S, double* sum, double* sq) {
+  const uint64_t n = (x.size() + S - 1) / S;
   kern::parallel_for(n, 64, [&](uint64_t b, uint64_t e) {
-    kern::block_sums(x.data() + b * S, std::min<uint64_t>(x.size(), e * S) - b * S, S, out.sum.data() + b,
-                     out.sum.data() + n + b);
+    kern::block_sums(x.data() + b * S, std::min<uint64_t>(x.size(), e * S) - b * S, S, sum + b, sq + b);
   });
+}
+
+// plan_local() a piece of whole super-groups at a time.
+class DynamiqPlanPieces final : public PlanPieces {
+ public:
+  DynamiqPlanPieces(uint64_t elements, uint64_t S) : S_(S), n_((elements + S - 1) / S), sum_(2 * n_, 0.0) {}
+  void add(std::span<const float> x, uint64_t offset) override {
+    CCSIM_CHECK(offset % S_ == 0 && (offset + x.size() + S_ - 1) / S_ <= n_, "dynamiq: plan piece [{}, {}) not aligned to {}",
+                offset, offset + x.size(), S_);
+    super_group_sums(x, S_, sum_.data() + offset / S_, sum_.data() + n_ + offset / S_);
+  }
+  bool finish(PlanStats& out) override {
+    out.sum = std::move(sum_);
+    return true;
+  }
+
+ private:
+  uint64_t S_, n_;
+  std::vector<double> sum_;
+};
+
+}  // namespace
+
+void DynamiqCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey&, PlanStats& out) const {
+  const uint64_t n = (x.size() + options_.super_group - 1) / options_.super_group;
+  super_group_sums(x, options_.super_group, out.sum.data(), out.sum.data() + n);
+}
+
+std::unique_ptr<PlanPieces> DynamiqCompressor::plan_pieces(uint64_t elements, uint32_t, const kern::RngKey&) const {
+  return std::make_unique<DynamiqPlanPieces>(elements, options_.super_group);
 }
 
 std::string DynamiqCompressor::plan_local_identity() const {

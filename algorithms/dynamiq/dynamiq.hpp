@@ -95,6 +95,9 @@ class DynamiqCompressor final : public Compressor {
 
   PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
+  /// A piece of whole super-groups at a time.
+  std::unique_ptr<PlanPieces> plan_pieces(uint64_t elements, uint32_t rank, const kern::RngKey& key) const override;
+  uint64_t plan_piece_alignment(uint64_t) const override { return options_.super_group; }
   /// plan_local() reads only the super-group size.
   std::string plan_local_identity() const override;
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;

@@ -145,6 +145,39 @@ PlanFormat MxCompressor::plan_format(uint64_t elements, uint32_t) const {
   return f;
 }
 
+namespace {
+
+// Block scaling's plan_local() a piece of whole blocks at a time (each block's maximum is its own).
+class MxBlockPlanPieces final : public PlanPieces {
+ public:
+  MxBlockPlanPieces(uint64_t elements, uint64_t block) : block_(block), max_((elements + block - 1) / block, 0.0f) {}
+  void add(std::span<const float> x, uint64_t offset) override {
+    CCSIM_CHECK(offset % block_ == 0 && (offset + x.size() + block_ - 1) / block_ <= max_.size(),
+                "mx: plan piece [{}, {}) not aligned to {}", offset, offset + x.size(), block_);
+    kern::block_max_abs(x.data(), x.size(), block_, max_.data() + offset / block_);
+  }
+  bool finish(PlanStats& out) override {
+    out.max = std::move(max_);
+    return true;
+  }
+
+ private:
+  uint64_t block_;
+  std::vector<float> max_;
+};
+
+}  // namespace
+
+std::unique_ptr<PlanPieces> MxCompressor::plan_pieces(uint64_t elements, uint32_t, const kern::RngKey&) const {
+  if (options_.global_scaling != Options::Scaling::kBlock) return nullptr;
+  return std::make_unique<MxBlockPlanPieces>(elements, options_.format.block);
+}
+
+std::string MxCompressor::plan_local_identity() const {
+  if (options_.global_scaling != Options::Scaling::kBlock) return {};
+  return fmt::format("mx block maxima, block = {}", options_.format.block);
+}
+
 void MxCompressor::plan_local(std::span<const float> x, uint32_t, const kern::RngKey&, PlanStats& out) const {
   if (options_.global_scaling == Options::Scaling::kBlock) {
     kern::block_max_abs(x.data(), x.size(), options_.format.block, out.max.data());

@@ -107,6 +107,12 @@ class MxCompressor final : public Compressor {
   /// One max entry per block (block scaling) or per layer (layer scaling), none without.
   PlanFormat plan_format(uint64_t elements, uint32_t ranks) const override;
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
+  /// Block scaling: a piece of whole blocks at a time; layer scaling: null (whole tensors only).
+  std::unique_ptr<PlanPieces> plan_pieces(uint64_t elements, uint32_t rank, const kern::RngKey& key) const override;
+  uint64_t plan_piece_alignment(uint64_t) const override { return options_.format.block; }
+  /// Block scaling's maxima depend on the block size alone (every MX format shares them); layer
+  /// scaling's are not shared.
+  std::string plan_local_identity() const override;
   /// Adapts mu from the previous round's overflow count (first round: mu = ranks), resets the
   /// count, and fixes every layer's scale.
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;

@@ -11,6 +11,7 @@
 
 #include "kernels/parallel.hpp"
 #include "kernels/quant/bf16_quant.hpp"
+#include "kernels/stats/block_sums.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
@@ -92,22 +93,63 @@ PlanFormat OmniReduceCompressor::plan_format(uint64_t elements, uint32_t) const 
   return f;
 }
 
+namespace {
+
+// Squared norms of x's chunks of `chunk` entries into key[] (the last may be short), summed in
+// element order (exact squares in double: kern::block_sums' sums of squares); NaN ranks highest.
+// A chunk's key reads its entries only.
+void chunk_keys(std::span<const float> x, uint64_t chunk, double* key) {
+  const uint64_t n = x.size(), nc = (n + chunk - 1) / chunk;
+  const float* data = x.data();
+  kern::parallel_for(nc, std::max<uint64_t>(1, kGrainElements / chunk), [=](uint64_t c0, uint64_t c1) {
+    std::vector<double> sums(c1 - c0);  // the plain sums block_sums also makes, not used
+    kern::block_sums(data + c0 * chunk, std::min(n, c1 * chunk) - c0 * chunk, chunk, sums.data(), key + c0);
+    for (uint64_t c = c0; c < c1; ++c)
+      if (std::isnan(key[c])) key[c] = std::numeric_limits<double>::infinity();
+  });
+}
+
+}  // namespace
+
+// plan_local() a piece of whole chunks at a time: the chunks' keys piece by piece, the selection
+// once every key is known.
+class OmniReduceCompressor::Pieces final : public PlanPieces {
+ public:
+  Pieces(const OmniReduceCompressor& comp, uint64_t elements, uint32_t rank)
+      : comp_(comp), rank_(rank), key_(comp.chunks_of(elements), 0.0) {}
+  void add(std::span<const float> x, uint64_t offset) override {
+    const uint64_t chunk = comp_.chunk_;
+    CCSIM_CHECK(offset % chunk == 0 && (offset + x.size() + chunk - 1) / chunk <= key_.size(),
+                "omnireduce: plan piece [{}, {}) not aligned to {}", offset, offset + x.size(), chunk);
+    chunk_keys(x, chunk, key_.data() + offset / chunk);
+  }
+  bool finish(PlanStats& out) override {
+    comp_.select_local(key_, rank_, out);
+    return true;
+  }
+
+ private:
+  const OmniReduceCompressor& comp_;
+  uint32_t rank_;
+  std::vector<double> key_;
+};
+
 void OmniReduceCompressor::plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey&,
                                       PlanStats& out) const {
-  const uint64_t nc = chunks_of(x.size());
+  std::vector<double> key(chunks_of(x.size()));
+  chunk_keys(x, chunk_, key.data());
+  select_local(key, rank, out);
+}
+
+std::unique_ptr<PlanPieces> OmniReduceCompressor::plan_pieces(uint64_t elements, uint32_t rank,
+                                                              const kern::RngKey&) const {
+  return std::make_unique<Pieces>(*this, elements, rank);
+}
+
+void OmniReduceCompressor::select_local(std::span<const double> key, uint32_t rank, PlanStats& out) const {
+  const uint64_t nc = key.size();
   CCSIM_CHECK(out.bits.size() == (nc + 63) / 64, "omnireduce: {} bitmap words for {} chunks", out.bits.size(), nc);
   if (nc == 0) return;
-  // Squared chunk norms, summed in element order (exact squares in double); NaN ranks highest.
-  std::vector<double> key(nc);
-  const uint64_t n = x.size();
-  const float* data = x.data();
-  kern::parallel_for(nc, std::max<uint64_t>(1, kGrainElements / chunk_), [&](uint64_t c0, uint64_t c1) {
-    for (uint64_t c = c0; c < c1; ++c) {
-      double s = 0;
-      for (uint64_t i = c * chunk_; i < std::min(n, (c + 1) * chunk_); ++i) s += static_cast<double>(data[i]) * data[i];
-      key[c] = std::isnan(s) ? std::numeric_limits<double>::infinity() : s;
-    }
-  });
   // The k largest keys, ties to the lower index: a strict total order, so the set is unique.
   const uint64_t k = local_k(nc);
   std::vector<uint64_t> order(nc);

@@ -109,6 +109,9 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   /// send=own: also keeps them as the rank's own bitmap for this round's prepare() (ranks' calls
   /// must not run concurrently).
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
+  /// A piece of whole chunks at a time (the chunks' norms; the top-k once all are known).
+  std::unique_ptr<PlanPieces> plan_pieces(uint64_t elements, uint32_t rank, const kern::RngKey& key) const override;
+  uint64_t plan_piece_alignment(uint64_t) const override { return chunk_; }
   /// Stores the union U = OR of the bitmaps, K'_t = |U|, and moves k to k_{t+1} (eq. 1).
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
   /// "k": the local top-k of the round just planned (committed_k()). Detail: k_t (the real-valued
@@ -193,6 +196,9 @@ class OmniReduceCompressor final : public UnfusedHopCompressor {
   /// Union elements in [0, i). REQUIRES: i <= planned elements.
   uint64_t union_before(uint64_t i) const;
   /// Elements of the vector the collective runs on: the tensor (sparse) or |U| (compact).
+  class Pieces;
+  // plan_local()'s selection from the chunks' keys (their squared norms, NaN as +inf).
+  void select_local(std::span<const double> key, uint32_t rank, PlanStats& out) const;
   uint64_t domain_elements() const;
   void check_spec(const TensorSpec& spec) const;
   /// Calls op(lo, hi, values) for pieces [lo, hi) of `spec` (indices relative to spec.offset), each

@@ -22,12 +22,16 @@ namespace {
 constexpr uint64_t kPiece = 1 << 16;
 
 // work[0, elements) = x * 2^-k, work[elements, size) = 0 (work may be x itself).
+// (kern::thc_scale_pow2's two exact factors, hoisted out of the loop: the same products.)
 void load_scaled(std::span<const float> x, std::span<float> work, int k) {
   const float* src = x.data();
   float* dst = work.data();
   const uint64_t n = x.size();
+  const float f1 = kern::exact_pow2(-k / 2), f2 = kern::exact_pow2(-k - -k / 2);
   kern::parallel_for(work.size(), kPiece, [=](uint64_t b, uint64_t e) {
-    for (uint64_t i = b; i < e; ++i) dst[i] = i < n ? kern::thc_scale_pow2(src[i], -k) : 0.0f;
+    const uint64_t mid = std::clamp(n, b, e);
+    for (uint64_t i = b; i < mid; ++i) dst[i] = (src[i] * f1) * f2;
+    std::fill(dst + mid, dst + e, 0.0f);
   });
 }
 
@@ -35,9 +39,41 @@ void load_scaled(std::span<const float> x, std::span<float> work, int k) {
 // blocks a chunk at a time in one scratch buffer, with their own signs (index_base), so the same
 // blocks and arithmetic as rotating the whole padded tensor at once, and the same maximum, without
 // mapping a padded copy of the tensor.
-float rotated_max_abs(std::span<const float> x, uint64_t padded, uint64_t block, int k, const kern::RngKey& key) {
+// The chunk of whole blocks rotated_max_abs() rotates at a time.
+uint64_t rotated_chunk(uint64_t block) {
   constexpr uint64_t kChunk = 1 << 20;
-  const uint64_t chunk = block * std::max<uint64_t>(1, kChunk / block);
+  return block * std::max<uint64_t>(1, kChunk / block);
+}
+
+// kern::max_abs() of x (its largest |x[i]|, or the first NaN) and the smallest nonzero finite
+// |x[i]| (+inf where there is none), each piece's two read while it is in cache.
+std::pair<float, float> extremes(std::span<const float> x) {
+  const uint64_t pieces = (x.size() + kPiece - 1) / kPiece;
+  std::vector<float> most(pieces), least(pieces);
+  const float* data = x.data();
+  const uint64_t n = x.size();
+  kern::parallel_for(pieces, 1, [&most, &least, data, n](uint64_t p0, uint64_t p1) {
+    for (uint64_t p = p0; p < p1; ++p) {
+      const uint64_t b = p * kPiece, e = std::min(n, b + kPiece);
+      most[p] = kern::max_abs(data + b, e - b);
+      float m = std::numeric_limits<float>::infinity();
+      for (uint64_t i = b; i < e; ++i) {
+        const float v = std::fabs(data[i]);
+        if (v > 0.0f && v < m) m = v;
+      }
+      least[p] = m;
+    }
+  });
+  float a = 0.0f, m = std::numeric_limits<float>::infinity();
+  for (uint64_t p = 0; p < pieces; ++p) {
+    if (!std::isnan(a) && (std::isnan(most[p]) || most[p] > a)) a = most[p];  // max_abs(): the first NaN
+    m = std::min(m, least[p]);
+  }
+  return {a, m};
+}
+
+float rotated_max_abs(std::span<const float> x, uint64_t padded, uint64_t block, int k, const kern::RngKey& key) {
+  const uint64_t chunk = rotated_chunk(block);
   UninitVector<float> work(std::min(chunk, padded));  // every entry written by load_scaled
   float m = 0.0f;
   for (uint64_t c0 = 0; c0 < padded; c0 += chunk) {
@@ -145,12 +181,75 @@ void ThcCompressor::plan_local(std::span<const float> x, uint32_t, const kern::R
   // of two, which commutes exactly with the transform.
   const int e = kern::floor_log2(a);
   const uint64_t block = rotation_block_for(x.size());
-  const double rotated_max =
-      std::ldexp(static_cast<double>(rotated_max_abs(x, reduced_elements(x.size()), block, e, shared_key(key))), e);
-  const double entry = rotated_max / entry_divisor(block);
+  out.max[0] = plan_entry(rotated_max_abs(x, reduced_elements(x.size()), block, e, shared_key(key)), e, block);
+}
+
+float ThcCompressor::plan_entry(float m, int e, uint64_t block) {
+  const double entry = std::ldexp(static_cast<double>(m), e) / entry_divisor(block);
   float f = static_cast<float>(entry);
   if (static_cast<double>(f) < entry) f = std::nextafter(f, std::numeric_limits<float>::infinity());
-  out.max[0] = f;
+  return f;
+}
+
+// plan_local() a chunk of whole rotation blocks at a time (the chunks rotated_max_abs() takes).
+// The rank's frame 2^-e is known only after the last piece, so each chunk is rotated in its own,
+// 2^-e_c with e_c = floor(log2 max |chunk|) <= e, and its maximum m_c brought to the rank's frame
+// at the end as m_c 2^(e_c - e). That is the maximum rotating in the rank's frame gives, bit for
+// bit, when every nonzero x 2^-e is a normal float: scaling by a power of two is then exact in both
+// frames, the butterflies' sums and differences round alike in both (relative rounding of normal
+// values; a result in the subnormal range is exact), and so does the final scaling of the block
+// maximum that decides the result (at least 2^-12 in the rank's frame, since B <= 2^24); a chunk's
+// maximum whose rescaling leaves the normal range is far below it. Where an entry would leave the
+// normal range, finish() declines and the rank is planned on its whole tensor.
+class ThcCompressor::Pieces final : public PlanPieces {
+ public:
+  Pieces(const ThcCompressor& comp, uint64_t elements, const kern::RngKey& shared)
+      : elements_(elements), padded_(comp.reduced_elements(elements)), block_(comp.rotation_block_for(elements)),
+        chunk_(rotated_chunk(block_)), shared_(shared) {}
+  void add(std::span<const float> x, uint64_t offset) override {
+    CCSIM_CHECK(offset % chunk_ == 0 && offset + x.size() <= elements_, "thc: plan piece [{}, {}) not aligned to {}",
+                offset, offset + x.size(), chunk_);
+    for (uint64_t c = 0; c < x.size(); c += chunk_) {
+      const std::span<const float> xc = x.subspan(c, std::min(chunk_, x.size() - c));
+      const auto [a, least] = extremes(xc);
+      if (!std::isnan(max_) && (std::isnan(a) || a > max_)) max_ = a;  // max_abs(): the first NaN
+      if (!(a > 0.0f) || !std::isfinite(a)) continue;  // all zero (its maximum is 0), or not finite
+      min_ = std::min(min_, least);
+      const uint64_t c0 = offset + c;
+      const int ec = kern::floor_log2(a);
+      work_.resize(std::min(chunk_, padded_ - c0));  // the tensor's last chunk takes its padding
+      load_scaled(xc, work_, ec);
+      kern::randomized_hadamard_transform(work_.data(), work_.size(), block_, shared_, c0);
+      rotated_.emplace_back(kern::parallel_max_abs(work_.data(), work_.size()), ec);
+    }
+  }
+  bool finish(PlanStats& out) override {
+    if (!(max_ > 0.0f) || !std::isfinite(max_)) {  // as plan_local(): zero or non-finite, reported as is
+      out.max[0] = max_;
+      return true;
+    }
+    const int e = kern::floor_log2(max_);
+    if (!(static_cast<double>(min_) * std::ldexp(1.0, -e) >= 0x1p-126)) return false;
+    float m = 0.0f;
+    for (const auto& [mc, ec] : rotated_) m = std::max(m, std::ldexp(mc, ec - e));
+    out.max[0] = plan_entry(m, e, block_);
+    return true;
+  }
+
+ private:
+  uint64_t elements_, padded_, block_, chunk_;
+  kern::RngKey shared_;
+  float max_ = 0.0f, min_ = std::numeric_limits<float>::infinity();
+  UninitVector<float> work_;
+  std::vector<std::pair<float, int>> rotated_;
+};
+
+std::unique_ptr<PlanPieces> ThcCompressor::plan_pieces(uint64_t elements, uint32_t, const kern::RngKey& key) const {
+  return std::make_unique<Pieces>(*this, elements, shared_key(key));
+}
+
+uint64_t ThcCompressor::plan_piece_alignment(uint64_t elements) const {
+  return rotated_chunk(rotation_block_for(elements));
 }
 
 Status ThcCompressor::can_reduce(uint64_t /*elements*/, uint32_t ranks) const {

@@ -90,6 +90,10 @@ class ThcCompressor final : public Compressor {
   }
   /// The rank's largest rotated magnitude (see the file comment for the entry's scaling).
   void plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key, PlanStats& out) const override;
+  /// A chunk of whole rotation blocks at a time (declining, in finish(), a rank whose entries would
+  /// leave fp32's normal range in the rank's frame; see thc.cpp).
+  std::unique_ptr<PlanPieces> plan_pieces(uint64_t elements, uint32_t rank, const kern::RngKey& key) const override;
+  uint64_t plan_piece_alignment(uint64_t elements) const override;
   /// Checks the aggregation field against `ranks` and fixes the lattice.
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;
   /// The aggregation fields must hold a sum of `ranks` codes (file comment, step 1).
@@ -138,6 +142,9 @@ class ThcCompressor final : public Compressor {
   enum class Lattice : uint8_t { kNone, kZero, kNonFinite, kValid };
   /// The power of two the metadata entry divides by, 2^(ceil(log2(B) / 2) + 1).
   static double entry_divisor(uint64_t block);
+  /// The metadata entry of a rank whose largest rotated magnitude is m 2^e (rounded up to fp32).
+  static float plan_entry(float m, int e, uint64_t block);
+  class Pieces;
 
   uint32_t q_;
   uint32_t bits_;  ///< 0 = auto
