@@ -209,6 +209,8 @@ class ThcCompressor::Pieces final : public PlanPieces {
   void add(std::span<const float> x, uint64_t offset) override {
     CCSIM_CHECK(offset % chunk_ == 0 && offset + x.size() <= elements_, "thc: plan piece [{}, {}) not aligned to {}",
                 offset, offset + x.size(), chunk_);
+    CCSIM_CHECK(x.size() % chunk_ == 0 || offset + x.size() == elements_,
+                "thc: plan piece [{}, {}) ends inside a chunk of {}", offset, offset + x.size(), chunk_);
     for (uint64_t c = 0; c < x.size(); c += chunk_) {
       const std::span<const float> xc = x.subspan(c, std::min(chunk_, x.size() - c));
       const auto [a, least] = extremes(xc);
