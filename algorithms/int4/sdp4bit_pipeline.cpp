@@ -191,8 +191,8 @@ void Sdp4bitWeightCompressor::decode_accumulate(std::span<const uint8_t> in, con
 }
 
 void Sdp4bitWeightCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
-                                                       const HopContext& hop_in, std::span<float> acc,
-                                                       const HopContext& hop_out, const kern::RngKey& key,
+                                                       const HopContext& /*hop_in*/, std::span<float> acc,
+                                                       const HopContext& /*hop_out*/, const kern::RngKey& key,
                                                        std::span<uint8_t> out) {
   kern::group_quant_decode_accumulate_encode(in.data(), spec.count, format_, acc.data(), format_, key, spec.offset,
                                              out.data());

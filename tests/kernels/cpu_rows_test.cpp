@@ -250,7 +250,9 @@ TEST(TfpRows, EncodeAndDecodeEqualTheElementFunctions) {
           tfp_decode_accumulate_encode(want.data(), n, f, fused_acc.data(), rr, hop_key, base, fused.data());
           tfp_decode_accumulate(want.data(), n, f, two_acc.data());
           tfp_encode(two_acc.data(), n, f, rr, hop_key, base, two.data());
-          if (n > 0) ASSERT_EQ(std::memcmp(fused_acc.data(), two_acc.data(), 4 * n), 0);  // no null to memcmp
+          if (n > 0) {  // no null to memcmp
+            ASSERT_EQ(std::memcmp(fused_acc.data(), two_acc.data(), 4 * n), 0);
+          }
           ASSERT_EQ(fused, two);
         }
       }

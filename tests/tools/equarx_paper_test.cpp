@@ -85,7 +85,9 @@ TEST(EquarxPaper, Figure7SpeedupsAndMseOrder) {
     SCOPED_TRACE(f.label);
     EXPECT_EQ(r[f.label].ps, f.ps);
     const double speedup = static_cast<double>(bf16) / static_cast<double>(r[f.label].ps);
-    if (f.paper_speedup > 0) EXPECT_NEAR(speedup, f.paper_speedup, 0.15 * f.paper_speedup);
+    if (f.paper_speedup > 0) {
+      EXPECT_NEAR(speedup, f.paper_speedup, 0.15 * f.paper_speedup);
+    }
   }
   // MSE of the sum of 8 unit normals = 8 x vNMSE; the paper's order: naive FP8 (0.13) > full loop
   // RS + AG (0.0014) > semi loop RS + AG (0.001) > full loop AG only (0.0003), each within 2x.
