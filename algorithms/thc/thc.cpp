@@ -35,10 +35,6 @@ void load_scaled(std::span<const float> x, std::span<float> work, int k) {
   });
 }
 
-// max |H·D·x'| over every rotation block, x' = x · 2^-k zero-padded to `padded` entries: whole
-// blocks a chunk at a time in one scratch buffer, with their own signs (index_base), so the same
-// blocks and arithmetic as rotating the whole padded tensor at once, and the same maximum, without
-// mapping a padded copy of the tensor.
 // The chunk of whole blocks rotated_max_abs() rotates at a time.
 uint64_t rotated_chunk(uint64_t block) {
   constexpr uint64_t kChunk = 1 << 20;
@@ -72,6 +68,10 @@ std::pair<float, float> extremes(std::span<const float> x) {
   return {a, m};
 }
 
+// max |H·D·x'| over every rotation block, x' = x · 2^-k zero-padded to `padded` entries: whole
+// blocks a chunk at a time in one scratch buffer, with their own signs (index_base), so the same
+// blocks and arithmetic as rotating the whole padded tensor at once, and the same maximum, without
+// mapping a padded copy of the tensor.
 float rotated_max_abs(std::span<const float> x, uint64_t padded, uint64_t block, int k, const kern::RngKey& key) {
   const uint64_t chunk = rotated_chunk(block);
   UninitVector<float> work(std::min(chunk, padded));  // every entry written by load_scaled
