@@ -60,12 +60,9 @@ std::pair<float, float> extremes(std::span<const float> x) {
       least[p] = m;
     }
   });
-  float a = 0.0f, m = std::numeric_limits<float>::infinity();
-  for (uint64_t p = 0; p < pieces; ++p) {
-    if (!std::isnan(a) && (std::isnan(most[p]) || most[p] > a)) a = most[p];  // max_abs(): the first NaN
-    m = std::min(m, least[p]);
-  }
-  return {a, m};
+  // The pieces' maxima combined as kern::parallel_max_abs() combines them (the first NaN, if any).
+  return {kern::max_abs(most.data(), pieces),
+          least.empty() ? std::numeric_limits<float>::infinity() : *std::min_element(least.begin(), least.end())};
 }
 
 // max |H·D·x'| over every rotation block, x' = x · 2^-k zero-padded to `padded` entries: whole
@@ -214,7 +211,7 @@ class ThcCompressor::Pieces final : public PlanPieces {
     for (uint64_t c = 0; c < x.size(); c += chunk_) {
       const std::span<const float> xc = x.subspan(c, std::min(chunk_, x.size() - c));
       const auto [a, least] = extremes(xc);
-      if (!std::isnan(max_) && (std::isnan(a) || a > max_)) max_ = a;  // max_abs(): the first NaN
+      chunk_max_.push_back(a);
       if (!(a > 0.0f) || !std::isfinite(a)) continue;  // all zero (its maximum is 0), or not finite
       min_ = std::min(min_, least);
       const uint64_t c0 = offset + c;
@@ -226,11 +223,12 @@ class ThcCompressor::Pieces final : public PlanPieces {
     }
   }
   bool finish(PlanStats& out) override {
-    if (!(max_ > 0.0f) || !std::isfinite(max_)) {  // as plan_local(): zero or non-finite, reported as is
-      out.max[0] = max_;
+    const float a = kern::max_abs(chunk_max_.data(), chunk_max_.size());  // plan_local()'s max |x|
+    if (!(a > 0.0f) || !std::isfinite(a)) {  // as plan_local(): zero or non-finite, reported as is
+      out.max[0] = a;
       return true;
     }
-    const int e = kern::floor_log2(max_);
+    const int e = kern::floor_log2(a);
     if (!(static_cast<double>(min_) * std::ldexp(1.0, -e) >= 0x1p-126)) return false;
     float m = 0.0f;
     for (const auto& [mc, ec] : rotated_) m = std::max(m, std::ldexp(mc, ec - e));
@@ -241,9 +239,10 @@ class ThcCompressor::Pieces final : public PlanPieces {
  private:
   uint64_t elements_, padded_, block_, chunk_;
   kern::RngKey shared_;
-  float max_ = 0.0f, min_ = std::numeric_limits<float>::infinity();
+  float min_ = std::numeric_limits<float>::infinity();
   UninitVector<float> work_;
-  std::vector<std::pair<float, int>> rotated_;
+  std::vector<float> chunk_max_;                // every chunk's max_abs(), in order
+  std::vector<std::pair<float, int>> rotated_;  // rotated chunks' maxima and frames
 };
 
 std::unique_ptr<PlanPieces> ThcCompressor::plan_pieces(uint64_t elements, uint32_t, const kern::RngKey& key) const {

@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
-#include <type_traits>
 
 #include "kernels/cuda/block_cuda_common.cuh"
 #include "kernels/cuda/cr_math.cuh"
