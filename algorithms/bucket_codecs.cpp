@@ -34,8 +34,8 @@ void SyntheticGradients::draw_into(uint64_t elements, uint32_t ranks, uint32_t s
 }
 
 void SyntheticGradients::draw_piece(uint64_t elements, uint32_t salt, uint64_t offset,
-                                    std::span<const std::span<float>> views) const {
-  traces::generate_synthetic_range(spec_for(elements), seed_ + salt, offset, views);
+                                    std::span<const std::span<float>> views, uint32_t first_rank) const {
+  traces::generate_synthetic_range(spec_for(elements), seed_ + salt, offset, views, first_rank);
 }
 
 double synthetic_copies(bool replans) { return replans ? 3.0 : 1.0; }

@@ -53,9 +53,10 @@ class SyntheticGradients {
   /// draw() into `grads`, resized to `ranks` tensors of `elements` (their memory reused: a draw no
   /// larger than the last one maps no new pages).
   void draw_into(uint64_t elements, uint32_t ranks, uint32_t salt, RankTensors& grads) const;
-  /// Entries [offset, offset + views[r].size()) of draw(elements, ranks, salt)'s tensor r into
-  /// views[r], r < ranks = views.size(). REQUIRES: offset even.
-  void draw_piece(uint64_t elements, uint32_t salt, uint64_t offset, std::span<const std::span<float>> views) const;
+  /// Entries [offset, offset + views[r].size()) of draw(elements, ranks, salt)'s tensor
+  /// first_rank + r into views[r] (the same whatever `ranks`). REQUIRES: offset even.
+  void draw_piece(uint64_t elements, uint32_t salt, uint64_t offset, std::span<const std::span<float>> views,
+                  uint32_t first_rank = 0) const;
   /// Entries per rank of a piece when plans that can are made from draws generated a piece at a
   /// time (algo::plan_in_pieces); 0: from whole draws.
   uint64_t piece_elements() const { return piece_elements_; }

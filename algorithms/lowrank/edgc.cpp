@@ -8,6 +8,7 @@
 
 #include "kernels/philox_batch.hpp"
 #include "kernels/stats/entropy.hpp"
+#include "sim/base/check.hpp"
 
 namespace ccsim::algo {
 
@@ -80,33 +81,38 @@ void EdgcCompressor::on_layout() {
   set_rank(controller_->rank());
 }
 
+std::optional<double> EdgcCompressor::layer_entropy(std::span<const float> values, const LayerShape& l,
+                                                    const kern::RngKey& key, EntropyScratch& scratch) const {
+  CCSIM_CHECK(values.size() == l.count, "layer of {} entries given {}", l.count, values.size());
+  // kern::in_sample(key, index, beta) over the layout's indices, the uniforms drawn a tile at a time;
+  // the sample grows as it is kept (it never holds more than the layer).
+  const auto beta = static_cast<float>(options_.beta);
+  float u[kern::kUniformTile];
+  UninitVector<float>& sample = scratch.sample;
+  uint64_t kept = 0;
+  for (uint64_t t = 0; t < l.count; t += kern::kUniformTile) {
+    const uint64_t n = std::min<uint64_t>(kern::kUniformTile, l.count - t);
+    if (sample.size() < kept + n) sample.resize(std::max<uint64_t>(kept + n, std::min<uint64_t>(l.count, 2 * sample.size())));
+    kern::uniform_fill(key, l.offset + t, n, u);
+    kept += kern::select_sampled(values.data() + t, u, n, beta, sample.data() + kept);
+  }
+  if (kept < 2) return std::nullopt;
+  float lo, hi;  // the sample holds finite entries only
+  kern::finite_range(sample.data(), kept, lo, hi);
+  if (!(hi > lo)) return std::nullopt;
+  const double width = (static_cast<double>(hi) - lo) / options_.entropy_bins;
+  scratch.counts.resize(options_.entropy_bins);
+  kern::histogram(sample.data(), kept, options_.entropy_bins, lo, hi, scratch.counts.data());
+  return kern::entropy_bits(scratch.counts.data(), options_.entropy_bins) + std::log2(width);
+}
+
 std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x, const kern::RngKey& key) const {
   double sum = 0;
   uint64_t layers_counted = 0;
-  std::vector<float> sample;
-  std::vector<uint64_t> counts;
+  EntropyScratch scratch;
   for (const LayerShape& l : layers_for(x.size())) {
     if (l.rows <= 1 || l.cols <= 1) continue;
-    // kern::in_sample(key, index, beta), the uniforms drawn a tile at a time.
-    const auto beta = static_cast<float>(options_.beta);
-    float u[kern::kUniformTile];
-    sample.resize(l.count);
-    uint64_t kept = 0;
-    for (uint64_t t = l.offset; t < l.offset + l.count; t += kern::kUniformTile) {
-      const uint64_t n = std::min<uint64_t>(kern::kUniformTile, l.offset + l.count - t);
-      kern::uniform_fill(key, t, n, u);
-      kept += kern::select_sampled(x.data() + t, u, n, beta, sample.data() + kept);
-    }
-    sample.resize(kept);
-    if (sample.size() < 2) continue;
-    float lo, hi;  // the sample holds finite entries only
-    kern::finite_range(sample.data(), sample.size(), lo, hi);
-    if (!(hi > lo)) continue;
-    const double width = (static_cast<double>(hi) - lo) / options_.entropy_bins;
-    counts.resize(options_.entropy_bins);
-    kern::histogram(sample.data(), sample.size(), options_.entropy_bins, lo, hi, counts.data());
-    sum += kern::entropy_bits(counts.data(), options_.entropy_bins) + std::log2(width);
-    ++layers_counted;
+    if (auto h = layer_entropy(x.subspan(l.offset, l.count), l, key, scratch)) sum += *h, ++layers_counted;
   }
   if (layers_counted == 0) return std::nullopt;
   return sum / static_cast<double>(layers_counted);

@@ -41,6 +41,7 @@
 
 #include "algorithms/lowrank/edgc_controller.hpp"
 #include "algorithms/lowrank/low_rank.hpp"
+#include "sim/base/uninit_vector.hpp"
 
 namespace ccsim::algo {
 
@@ -88,6 +89,17 @@ class EdgcCompressor final : public LowRankCompressor {
   /// Rank `rank`'s entropy estimate of `x` in bits (see the file comment), or nothing when no
   /// matrix layer has two distinct sampled values.
   std::optional<double> entropy_estimate(std::span<const float> x, const kern::RngKey& key) const;
+  /// Buffers layer_entropy() reuses from call to call.
+  struct EntropyScratch {
+    UninitVector<float> sample;
+    std::vector<uint64_t> counts;
+  };
+  /// Matrix layer `l`'s term of entropy_estimate() (its sample's histogram entropy plus log2 of the
+  /// bin width): `values` holds the layer's entries (values[i] is entry l.offset + i of the
+  /// tensor), or nothing when its sample has not two distinct values. entropy_estimate() is the
+  /// mean of the terms over the layout's matrix layers, in order.
+  std::optional<double> layer_entropy(std::span<const float> values, const LayerShape& l, const kern::RngKey& key,
+                                      EntropyScratch& scratch) const;
   /// Runs Algorithm 1 on a round this compressor does not compress (a pipeline run whose stages'
   /// ranks derive from this one, Algorithm 2): `entropy_bits` is the ranks' mean entropy_estimate()
   /// when controller().samples_round(), ignored otherwise; then the round ends as after the last

@@ -61,7 +61,9 @@ class EdgcRankController {
   /// Rounds completed.
   uint64_t round() const { return round_; }
   /// Whether the current round's entropy is sampled (GDS: every 1/α rounds of a window).
-  bool samples_round() const { return (round_ % config_.window_rounds) % config_.sample_interval == 0; }
+  bool samples_round() const { return samples(round_); }
+  /// Whether round `round` (counted from 0) samples its entropy: a pure function of the round.
+  bool samples(uint64_t round) const { return (round % config_.window_rounds) % config_.sample_interval == 0; }
   /// Records the current round's entropy sample (bits; the mean over the ranks).
   void add_entropy(double entropy_bits) { samples_.push_back(entropy_bits); }
   /// Completes the current round; at a window's end, updates rank() for the rounds that follow.

@@ -7,6 +7,7 @@
 
 #include "algorithms/lowrank/low_rank.hpp"
 #include "algorithms/registry.hpp"
+#include "kernels/parallel.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
@@ -55,6 +56,92 @@ uint32_t EdgcStageController::decide(uint32_t base, uint32_t round, uint32_t sta
   return clamp(r1 + stage * step);
 }
 
+namespace {
+
+bool is_matrix(const LayerShape& l) { return l.rows > 1 && l.cols > 1; }
+
+// A rank's piece of the draw holding any matrix layer: + 1, as a piece starts at an even entry.
+uint64_t layer_piece(const BucketShape& stage) {
+  const uint64_t most = RoundEntropies::largest_matrix_layer(stage);
+  return most == 0 ? 0 : most + 1;
+}
+}  // namespace
+
+uint64_t RoundEntropies::largest_matrix_layer(const BucketShape& stage) {
+  uint64_t most = 0;
+  for (const LayerShape& l : stage.layout)
+    if (is_matrix(l)) most = std::max(most, l.count);
+  return most;
+}
+
+uint32_t RoundEntropies::ranks_at_once(const BucketShape& stage, uint32_t dp, double budget) {
+  const double layer = SyntheticGradients::bytes(layer_piece(stage), 1, 1.0);
+  if (layer <= 0) return std::max<uint32_t>(dp, 1);
+  return static_cast<uint32_t>(std::clamp<double>(std::floor(budget / layer), 1, std::max<uint32_t>(dp, 1)));
+}
+
+double RoundEntropies::bytes(const BucketShape& stage, uint32_t dp, double budget) {
+  return SyntheticGradients::bytes(layer_piece(stage), ranks_at_once(stage, dp, budget), 1.0);
+}
+
+std::optional<double> RoundEntropies::mean(const EdgcCompressor& alg1, uint32_t round) {
+  auto& known = known_[{alg1.options().beta, alg1.options().entropy_bins}];
+  if (auto it = known.find(round); it != known.end()) return it->second;
+  // This round and every later one of the run that alg1 samples and no computation has covered.
+  std::vector<uint32_t> todo{round};
+  for (uint32_t r = round + 1; r < rounds_; ++r)
+    if (alg1.controller().samples(r) && !known.contains(r)) todo.push_back(r);
+  const std::vector<std::optional<double>> means = compute(alg1, todo);
+  for (size_t i = 0; i < todo.size(); ++i) known.emplace(todo[i], means[i]);
+  return means.front();
+}
+
+std::vector<std::optional<double>> RoundEntropies::compute(const EdgcCompressor& alg1,
+                                                           std::span<const uint32_t> rounds) const {
+  std::vector<LayerShape> layers;
+  for (const LayerShape& l : alg1.layers_for(stage_.elements))
+    if (is_matrix(l)) layers.push_back(l);
+  const size_t nr = rounds.size();
+  // Per (rank, round): the sum of the layers' terms and the layers that had one.
+  std::vector<double> sums(dp_ * nr, 0.0);
+  std::vector<uint64_t> counted(dp_ * nr, 0);
+  const uint64_t most = layer_piece(stage_);
+  const uint32_t group = ranks_at_once(stage_, dp_, budget_);
+  UninitVector<float> drawn(group * most);
+  const uint64_t slots = std::min<uint64_t>(kern::worker_threads(), uint64_t{group} * nr);
+  std::vector<EdgcCompressor::EntropyScratch> scratch(slots);
+  for (uint32_t k0 = 0; k0 < dp_; k0 += group) {
+    const uint32_t g = std::min(group, dp_ - k0);
+    for (const LayerShape& l : layers) {
+      const uint64_t first = l.offset & ~uint64_t{1};
+      std::vector<std::span<float>> views;
+      for (uint32_t w = 0; w < g; ++w) views.emplace_back(drawn.data() + w * most, l.offset + l.count - first);
+      synthetic_.draw_piece(stage_.elements, kSalt, first, views, k0);
+      // Slot s takes jobs s, s + slots, ...; a job is one rank and round, its terms its own.
+      const uint64_t jobs = uint64_t{g} * nr;
+      kern::parallel_for(slots, 1, [&](uint64_t s0, uint64_t s1) {
+        for (uint64_t s = s0; s < s1; ++s)
+          for (uint64_t j = s; j < jobs; j += slots) {
+            const auto w = static_cast<uint32_t>(j / nr);
+            const size_t at = (k0 + w) * nr + j % nr;
+            const kern::RngKey key{synthetic_.seed(), rounds[j % nr], k0 + w, kPlanStream};
+            if (auto h = alg1.layer_entropy(views[w].subspan(l.offset - first), l, key, scratch[s]))
+              sums[at] += *h, ++counted[at];
+          }
+      });
+    }
+  }
+  std::vector<std::optional<double>> means(nr);
+  for (size_t r = 0; r < nr; ++r) {
+    double sum = 0;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < dp_; ++k)
+      if (counted[k * nr + r] > 0) sum += sums[k * nr + r] / static_cast<double>(counted[k * nr + r]), ++n;
+    if (n > 0) means[r] = sum / n;
+  }
+  return means;
+}
+
 Result<StageCodecs::Made> StageCodecs::make_stage(const std::string& scheme, const nlohmann::json& params,
                                                   uint32_t stage) const {
   Made m;
@@ -65,10 +152,10 @@ Result<StageCodecs::Made> StageCodecs::make_stage(const std::string& scheme, con
   return m;
 }
 
-Result<StageCodecs> StageCodecs::make(Config config, SyntheticGradients synthetic) {
+Result<StageCodecs> StageCodecs::make(Config config, SyntheticGradients synthetic,
+                                      std::shared_ptr<RoundEntropies> entropies) {
   StageCodecs out;
   out.config_ = std::move(config);
-  out.synthetic_ = synthetic;
   const Config& c = out.config_;
   CCSIM_ASSIGN_OR_RETURN(std::unique_ptr<Compressor> probe, CompressorRegistry::global().create(c.scheme, c.params));
   out.low_rank_ = dynamic_cast<const LowRankCompressor*>(probe.get()) != nullptr;
@@ -80,7 +167,8 @@ Result<StageCodecs> StageCodecs::make(Config config, SyntheticGradients syntheti
     CCSIM_CHECK(out.alg1_ != nullptr, "edgc is an EdgcCompressor");
     out.alg1_owner_ = std::move(probe);
     out.alg1_->set_layout(c.stages[0].layout);
-    out.alg1_grads_ = synthetic.draw(c.stages[0].elements, c.dp, 0x3D0000u);
+    out.entropies_ = entropies ? std::move(entropies)
+                               : std::make_shared<RoundEntropies>(synthetic, c.stages[0], c.dp, c.rounds);
     return out;
   }
   for (uint32_t st = 0; st < c.stages.size(); ++st) {
@@ -104,13 +192,7 @@ uint32_t StageCodecs::algorithm1(uint32_t round, std::vector<StageDecision>& dec
   std::string state = alg1_->plan_decisions().front().detail;
   std::optional<double> h;
   if (alg1_->controller().samples_round()) {
-    double sum = 0;
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < config_.dp; ++k) {
-      const kern::RngKey key{synthetic_.seed(), round, k, kPlanStream};
-      if (auto e = alg1_->entropy_estimate(alg1_grads_[k], key)) sum += *e, ++n;
-    }
-    if (n > 0) h = sum / n;
+    h = entropies_->mean(*alg1_, round);
     if (h) state += fmt::format(" H_round={}", *h);
   }
   alg1_->observe_round(h);

@@ -19,8 +19,8 @@
 ///    A round without an observation (round 0, or the first stage's previous sync unfinished) runs
 ///    r_1 everywhere;
 ///  * scheme edgc (Algorithm 1) sets r_1 every round from the entropy of the first stage's
-///    gradients (synthetic, one draw kept for the whole run: stationary statistics) in the rounds
-///    its gradient-descent sampling samples; while it warms up every stage runs uncompressed
+///    gradients (synthetic, one draw for the whole run: stationary statistics; RoundEntropies) in
+///    the rounds its gradient-descent sampling samples; while it warms up every stage runs uncompressed
 ///    (fp32). The stages run PowerSGD at the decided rank (EDGC's engine), with the scheme's
 ///    error_feedback and warm_start.
 /// Every decision is reported with its inputs.
@@ -30,6 +30,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,45 @@ class EdgcStageController {
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> used_;
 };
 
+/// Algorithm 1's entropy samples in a 3D-parallel run: per round, the DP ranks' mean
+/// EdgcCompressor::entropy_estimate() of the first stage's synthetic gradients (one draw for the
+/// whole run). Shared by the run's edgc schemes: a round's mean is computed once per sampling
+/// setting (beta, entropy_bins) whatever the number of schemes asking, and one computation covers
+/// every round the asking scheme samples from there to the run's end, generating the draw a matrix
+/// layer at a time for as many ranks at once as bytes() allows: the whole draw is never held.
+/// Values are those of entropy_estimate() on the whole draw, bit for bit, whatever the threads.
+class RoundEntropies {
+ public:
+  /// The salt of the draw (SyntheticGradients::draw(stage.elements, dp, kSalt)).
+  static constexpr uint32_t kSalt = 0x3D0000u;
+  /// Bytes of synthetic gradients a computation may hold for several ranks at once.
+  static constexpr double kRanksAtOnceBytes = 256.0 * (1 << 20);
+  /// `stage`: the first stage's share (its entries and layout); `rounds`: the run's; `budget`:
+  /// bytes the draw may take for several ranks at once (one rank's largest layer at least).
+  RoundEntropies(SyntheticGradients synthetic, BucketShape stage, uint32_t dp, uint32_t rounds,
+                 double budget = kRanksAtOnceBytes)
+      : synthetic_(std::move(synthetic)), stage_(std::move(stage)), dp_(dp), rounds_(rounds), budget_(budget) {}
+  /// The ranks' mean entropy in `round` by `alg1`'s settings; nothing when no rank's
+  /// entropy_estimate() has a value. REQUIRES: alg1's layout is the stage's; alg1 samples `round`.
+  std::optional<double> mean(const EdgcCompressor& alg1, uint32_t round);
+  /// Bytes of synthetic gradients a computation holds: its ranks' largest matrix layer.
+  static double bytes(const BucketShape& stage, uint32_t dp, double budget = kRanksAtOnceBytes);
+  /// Entries of the largest matrix layer of `stage`'s layout (0 if none).
+  static uint64_t largest_matrix_layer(const BucketShape& stage);
+  /// Ranks whose draw a computation generates at once.
+  static uint32_t ranks_at_once(const BucketShape& stage, uint32_t dp, double budget = kRanksAtOnceBytes);
+
+ private:
+  // The means of `rounds` (each rank's terms summed in layer order, as entropy_estimate() sums).
+  std::vector<std::optional<double>> compute(const EdgcCompressor& alg1, std::span<const uint32_t> rounds) const;
+
+  SyntheticGradients synthetic_;
+  BucketShape stage_;
+  uint32_t dp_ = 1, rounds_ = 0;
+  double budget_ = kRanksAtOnceBytes;
+  std::map<std::pair<double, uint32_t>, std::map<uint32_t, std::optional<double>>> known_;  // (beta, bins) -> round
+};
+
 /// The stage syncs' compressors and lowerings of one scheme.
 class StageCodecs {
  public:
@@ -97,12 +137,16 @@ class StageCodecs {
     uint32_t dp = 1;
     topo::CollectiveOptions base;                      ///< segments
     std::vector<BucketShape> stages;                   ///< per stage: one TP rank's gradient (stage_shapes)
+    uint32_t rounds = 0;                               ///< the run's rounds
   };
 
-  /// Makes the per-stage plans (and Algorithm 1's gradients for scheme edgc). REQUIRES: a valid
-  /// scheme and params, CompressedCollective::check passing for every stage share, and the synthetic
-  /// gradients fitting in memory. An error is internal (a validation gap).
-  static Result<StageCodecs> make(Config config, SyntheticGradients synthetic);
+  /// Makes the per-stage plans. Scheme edgc reads Algorithm 1's samples from `entropies` (shared
+  /// by the run's schemes; made here when null). REQUIRES: a valid scheme and params,
+  /// CompressedCollective::check passing for every stage share, the synthetic gradients fitting in
+  /// memory, and `entropies` made for config.stages[0], config.dp and `synthetic`. An error is
+  /// internal (a validation gap).
+  static Result<StageCodecs> make(Config config, SyntheticGradients synthetic,
+                                  std::shared_ptr<RoundEntropies> entropies = nullptr);
 
   /// The lowering of `stage`'s sync in `round` (rounds in order), made at the sync's start from what
   /// the run observed; the decisions taken for it are appended to `decisions`.
@@ -124,7 +168,6 @@ class StageCodecs {
                                                std::vector<StageDecision>& decisions);
 
   Config config_;
-  SyntheticGradients synthetic_;
   bool low_rank_ = false;
   bool entropy_ = false;  // scheme edgc: Algorithm 1 drives the first stage's rank
   uint32_t base_rank_ = 4;
@@ -133,7 +176,7 @@ class StageCodecs {
   std::map<std::pair<uint32_t, uint32_t>, Made> per_round_;    // per (round, stage)
   std::unique_ptr<Compressor> alg1_owner_;
   EdgcCompressor* alg1_ = nullptr;
-  RankTensors alg1_grads_;
+  std::shared_ptr<RoundEntropies> entropies_;
   std::map<uint32_t, uint32_t> alg1_rank_;  // round -> Algorithm 1's rank
 };
 

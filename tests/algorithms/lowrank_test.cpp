@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "algorithms/lowrank/edgc.hpp"
+#include "algorithms/lowrank/edgc_stages.hpp"
 #include "algorithms/lowrank/marchenko_pastur.hpp"
 #include "algorithms/lowrank/powersgd.hpp"
 #include "algorithms/numerics.hpp"
@@ -676,6 +677,50 @@ TEST(Edgc, RankFollowsEntropyFromTheNextRound) {
     for (const auto& o : res.out) EXPECT_EQ(o, res.out[0]);
   }
   EXPECT_EQ(ranks, (std::vector<uint32_t>{8, 8, 5, 2, 2}));
+}
+
+// Algorithm 1's samples of a pipeline run, drawn a layer at a time for a few ranks at once and
+// every sampled round in one pass, are the ranks' mean entropy_estimate() on the whole draws, bit
+// for bit: layers at odd offsets, a 1-D layer, one or every rank at a time, one or two threads, and
+// a second sampling setting computed on its own.
+TEST(Edgc, RoundEntropiesAreTheEstimatesOfTheWholeDraw) {
+  const auto layers = layout_of({{3, 5}, {63, 1}, {40, 30}, {7, 1}, {25, 41}, {1, 9}});
+  const BucketShape stage{layers.back().offset + layers.back().count, layers};
+  ASSERT_EQ(layers[4].offset % 2, 1u);  // a matrix at 1285: its piece starts one entry early
+  const uint32_t dp = 3, rounds = 7;
+  const SyntheticGradients synthetic(traces::SyntheticGradientSpec{}, 7);
+  const RankTensors draw = synthetic.draw(stage.elements, dp, RoundEntropies::kSalt);
+  auto alg1 = [&](double beta) {
+    auto c = std::make_unique<EdgcCompressor>(EdgcOptions{.window_rounds = 4, .alpha = 0.5, .beta = beta});
+    c->set_layout(layers);
+    return c;
+  };
+  auto expected = [&](const EdgcCompressor& c, uint32_t round) {
+    double sum = 0;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < dp; ++k)
+      if (auto h = c.entropy_estimate(draw[k], kern::RngKey{7, round, k, kPlanStream})) sum += *h, ++n;
+    return n > 0 ? std::optional<double>(sum / n) : std::nullopt;
+  };
+  const auto pa = alg1(0.25), pb = alg1(0.5);
+  const EdgcCompressor &a = *pa, &b = *pb;
+  const int saved = kern::worker_threads();
+  EXPECT_EQ(RoundEntropies::ranks_at_once(stage, dp), dp);
+  EXPECT_EQ(RoundEntropies::ranks_at_once(stage, dp, 1.0), 1u);
+  for (int threads : {1, 2})
+    for (double budget : {RoundEntropies::kRanksAtOnceBytes, 1.0}) {
+      kern::set_worker_threads(threads);
+      RoundEntropies shared(synthetic, stage, dp, rounds, budget);
+      for (uint32_t r : {0u, 2u, 4u, 6u}) {  // window 4, every 2nd round
+        ASSERT_TRUE(a.controller().samples(r));
+        const std::optional<double> want = expected(a, r), want_b = expected(b, r);
+        ASSERT_TRUE(want && want_b);
+        EXPECT_EQ(shared.mean(a, r), want) << "round " << r << ", threads " << threads << ", budget " << budget;
+        EXPECT_EQ(shared.mean(b, r), want_b) << "round " << r;
+        EXPECT_NE(*want, *want_b);
+      }
+    }
+  kern::set_worker_threads(saved);
 }
 
 TEST(Edgc, WarmupSendsTheTensorUncompressed) {

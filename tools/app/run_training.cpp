@@ -229,11 +229,14 @@ algo::StageCodecs::Config stage_config(const Scenario& s, const RunPlan& plan, c
   c.dp = plan.parallel->layout().dp;
   c.base.segments = static_cast<uint32_t>(s.collective.segments);
   c.stages = plan.stages;
+  c.rounds = static_cast<uint32_t>(s.workload.rounds);
   return c;
 }
 
 // One scheme's 3D-parallel run.
-Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_t ci, ParallelReport& report) {
+// `entropies`: Algorithm 1's samples, shared by the run's edgc schemes.
+Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_t ci, ParallelReport& report,
+                                             const std::shared_ptr<algo::RoundEntropies>& entropies) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[ci];
@@ -242,7 +245,7 @@ Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_
   res.scheme = cc.scheme;
   Network net(s, plan, ci);
   report.tenants_desc = net.tenants->describe();
-  CCSIM_ASSIGN_OR_RETURN(algo::StageCodecs codecs, algo::StageCodecs::make(stage_config(s, plan, cc), plan.synthetic));
+  CCSIM_ASSIGN_OR_RETURN(algo::StageCodecs codecs, algo::StageCodecs::make(stage_config(s, plan, cc), plan.synthetic, entropies));
   sim::ParallelTrainingJob* job_ptr = nullptr;
   std::vector<topo::KernelKind> charged;
   auto factory = [&](uint32_t round, uint32_t stage, uint32_t, uint64_t) {
@@ -377,9 +380,11 @@ Result<ParallelReport> run_parallel_training(const LoadedScenario& loaded, const
   report.stages_desc = fmt::format("{}", fmt::join(parts, "; "));
   report.stragglers_desc = plan.stragglers->describe();
   report.kernel_cost_desc = plan.costs.describe();
+  const auto entropies = std::make_shared<algo::RoundEntropies>(plan.synthetic, plan.stages.front(), layout.dp,
+                                                                 static_cast<uint32_t>(s.workload.rounds));
   for (size_t ci = 0; ci < s.compression.size(); ++ci) {
     if (hooks.progress) hooks.progress(ci, s.compression.size(), s.compression[ci].scheme);
-    CCSIM_ASSIGN_OR_RETURN(ParallelResult r, train_parallel_scheme(loaded, ci, report));
+    CCSIM_ASSIGN_OR_RETURN(ParallelResult r, train_parallel_scheme(loaded, ci, report, entropies));
     report.results.push_back(std::move(r));
   }
   CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, {}, hooks.numerics));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "algorithms/compressed_collective.hpp"
+#include "algorithms/lowrank/edgc_stages.hpp"
 #include "algorithms/lowrank/low_rank.hpp"
 #include "sim/training/bucket_sync.hpp"
 #include "sim/training/parallel_job.hpp"
@@ -487,17 +488,22 @@ void check_stragglers_and_tenants(const Scenario& s, uint32_t workers, Diagnosti
 
 // Bytes of synthetic gradients a plan needs, as an input error when over gradients.numerics_memory
 // or this machine's memory.
-void check_synthetic_memory(const Scenario& s, const std::string& at, const std::string& purpose, uint64_t elements,
-                            uint32_t ranks, double copies, Diagnostics& diag) {
-  const double need = algo::SyntheticGradients::bytes(elements, ranks, copies);
+// `what`: the tensors, as "a N-entry gradient on R ranks"; `smaller`: how to need less.
+void check_synthetic_bytes(const Scenario& s, const std::string& at, const std::string& purpose,
+                           const std::string& what, double need, const std::string& smaller, Diagnostics& diag) {
   if (!check_machine_memory(need, at, purpose, diag)) return;
   if (need <= static_cast<double>(s.gradients.numerics_memory_bytes)) return;
-  diag.add(at, fmt::format("{} a {}-entry gradient on {} ranks needs {} of synthetic gradients (> "
-                           "gradients.numerics_memory {}); set gradients.numerics_memory to at least {}, or use "
-                           "smaller buckets",
-                           purpose, elements, ranks, format_quantity(need, UnitKind::kBytes),
+  diag.add(at, fmt::format("{} {} needs {} of synthetic gradients (> gradients.numerics_memory {}); set "
+                           "gradients.numerics_memory to at least {}, or {}",
+                           purpose, what, format_quantity(need, UnitKind::kBytes),
                            format_quantity(static_cast<double>(s.gradients.numerics_memory_bytes), UnitKind::kBytes),
-                           format_quantity(need, UnitKind::kBytes)));
+                           format_quantity(need, UnitKind::kBytes), smaller));
+}
+
+void check_synthetic_memory(const Scenario& s, const std::string& at, const std::string& purpose, uint64_t elements,
+                            uint32_t ranks, double copies, Diagnostics& diag) {
+  check_synthetic_bytes(s, at, purpose, fmt::format("a {}-entry gradient on {} ranks", elements, ranks),
+                        algo::SyntheticGradients::bytes(elements, ranks, copies), "use smaller buckets", diag);
 }
 
 // A scheme's bucket codecs (the gradients', or the weights' all-gather with `weights`).
@@ -658,8 +664,11 @@ void check_parallel_scheme(const Scenario& s, size_t i, Diagnostics& diag, RunPl
                                                           "engine, takes), got {}", *rank->max, cc.controller.r_max));
   plan.schemes[i].collective = plan.collective;
   if (cc.scheme == "edgc")
-    check_synthetic_memory(s, at, "edgc's Algorithm 1 samples the first stage's entropy:", plan.stages[0].elements, dp,
-                           1.0, diag);
+    check_synthetic_bytes(s, at, "edgc's Algorithm 1 samples the first stage's entropy:",
+                          fmt::format("its largest matrix layer ({} entries) on {} ranks at a time",
+                                      algo::RoundEntropies::largest_matrix_layer(plan.stages[0]),
+                                      algo::RoundEntropies::ranks_at_once(plan.stages[0], dp)),
+                          algo::RoundEntropies::bytes(plan.stages[0], dp), "use more tensor parallelism", diag);
   if (dp <= 1) return;
   topo::CollectiveOptions base;
   base.segments = static_cast<uint32_t>(s.collective.segments);
