@@ -154,10 +154,29 @@ void PlanAccumulator::add_stats(PlanStats local) {
     combined_ = std::move(local);
     return;
   }
-  for (uint64_t i = 0; i < format_.sum_entries; ++i) combined_.sum[i] += local.sum[i];
-  for (uint64_t i = 0; i < format_.max_entries; ++i)
-    if (local.max[i] > combined_.max[i] || std::isnan(local.max[i])) combined_.max[i] = local.max[i];
-  for (uint64_t i = 0; i < format_.bit_words; ++i) combined_.bits[i] |= local.bits[i];
+  // Entry by entry (a NaN maximum wins), in pieces on every thread.
+  const uint64_t n = std::max({format_.sum_entries, format_.max_entries, format_.bit_words});
+  kern::parallel_for(n, uint64_t{1} << 16, [&](uint64_t b, uint64_t e) {
+    double* sum = combined_.sum.data();
+    for (uint64_t i = b; i < std::min(e, format_.sum_entries); ++i) sum[i] += local.sum[i];
+    float* most = combined_.max.data();
+    for (uint64_t i = b; i < std::min(e, format_.max_entries); ++i) {
+      const float l = local.max[i], m = most[i];
+      most[i] = l > m || l != l ? l : m;
+    }
+    uint64_t* bits = combined_.bits.data();
+    for (uint64_t i = b; i < std::min(e, format_.bit_words); ++i) bits[i] |= local.bits[i];
+  });
+}
+
+void PlanAccumulator::adopt(const PlanAccumulator& other) {
+  CCSIM_CHECK(added_ == 0 && other.added_ == ranks_ && other.ranks_ == ranks_ && other.elements_ == elements_,
+              "{}: adopting {} of {} ranks' statistics", comp_->name(), other.added_, other.ranks_);
+  CCSIM_CHECK(other.format_.sum_entries == format_.sum_entries && other.format_.max_entries == format_.max_entries &&
+                  other.format_.bit_words == format_.bit_words,
+              "{}: adopting statistics of another format", comp_->name());
+  combined_ = other.combined_;
+  added_ = other.added_;
 }
 
 namespace {
@@ -246,8 +265,20 @@ std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compresso
     const uint64_t n = std::min(piece, elements - offset);
     for (uint32_t r = 0; r < ranks; ++r) views[r] = std::span<float>(buffers[r].data(), n);
     source(offset, views);
-    for (PieceSet& set : sets)
-      for (uint32_t r = 0; r < ranks; ++r) set.ranks[r]->add(views[r], offset);
+    // Each rank's statistics are its own: with a rank or more per thread, the threads take whole
+    // ranks (their kernels inline), else every kernel takes every thread.
+    auto add = [&](uint64_t r0, uint64_t r1) {
+      for (uint64_t r = r0; r < r1; ++r)
+        for (PieceSet& set : sets) set.ranks[r]->add(views[r], offset);
+    };
+    if (ranks < static_cast<uint32_t>(kern::worker_threads())) {
+      add(0, ranks);
+      continue;
+    }
+    kern::parallel_for(ranks, 1, [&](uint64_t r0, uint64_t r1) {
+      const kern::SerialScope serial;
+      add(r0, r1);
+    });
   }
   for (PieceSet& set : sets) {
     const PlanFormat format = compressors[set.members.front()]->plan_format(elements, ranks);
@@ -255,9 +286,14 @@ std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compresso
     bool whole = true;
     for (uint32_t r = 0; r < ranks && whole; ++r) whole = set.ranks[r]->finish(stats[r]);
     if (!whole) continue;
+    const size_t first = set.members.front();
     for (size_t i : set.members) {
       out[i] = std::make_unique<PlanAccumulator>(*compressors[i], elements, ranks, options);
-      for (uint32_t r = 0; r < ranks; ++r) out[i]->add_stats(i == set.members.back() ? std::move(stats[r]) : stats[r]);
+      if (i != first) {
+        out[i]->adopt(*out[first]);
+        continue;
+      }
+      for (uint32_t r = 0; r < ranks; ++r) out[i]->add_stats(std::move(stats[r]));
     }
   }
   return out;

@@ -67,6 +67,10 @@ class PlanAccumulator {
   /// anything for a compressor without a metadata phase). REQUIRES: fewer than `ranks` added.
   void add_stats(PlanStats local);
   uint32_t next_rank() const { return added_; }
+  /// Every rank's statistics as `other` combined them: for compressors of one plan_local_identity()
+  /// (the same format). REQUIRES: none added here; all of other's ranks added; the same elements,
+  /// ranks and plan format.
+  void adopt(const PlanAccumulator& other);
   /// Combines what was added and fixes the compressor's plan (plan_commit).
   /// REQUIRES: all `ranks` added.
   Result<PlanReport> commit();

@@ -9,6 +9,7 @@
 namespace ccsim::kern {
 namespace {
 std::atomic<int> g_threads{0};
+thread_local bool t_serial = false;
 
 int default_threads() {
   if (const char* env = std::getenv("CCSIM_THREADS")) {
@@ -30,10 +31,14 @@ int worker_threads() {
 
 void set_worker_threads(int n) { g_threads.store(std::max(1, n), std::memory_order_relaxed); }
 
+SerialScope::SerialScope() : was_(t_serial) { t_serial = true; }
+SerialScope::~SerialScope() { t_serial = was_; }
+
 void parallel_for(uint64_t count, uint64_t grain, const std::function<void(uint64_t, uint64_t)>& fn) {
   grain = std::max<uint64_t>(grain, 1);
   const uint64_t max_pieces = (count + grain - 1) / grain;
-  const uint64_t threads = std::min<uint64_t>(static_cast<uint64_t>(worker_threads()), max_pieces);
+  const uint64_t threads =
+      t_serial ? 1 : std::min<uint64_t>(static_cast<uint64_t>(worker_threads()), max_pieces);
   if (threads <= 1) {
     if (count > 0) fn(0, count);
     return;

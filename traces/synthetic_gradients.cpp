@@ -133,15 +133,16 @@ void generate_synthetic_range(const SyntheticGradientSpec& spec, uint64_t seed, 
     for (uint64_t t = t0; t < t1; ++t) {
       const uint64_t begin = first + t * kTile, end = std::min(stop, begin + kTile);
       uint32_t layer = static_cast<uint32_t>(std::upper_bound(off.begin(), off.end(), begin) - off.begin() - 1);
-      uint64_t env_index = UINT64_MAX;
-      float env = 0.0f;
-      for (uint64_t i = begin; i < end; ++i) {
-        while (i >= off[layer + 1]) ++layer;
-        if (i / span != env_index) {
-          env_index = i / span;
-          env = std::exp(sigma_shared * normal_at(env_key, env_index));
+      // base = layer scale x shared envelope, filled a run of one envelope value and one layer at a time.
+      for (uint64_t i = begin; i < end;) {
+        const uint64_t env_index = i / span, run_end = std::min(end, (env_index + 1) * span);
+        const float env = std::exp(sigma_shared * normal_at(env_key, env_index));
+        while (i < run_end) {
+          while (i >= off[layer + 1]) ++layer;
+          const uint64_t stop = std::min(run_end, off[layer + 1]);
+          std::fill(base.data() + (i - begin), base.data() + (stop - begin), layer_scale[layer] * env);
+          i = stop;
         }
-        base[i - begin] = layer_scale[layer] * env;
       }
       // Shared component: value = base * (a_shared z_s + a_own z_w); pairs share one Philox block.
       // `begin` is even (tiles are even-sized), so element i is lane i & 1 of pair i >> 1.

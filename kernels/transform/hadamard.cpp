@@ -121,6 +121,27 @@ void tile_stages(float* buf, uint64_t rows, bool avx2) {
   }
 }
 
+#if defined(CCSIM_HAND_AVX2)
+// quiet_scaled_row() eight entries at a time: a NaN lane replaced by the canonical NaN, then the
+// same product.
+__attribute__((target("avx2"))) void quiet_scaled_row_avx2(const float* in, float* out, float scale) {
+  const __m256 s = _mm256_set1_ps(scale), quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
+  for (uint64_t c = 0; c < kTileCols; c += 8) {
+    const __m256 v = _mm256_loadu_ps(in + c);
+    _mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_blendv_ps(v, quiet, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)), s));
+  }
+}
+#endif
+
+// out[c] = hadamard_quiet(in[c]) * scale for a row of a tile.
+void quiet_scaled_row(const float* in, float* out, float scale, bool avx2) {
+#if defined(CCSIM_HAND_AVX2)
+  if (avx2) return quiet_scaled_row_avx2(in, out, scale);
+#endif
+  (void)avx2;
+  for (uint64_t c = 0; c < kTileCols; ++c) out[c] = hadamard_quiet(in[c]) * scale;
+}
+
 // Stages h = 2^a, ..., 2^(a+g-1) of every block of x[0, count), in tiles; the last pass also
 // scales by `scale` and then applies `after` (the inverse's signs).
 void tiled_pass(float* x, uint64_t count, uint32_t a, uint32_t g, bool last, float scale, const Signs& after) {
@@ -142,7 +163,7 @@ void tiled_pass(float* x, uint64_t count, uint32_t a, uint32_t g, bool last, flo
           std::memcpy(out, in, 4 * kTileCols);
           continue;
         }
-        for (uint64_t c = 0; c < kTileCols; ++c) out[c] = hadamard_quiet(in[c]) * scale;
+        quiet_scaled_row(in, out, scale, avx2);
         after.apply(x, base + r * stride, base + r * stride + kTileCols);
       }
     }

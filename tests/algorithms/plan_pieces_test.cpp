@@ -12,6 +12,7 @@
 
 #include "algorithms/bucket_codecs.hpp"
 #include "algorithms/numerics.hpp"
+#include "kernels/parallel.hpp"
 #include "tests/algorithms/scheme_helpers.hpp"
 #include "topology/collectives/collectives.hpp"
 #include "traces/synthetic_gradients.hpp"
@@ -188,46 +189,53 @@ TEST(PlanInPieces, EqualsPlanRound) {
                                     {"mxfp8", nlohmann::json::object()}, {"mxfp6", nlohmann::json::object()},
                                     {"thc", nlohmann::json::object()}, {"omnireduce", nlohmann::json::object()},
                                     {"int8", nlohmann::json::object()}};
+  const int saved = kern::worker_threads();
   for (const bool decline : {false, true}) {
     SCOPED_TRACE(decline);
     if (decline) data[2][n - 3] = 1e-39f;  // subnormal: THC's rank 2 declines
-    std::vector<std::unique_ptr<Compressor>> a, b;
-    std::vector<Compressor*> bp;
-    for (const Scheme& s : list) {
-      a.push_back(make(s.name, s.params));
-      b.push_back(make(s.name, s.params));
-      bp.push_back(b.back().get());
+    // Three ranks on two threads take whole ranks, on five every kernel takes the threads.
+    for (const int threads : {2, 5}) {
+      SCOPED_TRACE(threads);
+      kern::set_worker_threads(threads);
+      std::vector<std::unique_ptr<Compressor>> a, b;
+      std::vector<Compressor*> bp;
+      for (const Scheme& s : list) {
+        a.push_back(make(s.name, s.params));
+        b.push_back(make(s.name, s.params));
+        bp.push_back(b.back().get());
+      }
+      uint64_t pieces = 0;
+      const PieceSource source = [&](uint64_t offset, std::span<const std::span<float>> views) {
+        ++pieces;
+        for (uint32_t r = 0; r < ranks; ++r)
+          std::copy_n(data[r].begin() + static_cast<ptrdiff_t>(offset), views[r].size(), views[r].begin());
+      };
+      auto accs = plan_in_pieces(bp, n, ranks, {kSeed, 0}, source, 2, 1 << 16);
+      EXPECT_EQ(pieces, 3u);  // THC's 2^20 alignment sets the pieces
+      const std::vector<std::span<const float>> ins(data.begin(), data.end());
+      for (size_t k = 0; k < list.size(); ++k) {
+        SCOPED_TRACE(list[k].name);
+        const bool expect = std::string(list[k].name) != "int8" && !(decline && std::string(list[k].name) == "thc");
+        ASSERT_EQ(accs[k] != nullptr, expect);
+        if (!expect) continue;
+        ASSERT_TRUE(plan_round(*a[k], ins, {kSeed, 0}).ok());
+        ASSERT_TRUE(accs[k]->commit().ok());
+        const uint64_t m = a[k]->reduced_elements(n);
+        ASSERT_EQ(m, b[k]->reduced_elements(n));
+        const TensorSpec all{0, m};
+        ASSERT_EQ(a[k]->wire_bytes(all, {1, ranks}), b[k]->wire_bytes(all, {1, ranks}));
+        const auto da = a[k]->plan_decisions(), db = b[k]->plan_decisions();
+        ASSERT_EQ(da.size(), db.size());
+        for (size_t d = 0; d < da.size(); ++d) EXPECT_EQ(da[d].detail, db[d].detail);
+        std::vector<float> x(m);
+        a[k]->prepare(data[1], x, 1, ranks, {kSeed, 0, 1, kPrepareStream});
+        std::vector<uint8_t> ea(a[k]->wire_bytes(all, {1, ranks})), eb(ea.size());
+        a[k]->encode(x, all, {1, ranks}, {kSeed, 0, 1, 7}, ea);
+        b[k]->encode(x, all, {1, ranks}, {kSeed, 0, 1, 7}, eb);
+        EXPECT_TRUE(ea == eb);
+      }
     }
-    uint64_t pieces = 0;
-    const PieceSource source = [&](uint64_t offset, std::span<const std::span<float>> views) {
-      ++pieces;
-      for (uint32_t r = 0; r < ranks; ++r)
-        std::copy_n(data[r].begin() + static_cast<ptrdiff_t>(offset), views[r].size(), views[r].begin());
-    };
-    auto accs = plan_in_pieces(bp, n, ranks, {kSeed, 0}, source, 2, 1 << 16);
-    EXPECT_EQ(pieces, 3u);  // THC's 2^20 alignment sets the pieces
-    const std::vector<std::span<const float>> ins(data.begin(), data.end());
-    for (size_t k = 0; k < list.size(); ++k) {
-      SCOPED_TRACE(list[k].name);
-      const bool expect = std::string(list[k].name) != "int8" && !(decline && std::string(list[k].name) == "thc");
-      ASSERT_EQ(accs[k] != nullptr, expect);
-      if (!expect) continue;
-      ASSERT_TRUE(plan_round(*a[k], ins, {kSeed, 0}).ok());
-      ASSERT_TRUE(accs[k]->commit().ok());
-      const uint64_t m = a[k]->reduced_elements(n);
-      ASSERT_EQ(m, b[k]->reduced_elements(n));
-      const TensorSpec all{0, m};
-      ASSERT_EQ(a[k]->wire_bytes(all, {1, ranks}), b[k]->wire_bytes(all, {1, ranks}));
-      const auto da = a[k]->plan_decisions(), db = b[k]->plan_decisions();
-      ASSERT_EQ(da.size(), db.size());
-      for (size_t d = 0; d < da.size(); ++d) EXPECT_EQ(da[d].detail, db[d].detail);
-      std::vector<float> x(m);
-      a[k]->prepare(data[1], x, 1, ranks, {kSeed, 0, 1, kPrepareStream});
-      std::vector<uint8_t> ea(a[k]->wire_bytes(all, {1, ranks})), eb(ea.size());
-      a[k]->encode(x, all, {1, ranks}, {kSeed, 0, 1, 7}, ea);
-      b[k]->encode(x, all, {1, ranks}, {kSeed, 0, 1, 7}, eb);
-      EXPECT_TRUE(ea == eb);
-    }
+    kern::set_worker_threads(saved);
   }
 }
 

@@ -186,6 +186,43 @@ TEST(BlockStats, MaxAbsAndSumOfSquares) {
   EXPECT_EQ(max_abs(big.data(), big.size()), std::numeric_limits<float>::infinity());
 }
 
+// abs_extremes(): its largest is max_abs()'s, its smallest the plain scan's (smallest |x| > 0,
+// NaN never taken), on entries that mix zeros of both signs, subnormals, infinities, NaNs and
+// normals, at every length up to 40.
+TEST(BlockStats, AbsExtremesAreMaxAbsAndThePlainScan) {
+  auto plain = [](const float* x, uint64_t n) {
+    float m = std::numeric_limits<float>::infinity();
+    for (uint64_t i = 0; i < n; ++i) {
+      const float v = std::fabs(x[i]);
+      if (v > 0.0f && v < m) m = v;
+    }
+    return m;
+  };
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float pool[] = {0.0f, -0.0f, 1e-45f, -3e-42f, 1.17549435e-38f, -2.5f, 7.0f, inf, -inf, nan, -nan, 3e38f};
+  std::mt19937 gen(41);
+  for (uint64_t n = 0; n <= 40; ++n)
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> x(n);
+      for (float& v : x) v = pool[gen() % std::size(pool)];
+      float most = 1.0f, least = 1.0f;
+      abs_extremes(x.data(), n, most, least);
+      EXPECT_EQ(std::bit_cast<uint32_t>(most), std::bit_cast<uint32_t>(max_abs(x.data(), n))) << "length " << n;
+      EXPECT_EQ(std::bit_cast<uint32_t>(least), std::bit_cast<uint32_t>(plain(x.data(), n))) << "length " << n;
+    }
+  const std::vector<float> some = {0.0f, -4.0f, nan, 0.5f, -inf};
+  float most = 0.0f, least = 0.0f;
+  abs_extremes(some.data(), some.size(), most, least);
+  EXPECT_TRUE(std::isnan(most));
+  EXPECT_EQ(least, 0.5f);
+  abs_extremes(some.data(), 2, most, least);
+  EXPECT_EQ(most, 4.0f);
+  EXPECT_EQ(least, 4.0f);
+  abs_extremes(some.data(), 0, most, least);
+  EXPECT_EQ(most, 0.0f);
+  EXPECT_EQ(least, inf);
+}
+
 // max_abs() bit for bit against the plain serial scan it replaces (the early-exit loop the CUDA
 // kernels' key reductions were written against): |x| by negation, the first NaN as stored.
 TEST(BlockStats, MaxAbsMatchesTheSerialScanBitForBit) {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "kernels/parallel.hpp"
@@ -71,6 +73,41 @@ TEST(ParallelFor, CoversRangeExactlyOnceForAnyThreadCount) {
     for (int h : hits) ASSERT_EQ(h, 1) << threads << " threads";
   }
   set_worker_threads(2);
+}
+
+// Under a SerialScope a parallel_for runs its whole range in one call on the calling thread, nested
+// scopes restore what they found, and other threads are not affected.
+TEST(ParallelFor, SerialScopeRunsInlineOnItsThread) {
+  const int saved = worker_threads();
+  set_worker_threads(4);
+  auto calls = [](std::vector<std::thread::id>* ids) {
+    std::mutex m;
+    std::vector<std::pair<uint64_t, uint64_t>> pieces;
+    parallel_for(1000, 10, [&](uint64_t b, uint64_t e) {
+      const std::lock_guard lock(m);
+      pieces.emplace_back(b, e);
+      if (ids) ids->push_back(std::this_thread::get_id());
+    });
+    return pieces.size();
+  };
+  EXPECT_EQ(calls(nullptr), 4u);
+  {
+    const SerialScope outer;
+    std::vector<std::thread::id> ids;
+    EXPECT_EQ(calls(&ids), 1u);
+    EXPECT_EQ(ids, std::vector<std::thread::id>{std::this_thread::get_id()});
+    {
+      const SerialScope inner;
+      EXPECT_EQ(calls(nullptr), 1u);
+    }
+    EXPECT_EQ(calls(nullptr), 1u);
+    size_t elsewhere = 0;
+    std::thread other([&] { elsewhere = calls(nullptr); });
+    other.join();
+    EXPECT_EQ(elsewhere, 4u);
+  }
+  EXPECT_EQ(calls(nullptr), 4u);
+  set_worker_threads(saved);
 }
 
 }  // namespace
