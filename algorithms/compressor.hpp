@@ -153,6 +153,9 @@ class Compressor {
   }
   /// What plan_pieces()' inner piece boundaries must be multiples of, for a tensor of `elements`.
   virtual uint64_t plan_piece_alignment(uint64_t /*elements*/) const { return 1; }
+  /// Whether plan_pieces()' finish() may decline on some inputs (their plan then needs the whole
+  /// tensor after all); false (the default): it never does.
+  virtual bool plan_pieces_may_decline() const { return false; }
   /// What plan_local() computes, named for sharing its statistics: compressors with equal,
   /// non-empty identities have equal plan_format()s and compute equal statistics from equal inputs
   /// and keys, so a plan of several schemes on one draw may compute them once (PlanStatsCache,

@@ -247,7 +247,23 @@ std::vector<PieceSet> piece_sets(std::span<Compressor* const> compressors, uint6
   return sets;
 }
 
+// A piece of about `piece_elements` entries, a multiple of `align`.
+uint64_t piece_of(uint64_t align, uint64_t piece_elements) { return align * std::max<uint64_t>(1, piece_elements / align); }
+
 }  // namespace
+
+uint64_t plan_piece_length(std::span<const Compressor* const> compressors, uint64_t elements,
+                           uint64_t source_alignment, uint64_t piece_elements) {
+  uint64_t align = std::max<uint64_t>(1, source_alignment);
+  bool any = false;
+  for (const Compressor* c : compressors) {
+    if (!c->plan_pieces(elements, 0, kern::RngKey{0, 0, 0, kPlanStream})) continue;
+    any = true;
+    align = std::lcm(align, std::max<uint64_t>(1, c->plan_piece_alignment(elements)));
+  }
+  if (!any || align > kMaxPlanPiece) return 0;
+  return std::min(elements, piece_of(align, piece_elements));
+}
 
 std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compressor* const> compressors,
                                                              uint64_t elements, uint32_t ranks,
@@ -257,7 +273,7 @@ std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compresso
   uint64_t align = std::max<uint64_t>(1, source_alignment);
   std::vector<PieceSet> sets = piece_sets(compressors, elements, ranks, options, align);
   if (sets.empty() || align > kMaxPlanPiece) return out;
-  const uint64_t piece = align * std::max<uint64_t>(1, piece_elements / align);
+  const uint64_t piece = piece_of(align, piece_elements);
   RankTensors buffers(ranks);
   for (auto& b : buffers) b.resize(std::min(piece, elements));
   std::vector<std::span<float>> views(ranks);
@@ -281,19 +297,23 @@ std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compresso
     });
   }
   for (PieceSet& set : sets) {
-    const PlanFormat format = compressors[set.members.front()]->plan_format(elements, ranks);
-    std::vector<PlanStats> stats(ranks, zero_stats(format));
-    bool whole = true;
-    for (uint32_t r = 0; r < ranks && whole; ++r) whole = set.ranks[r]->finish(stats[r]);
-    if (!whole) continue;
+    // Each rank's statistics added as it finishes, and its pieces' state dropped: one rank's held.
     const size_t first = set.members.front();
+    const PlanFormat format = compressors[first]->plan_format(elements, ranks);
+    auto acc = std::make_unique<PlanAccumulator>(*compressors[first], elements, ranks, options);
+    bool whole = true;
+    for (uint32_t r = 0; r < ranks && whole; ++r) {
+      PlanStats stats = zero_stats(format);
+      whole = set.ranks[r]->finish(stats);
+      set.ranks[r].reset();
+      if (whole) acc->add_stats(std::move(stats));
+    }
+    if (!whole) continue;
+    out[first] = std::move(acc);
     for (size_t i : set.members) {
+      if (i == first) continue;
       out[i] = std::make_unique<PlanAccumulator>(*compressors[i], elements, ranks, options);
-      if (i != first) {
-        out[i]->adopt(*out[first]);
-        continue;
-      }
-      for (uint32_t r = 0; r < ranks; ++r) out[i]->add_stats(std::move(stats[r]));
+      out[i]->adopt(*out[first]);
     }
   }
   return out;

@@ -108,6 +108,14 @@ std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compresso
                                                              const NumericsOptions& options, const PieceSource& source,
                                                              uint64_t source_alignment, uint64_t piece_elements);
 
+/// The piece plan_in_pieces() holds of each rank's input for `compressors` on a tensor of
+/// `elements` entries: at most `elements`; 0 when none of them plans in pieces (plan_pieces() is
+/// null for rank 0) or their alignments' least common multiple exceeds kMaxPlanPiece. A compressor
+/// whose finish() may decline (plan_pieces_may_decline()) counts, though it may need its whole
+/// tensor after all.
+uint64_t plan_piece_length(std::span<const Compressor* const> compressors, uint64_t elements,
+                           uint64_t source_alignment, uint64_t piece_elements);
+
 /// Combined plan_local() statistics of one set of inputs, by the compressor's
 /// plan_local_identity(), the tensor's size, the rank count and the round's key: a plan of several
 /// schemes on one draw computes each identity's statistics once. It knows nothing of the inputs'

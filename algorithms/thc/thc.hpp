@@ -93,6 +93,8 @@ class ThcCompressor final : public Compressor {
   /// A chunk of whole rotation blocks at a time (declining, in finish(), a rank whose entries would
   /// leave fp32's normal range in the rank's frame; see thc.cpp).
   std::unique_ptr<PlanPieces> plan_pieces(uint64_t elements, uint32_t rank, const kern::RngKey& key) const override;
+  /// A rank whose nonzero magnitudes span more than about 2^126 declines (plan_pieces()).
+  bool plan_pieces_may_decline() const override { return true; }
   uint64_t plan_piece_alignment(uint64_t elements) const override;
   /// Checks the aggregation field against `ranks` and fixes the lattice.
   Status plan_commit(const PlanStats& combined, uint64_t elements, uint32_t ranks) override;

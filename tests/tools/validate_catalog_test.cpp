@@ -243,9 +243,18 @@ const Check kChecks[] = {
      "which only an allreduce can do, not reduce_scatter"},
     {"WeightsMetadata", "sharded", R"({"compression": [{"scheme": "fp32", "weights": {"scheme": "dynamiq"}}]})",
      "/compression/0/weights/scheme", "'dynamiq' needs a metadata phase, which the weight all-gather does not run"},
+    // A plan made from the bucket's draw a piece at a time needs that piece of every rank's draw;
+    // THC's may decline and need the whole draw after all; replanning runs rounds on whole draws.
     {"BucketPlanMemory", "training",
      R"({"gradients": {"numerics_memory": "1KB"}, "compression": [{"scheme": "dynamiq"}]})", "/compression/0",
-     "of synthetic gradients (> gradients.numerics_memory 1 KB)"},
+     "planning a 11000000-entry gradient on 4 ranks, 1048576 entries of each at a time, needs 16 MiB of synthetic "
+     "gradients (> gradients.numerics_memory 1 KB)"},
+    {"BucketPlanMemoryMayDecline", "training",
+     R"({"gradients": {"numerics_memory": "1KB"}, "compression": [{"scheme": "thc"}]})", "/compression/0",
+     "planning a 11000000-entry gradient on 4 ranks needs 176 MB of synthetic gradients"},
+    {"BucketPlanMemoryReplanned", "training",
+     R"({"gradients": {"numerics_memory": "1KB"}, "sync": {"replan_every": 2}, "compression": [{"scheme": "dynamiq"}]})",
+     "/compression/0", "planning and running a 11000000-entry gradient on 4 ranks needs 528 MB"},
     {"AqgbNeedsTfp", "broadcast", R"({"compression": [{"scheme": "fp32", "controller": {"kind": "aqgb"}}]})",
      "/compression/0/scheme", "the aqgb controller drives TFP's truncation, so the scheme must be tfp, got fp32"},
     {"BroadcastMetadata", "broadcast", R"({"compression": [{"scheme": "dynamiq"}]})", "/compression/0/scheme",

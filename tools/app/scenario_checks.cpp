@@ -16,6 +16,7 @@
 #include "algorithms/compressed_collective.hpp"
 #include "algorithms/lowrank/edgc_stages.hpp"
 #include "algorithms/lowrank/low_rank.hpp"
+#include "algorithms/numerics.hpp"
 #include "sim/training/bucket_sync.hpp"
 #include "sim/training/parallel_job.hpp"
 #include "tools/app/scenario_io.hpp"
@@ -506,6 +507,38 @@ void check_synthetic_memory(const Scenario& s, const std::string& at, const std:
                         algo::SyntheticGradients::bytes(elements, ranks, copies), "use smaller buckets", diag);
 }
 
+// The piece of a bucket of `shape` a training run plans in, per rank, when its metadata phases plan
+// once (BucketCodecs::make_all: every entry's plan on the bucket's draw shares it), or 0 when the
+// run holds the whole draw. Low-rank schemes see other shapes, but never plan in pieces.
+uint64_t shared_plan_piece(const Scenario& s, const algo::BucketShape& shape, uint32_t ranks) {
+  std::vector<std::unique_ptr<algo::Compressor>> probes;
+  for (const CompressionConfig& cc : s.compression) {
+    auto comp = algo::CompressorRegistry::global().create(cc.scheme, cc.params);
+    if (!comp.ok()) return 0;
+    (*comp)->set_layout(shape.layout);
+    if (!(*comp)->plan_format(shape.elements, ranks).empty()) probes.push_back(std::move(*comp));
+  }
+  std::vector<const algo::Compressor*> list;
+  for (const auto& p : probes) list.push_back(p.get());
+  return algo::plan_piece_length(list, shape.elements, 2, algo::SyntheticGradients().piece_elements());
+}
+
+// A metadata phase's synthetic gradients on bucket `shape`: a piece of every rank's draw at a time
+// where the scheme plans in pieces and never declines, else the whole draw (`copies` of it).
+void check_plan_memory(const Scenario& s, const std::string& at, const std::string& scheme, const algo::Compressor& comp,
+                       const algo::BucketShape& shape, uint32_t ranks, bool replans, Diagnostics& diag) {
+  const std::string purpose = fmt::format("'{}' agrees on metadata from the gradients each round; {}", scheme,
+                                          replans ? "planning and running" : "planning");
+  const uint64_t piece = replans ? 0 : shared_plan_piece(s, shape, ranks);
+  if (piece == 0 || piece >= shape.elements || comp.plan_pieces_may_decline() ||
+      !comp.plan_pieces(shape.elements, 0, kern::RngKey{0, 0, 0, algo::kPlanStream}))
+    return check_synthetic_memory(s, at, purpose, shape.elements, ranks, algo::synthetic_copies(replans), diag);
+  check_synthetic_bytes(s, at, purpose,
+                        fmt::format("a {}-entry gradient on {} ranks, {} entries of each at a time,", shape.elements,
+                                    ranks, piece),
+                        algo::SyntheticGradients::bytes(piece, ranks, 1.0), "use fewer ranks", diag);
+}
+
 // A scheme's bucket codecs (the gradients', or the weights' all-gather with `weights`).
 void check_bucket_codecs(const Scenario& s, size_t i, bool weights, Diagnostics& diag, RunPlan& plan) {
   const CompressionConfig& cc = s.compression[i];
@@ -523,6 +556,7 @@ void check_bucket_codecs(const Scenario& s, size_t i, bool weights, Diagnostics&
   base.segments = static_cast<uint32_t>(s.collective.segments);
   base.gpus_per_node = plan.topology->gpus_per_node();
   const bool replans = s.sync.replan_every > 0;
+  std::set<uint64_t> sized;  // flat buckets whose plan memory was checked, by size
   for (const algo::BucketShape& b : shapes) {
     auto comp = algo::CompressorRegistry::global().create(scheme, params);
     if (!comp.ok()) return diag.add(at, comp.status());
@@ -531,9 +565,8 @@ void check_bucket_codecs(const Scenario& s, size_t i, bool weights, Diagnostics&
       if (weights)
         return diag.add(at + "/scheme", fmt::format("'{}' needs a metadata phase, which the weight all-gather does "
                                                     "not run; use bf16, sdp4bit_qw or sdp4bit_qwd", scheme));
-      check_synthetic_memory(s, at, fmt::format("'{}' agrees on metadata from the gradients each round; {}", scheme,
-                                                replans ? "planning and running" : "planning"),
-                             b.elements, m, algo::synthetic_copies(replans), diag);
+      if (b.layout.size() > 1 || sized.insert(b.elements).second)
+        check_plan_memory(s, at, scheme, **comp, b, m, replans, diag);
     }
     if (Status st = algo::CompressedCollective::check_scheme(**comp, info.operation, m, b.elements); !st.ok())
       return diag.add(at + (st.pointer().empty() ? "/scheme" : ""), st);
