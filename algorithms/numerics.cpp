@@ -281,13 +281,15 @@ std::vector<std::unique_ptr<PlanAccumulator>> plan_in_pieces(std::span<Compresso
     const uint64_t n = std::min(piece, elements - offset);
     for (uint32_t r = 0; r < ranks; ++r) views[r] = std::span<float>(buffers[r].data(), n);
     source(offset, views);
-    // Each rank's statistics are its own: with a rank or more per thread, the threads take whole
-    // ranks (their kernels inline), else every kernel takes every thread.
+    // Each rank's statistics are its own: where whole ranks balance over the threads within a
+    // quarter, each thread takes whole ranks (their kernels inline), else every kernel takes every
+    // thread.
     auto add = [&](uint64_t r0, uint64_t r1) {
       for (uint64_t r = r0; r < r1; ++r)
         for (PieceSet& set : sets) set.ranks[r]->add(views[r], offset);
     };
-    if (ranks < static_cast<uint32_t>(kern::worker_threads())) {
+    const auto threads = static_cast<uint64_t>(kern::worker_threads());
+    if (4 * ((ranks + threads - 1) / threads) * threads > 5 * uint64_t{ranks}) {
       add(0, ranks);
       continue;
     }

@@ -193,8 +193,9 @@ TEST(PlanInPieces, EqualsPlanRound) {
   for (const bool decline : {false, true}) {
     SCOPED_TRACE(decline);
     if (decline) data[2][n - 3] = 1e-39f;  // subnormal: THC's rank 2 declines
-    // Three ranks on two threads take whole ranks, on five every kernel takes the threads.
-    for (const int threads : {2, 5}) {
+    // Three ranks on three threads take whole ranks; on two (unbalanced) or five (too few) every
+    // kernel takes the threads.
+    for (const int threads : {3, 2, 5}) {
       SCOPED_TRACE(threads);
       kern::set_worker_threads(threads);
       std::vector<std::unique_ptr<Compressor>> a, b;

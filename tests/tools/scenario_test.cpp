@@ -334,7 +334,7 @@ const std::vector<BadCase>& bad_cases() {
        P{"/collective/algorithm", "expected one of"}},
       // A compression entry's own algorithm runs in a collective run: it must exist for the operation.
       {"EntryAlgorithmWithoutTheOperation", set("/compression/1/algorithm", "two_level"), "/compression/1/algorithm",
-       {"no algorithm 'two_level' for allreduce", "valid: ring, ring_bidir, semi_loop"}},
+       {"no algorithm 'two_level' for allreduce", "valid: ring, ring_bidir, semi_loop"}, std::nullopt},
       {"KernelCostTypo", set("/cluster/gpu/kernel_cost", "rooflin"), "/cluster/gpu/kernel_cost",
        {"did you mean 'roofline'"}, P{"/cluster/gpu/kernel_cost", "expected one of"}},
       {"UnknownScheme", set("/compression/1/scheme", "int4"), "/compression/1/scheme",
