@@ -248,7 +248,9 @@ std::vector<PieceSet> piece_sets(std::span<Compressor* const> compressors, uint6
 }
 
 // A piece of about `piece_elements` entries, a multiple of `align`.
-uint64_t piece_of(uint64_t align, uint64_t piece_elements) { return align * std::max<uint64_t>(1, piece_elements / align); }
+uint64_t piece_of(uint64_t align, uint64_t piece_elements) {
+  return align * std::max<uint64_t>(1, piece_elements / align);
+}
 
 }  // namespace
 

@@ -139,9 +139,9 @@ void generate_synthetic_range(const SyntheticGradientSpec& spec, uint64_t seed, 
         const float env = std::exp(sigma_shared * normal_at(env_key, env_index));
         while (i < run_end) {
           while (i >= off[layer + 1]) ++layer;
-          const uint64_t stop = std::min(run_end, off[layer + 1]);
-          std::fill(base.data() + (i - begin), base.data() + (stop - begin), layer_scale[layer] * env);
-          i = stop;
+          const uint64_t upto = std::min(run_end, off[layer + 1]);
+          std::fill(base.data() + (i - begin), base.data() + (upto - begin), layer_scale[layer] * env);
+          i = upto;
         }
       }
       // Shared component: value = base * (a_shared z_s + a_own z_w); pairs share one Philox block.

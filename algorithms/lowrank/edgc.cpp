@@ -92,7 +92,8 @@ std::optional<double> EdgcCompressor::layer_entropy(std::span<const float> value
   uint64_t kept = 0;
   for (uint64_t t = 0; t < l.count; t += kern::kUniformTile) {
     const uint64_t n = std::min<uint64_t>(kern::kUniformTile, l.count - t);
-    if (sample.size() < kept + n) sample.resize(std::max<uint64_t>(kept + n, std::min<uint64_t>(l.count, 2 * sample.size())));
+    if (sample.size() < kept + n)
+      sample.resize(std::max<uint64_t>(kept + n, std::min<uint64_t>(l.count, 2 * sample.size())));
     kern::uniform_fill(key, l.offset + t, n, u);
     kept += kern::select_sampled(values.data() + t, u, n, beta, sample.data() + kept);
   }

@@ -245,7 +245,8 @@ Result<ParallelResult> train_parallel_scheme(const LoadedScenario& loaded, size_
   res.scheme = cc.scheme;
   Network net(s, plan, ci);
   report.tenants_desc = net.tenants->describe();
-  CCSIM_ASSIGN_OR_RETURN(algo::StageCodecs codecs, algo::StageCodecs::make(stage_config(s, plan, cc), plan.synthetic, entropies));
+  CCSIM_ASSIGN_OR_RETURN(algo::StageCodecs codecs,
+                         algo::StageCodecs::make(stage_config(s, plan, cc), plan.synthetic, entropies));
   sim::ParallelTrainingJob* job_ptr = nullptr;
   std::vector<topo::KernelKind> charged;
   auto factory = [&](uint32_t round, uint32_t stage, uint32_t, uint64_t) {

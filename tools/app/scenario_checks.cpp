@@ -487,9 +487,9 @@ void check_stragglers_and_tenants(const Scenario& s, uint32_t workers, Diagnosti
 
 // ---- data-parallel training ------------------------------------------------------------------
 
-// Bytes of synthetic gradients a plan needs, as an input error when over gradients.numerics_memory
-// or this machine's memory.
-// `what`: the tensors, as "a N-entry gradient on R ranks"; `smaller`: how to need less.
+// `need` bytes of synthetic gradients a plan holds, as an input error when over
+// gradients.numerics_memory or this machine's memory. `what`: the tensors, as "a N-entry gradient on
+// R ranks"; `smaller`: how to need less.
 void check_synthetic_bytes(const Scenario& s, const std::string& at, const std::string& purpose,
                            const std::string& what, double need, const std::string& smaller, Diagnostics& diag) {
   if (!check_machine_memory(need, at, purpose, diag)) return;
@@ -501,6 +501,7 @@ void check_synthetic_bytes(const Scenario& s, const std::string& at, const std::
                            format_quantity(need, UnitKind::kBytes), smaller));
 }
 
+// check_synthetic_bytes() of `copies` of every rank's whole `elements`-entry draw.
 void check_synthetic_memory(const Scenario& s, const std::string& at, const std::string& purpose, uint64_t elements,
                             uint32_t ranks, double copies, Diagnostics& diag) {
   check_synthetic_bytes(s, at, purpose, fmt::format("a {}-entry gradient on {} ranks", elements, ranks),
@@ -525,8 +526,9 @@ uint64_t shared_plan_piece(const Scenario& s, const algo::BucketShape& shape, ui
 
 // A metadata phase's synthetic gradients on bucket `shape`: a piece of every rank's draw at a time
 // where the scheme plans in pieces and never declines, else the whole draw (`copies` of it).
-void check_plan_memory(const Scenario& s, const std::string& at, const std::string& scheme, const algo::Compressor& comp,
-                       const algo::BucketShape& shape, uint32_t ranks, bool replans, Diagnostics& diag) {
+void check_plan_memory(const Scenario& s, const std::string& at, const std::string& scheme,
+                       const algo::Compressor& comp, const algo::BucketShape& shape, uint32_t ranks, bool replans,
+                       Diagnostics& diag) {
   const std::string purpose = fmt::format("'{}' agrees on metadata from the gradients each round; {}", scheme,
                                           replans ? "planning and running" : "planning");
   const uint64_t piece = replans ? 0 : shared_plan_piece(s, shape, ranks);
