@@ -59,6 +59,15 @@ std::pair<float, float> extremes(std::span<const float> x) {
           least.empty() ? std::numeric_limits<float>::infinity() : *std::min_element(least.begin(), least.end())};
 }
 
+// max |H·D·x'| of one chunk: work = x · 2^-k (zero-padded past x's end), rotated in blocks of
+// `block` whose signs start at entry `index_base` of the tensor.
+float rotated_chunk_max(std::span<const float> x, std::span<float> work, int k, uint64_t block,
+                        const kern::RngKey& key, uint64_t index_base) {
+  load_scaled(x, work, k);
+  kern::randomized_hadamard_transform(work.data(), work.size(), block, key, index_base);
+  return kern::parallel_max_abs(work.data(), work.size());
+}
+
 // max |H·D·x'| over every rotation block, x' = x · 2^-k zero-padded to `padded` entries: whole
 // blocks a chunk at a time in one scratch buffer, with their own signs (index_base), so the same
 // blocks and arithmetic as rotating the whole padded tensor at once, and the same maximum, without
@@ -69,9 +78,7 @@ float rotated_max_abs(std::span<const float> x, uint64_t padded, uint64_t block,
   float m = 0.0f;
   for (uint64_t c0 = 0; c0 < padded; c0 += chunk) {
     const std::span<float> w(work.data(), std::min(chunk, padded - c0));
-    load_scaled(x.subspan(std::min<uint64_t>(c0, x.size())), w, k);
-    kern::randomized_hadamard_transform(w.data(), w.size(), block, key, c0);
-    m = std::max(m, kern::parallel_max_abs(w.data(), w.size()));
+    m = std::max(m, rotated_chunk_max(x.subspan(std::min<uint64_t>(c0, x.size())), w, k, block, key, c0));
   }
   return m;
 }
@@ -211,9 +218,7 @@ class ThcCompressor::Pieces final : public PlanPieces {
       const uint64_t c0 = offset + c;
       const int ec = kern::floor_log2(a);
       work_.resize(std::min(chunk_, padded_ - c0));  // the tensor's last chunk takes its padding
-      load_scaled(xc, work_, ec);
-      kern::randomized_hadamard_transform(work_.data(), work_.size(), block_, shared_, c0);
-      rotated_.emplace_back(kern::parallel_max_abs(work_.data(), work_.size()), ec);
+      rotated_.emplace_back(rotated_chunk_max(xc, work_, ec, block_, shared_, c0), ec);
     }
   }
   bool finish(PlanStats& out) override {
