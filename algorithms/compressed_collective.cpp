@@ -145,10 +145,15 @@ std::vector<topo::SchedulePhase> CompressedCollective::phases() const {
   return out;
 }
 
+topo::Schedule CompressedCollective::bound_schedule() const {
+  topo::Schedule schedule = collective_->build(ranks_, reduced_, options_);
+  bind_schedule(schedule, *comp_);
+  return schedule;
+}
+
 Result<NumericsRound> CompressedCollective::run(std::span<const std::span<float>> buffers,
                                                 const NumericsOptions& options) const {
-  NumericsRound out{{}, collective_->build(ranks_, reduced_, options_)};
-  bind_schedule(out.schedule, *comp_);
+  NumericsRound out{{}, bound_schedule()};
   CCSIM_ASSIGN_OR_RETURN(out.stats, run_numerics(out.schedule, *comp_, buffers, options));
   return out;
 }

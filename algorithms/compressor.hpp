@@ -221,6 +221,13 @@ class Compressor {
   /// so that an entry or a shard of the reduced vector means nothing without all the others: only an
   /// all-reduce, whose finish() sees the whole reduced vector, can run the scheme (default: no).
   virtual bool prepare_mixes_entries() const { return false; }
+  /// Whether the coding functions are local to pieces of a chunk: for a chunk and a piece [a, b)
+  /// of it whose ends are the chunk's or multiples of alignment(), each coding function on
+  /// TensorSpec{a, b - a} (with the same hops and key) does to entries [a, b) exactly what it does
+  /// to them on the whole chunk, and the pieces' wire_bytes() add up to the chunk's. An all-reduce
+  /// may then run a piece of the tensor at a time (allreduce_in_pieces, algorithms/numerics.hpp).
+  /// Default: no.
+  virtual bool codes_in_pieces() const { return false; }
 
  private:
   std::string params_ = "{}";

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "algorithms/detail/error_piece.hpp"
 #include "kernels/parallel.hpp"
 #include "kernels/stats/error_sums.hpp"
 #include "sim/base/check.hpp"
@@ -343,121 +344,9 @@ Result<PlanReport> plan_round(Compressor& compressor, std::span<const std::span<
   return acc.commit();
 }
 
-Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
-                                   std::span<const std::span<float>> buffers, const NumericsOptions& options) {
-  CCSIM_CHECK(buffers.size() == schedule.num_ranks(), "{} buffers for {} ranks", buffers.size(), schedule.num_ranks());
-  CCSIM_CHECK(schedule.id_base() == 0, "numerics needs a materialized schedule");
-  const uint64_t tensor = buffers.front().size();
-  for (const auto& b : buffers) CCSIM_CHECK(b.size() == tensor, "rank buffers of {} and {} elements", tensor, b.size());
-  CCSIM_CHECK(schedule.elements() == compressor.reduced_elements(tensor),
-              "{}: schedule of {} elements for a tensor of {} that reduces {}", compressor.name(), schedule.elements(),
-              tensor, compressor.reduced_elements(tensor));
-  const auto& ops = schedule.ops();
-  const auto& chunks = schedule.chunks();
-  const uint32_t ranks = schedule.num_ranks();
-
-  for (const auto& c : chunks) CCSIM_RETURN_IF_ERROR(compressor.can_implement(TensorSpec{c.offset, c.count}));
-  // The collective runs in place when the scheme keeps the tensor's size, else on its own buffers.
-  const bool in_place = schedule.elements() == tensor;
-  std::vector<std::vector<float>> reduced_store(in_place ? 0 : ranks, std::vector<float>(in_place ? 0 : schedule.elements()));
-  std::vector<std::span<float>> work(ranks);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    work[r] = in_place ? buffers[r] : std::span<float>(reduced_store[r]);
-    compressor.prepare(buffers[r], work[r], r, ranks, kern::RngKey{options.seed, options.round, r, kPrepareStream});
-  }
-  std::vector<float> scratch;  // decoded copy of a message, for per-depth errors
-  NumericsStats stats;
-  if (options.hop_errors) stats.hop_errors.assign(ranks + 1, ErrorStats{});
-
-  // Messages live from their producing op to their last consumer.
-  std::vector<uint32_t> consumers(ops.size(), 0);
-  for (const Op& op : ops)
-    if (op.kind == OpKind::kKernel) schedule.for_each_message(op, [&](const topo::MessageRef& m) { ++consumers[m.id]; });
-  std::vector<std::vector<uint8_t>> messages(ops.size());
-  std::vector<std::vector<uint8_t>> pool;  // released buffers, reused to avoid fresh page faults
-
-  uint64_t live_bytes = 0;
-  for (topo::OpId id = 0; id < ops.size(); ++id) {
-    const Op& op = ops[id];
-    const topo::Chunk& c = chunks[op.chunk];
-    const TensorSpec spec{c.offset, c.count};
-    if (op.kind == OpKind::kTransfer) {
-      uint64_t carried = 0;
-      schedule.for_each_message(op, [&](const topo::MessageRef& m) { carried += messages[m.id].size(); });
-      CCSIM_CHECK(carried == op.bytes, "transfer {} carries {} bytes but is bound to {}", id, carried, op.bytes);
-      stats.wire_bytes += carried;
-      continue;
-    }
-    std::span<float> acc = work[op.rank].subspan(c.offset, c.count);
-    const kern::RngKey key{options.seed, options.round, op.rank, id % kPrepareStream};
-    auto new_message = [&](uint32_t summed) -> std::span<uint8_t> {
-      auto& m = messages[id];
-      const uint64_t size = compressor.wire_bytes(spec, HopContext{summed, ranks});
-      for (size_t p = 0; p < pool.size(); ++p) {
-        if (pool[p].capacity() >= size) {
-          m.swap(pool[p]);
-          pool[p].swap(pool.back());
-          pool.pop_back();
-          break;
-        }
-      }
-      m.resize(size);
-      live_bytes += m.size();
-      stats.peak_message_bytes = std::max(stats.peak_message_bytes, live_bytes);
-      return m;
-    };
-    auto release = [&](topo::OpId msg) {
-      if (--consumers[msg] == 0) {
-        live_bytes -= messages[msg].size();
-        messages[msg].clear();
-        pool.push_back(std::move(messages[msg]));
-        messages[msg] = {};
-      }
-    };
-    if (op.bundle > 1) {  // a bundle of decodes, each message into its own chunk
-      for (const topo::MessageRef& m : schedule.bundle(op)) {
-        const topo::Chunk& mc = chunks[m.chunk];
-        compressor.decode(messages[m.id], TensorSpec{mc.offset, mc.count}, HopContext{m.summed, ranks},
-                          work[op.rank].subspan(mc.offset, mc.count));
-        release(m.id);
-      }
-      ++stats.kernels_run;
-      continue;
-    }
-    const HopContext in_hop{op.in_summed, ranks};
-    switch (op.kernel) {
-      case KernelKind::kEncode: compressor.encode(acc, spec, HopContext{op.summed, ranks}, key, new_message(op.summed)); break;
-      case KernelKind::kDecode: compressor.decode(messages[op.message], spec, in_hop, acc); break;
-      case KernelKind::kDecodeAccumulate: compressor.decode_accumulate(messages[op.message], spec, in_hop, acc); break;
-      case KernelKind::kDecodeAccumulateEncode:
-        compressor.decode_accumulate_encode(messages[op.message], spec, in_hop, acc, HopContext{op.summed, ranks}, key,
-                                            new_message(op.summed));
-        break;
-      case KernelKind::kPlanLocal:
-      case KernelKind::kPrepare:
-      case KernelKind::kFinish:
-        CCSIM_CHECK(false, "op {}: round op {} in a collective schedule (run_numerics runs the round phases itself)",
-                    id, topo::kernel_kind_name(op.kernel));
-    }
-    if (op.message != topo::kNoOp) release(op.message);
-    if (options.hop_errors && topo::Schedule::produces_message(op.kernel)) {
-      // What this hop's encoding lost: decode the message just made and compare with its input.
-      scratch.resize(c.count);
-      compressor.decode(messages[id], spec, HopContext{op.summed, ranks}, scratch);
-      const ErrorStats e = error_stats(acc, scratch);
-      ErrorStats& into = stats.hop_errors[std::min(op.summed, ranks)];
-      into.sq_error += e.sq_error;
-      into.sq_norm += e.sq_norm;
-    }
-    ++stats.kernels_run;
-  }
-  for (uint32_t r = 0; r < ranks; ++r) compressor.finish(work[r], buffers[r], r, ranks);
-  return stats;
-}
-
 namespace {
 
-constexpr uint64_t kErrorPiece = 1 << 16;  // error sums are per piece, then added in piece order
+using detail::kErrorPiece;
 
 // The squared error and norm of got[0, n) against exact[0, n), in element order.
 ErrorStats piece_error(const float* exact, const float* got, uint64_t n) {
@@ -608,7 +497,10 @@ double vnmse(std::span<const ErrorStats> per_rank) {
   return sum / static_cast<double>(per_rank.size());
 }
 
-Status check_sum_in_range(std::span<const std::span<const float>> inputs) {
+namespace {
+
+// check_sum_in_range() of inputs that hold entries [first, first + n) of the tensors.
+Status check_sum_in_range_at(std::span<const std::span<const float>> inputs, uint64_t first) {
   constexpr double kMax = std::numeric_limits<float>::max();
   for (size_t i = 0; !inputs.empty() && i < inputs.front().size(); ++i) {
     double sum = 0;
@@ -616,24 +508,60 @@ Status check_sum_in_range(std::span<const std::span<const float>> inputs) {
     if (std::fabs(sum) > kMax)
       return invalid_argument(fmt::format("the {} ranks' gradients sum past the fp32 range at index {} ({:.4g}, "
                                           "beyond {:.4g}): every fp32 collective would overflow; scale them down",
-                                          inputs.size(), i, sum, kMax));
+                                          inputs.size(), first + i, sum, kMax));
   }
   return ok_status();
 }
 
-Status check_errors_finite(std::span<const std::span<const float>> inputs, std::span<const ErrorStats> errors,
-                           std::string_view scheme) {
-  const bool finite = std::all_of(errors.begin(), errors.end(), [](const ErrorStats& e) {
-    return std::isfinite(e.sq_error) && std::isfinite(e.sq_norm);
-  });
-  if (finite) return ok_status();
-  CCSIM_RETURN_IF_ERROR(check_sum_in_range(inputs));
+double largest_magnitude(std::span<const std::span<const float>> inputs) {
   double largest = 0;
   for (const auto& in : inputs)
     for (const float x : in) largest = std::max(largest, std::fabs(static_cast<double>(x)));
+  return largest;
+}
+
+bool all_finite(std::span<const ErrorStats> errors) {
+  return std::all_of(errors.begin(), errors.end(), [](const ErrorStats& e) {
+    return std::isfinite(e.sq_error) && std::isfinite(e.sq_norm);
+  });
+}
+
+Status overflowed(std::string_view scheme, double largest) {
   return invalid_argument(fmt::format("'{}' overflowed fp32 on these gradients (the largest |x| is {:.4g}, near the "
                                       "fp32 limit {:.4g}): its error is not finite; scale the gradients down",
                                       scheme, largest, static_cast<double>(std::numeric_limits<float>::max())));
+}
+
+}  // namespace
+
+Status check_sum_in_range(std::span<const std::span<const float>> inputs) { return check_sum_in_range_at(inputs, 0); }
+
+Status check_errors_finite(std::span<const std::span<const float>> inputs, std::span<const ErrorStats> errors,
+                           std::string_view scheme) {
+  if (all_finite(errors)) return ok_status();
+  CCSIM_RETURN_IF_ERROR(check_sum_in_range(inputs));
+  return overflowed(scheme, largest_magnitude(inputs));
+}
+
+Status check_errors_finite(const PieceSource& source, uint64_t elements, uint32_t ranks, uint64_t source_alignment,
+                           uint64_t piece_elements, std::span<const ErrorStats> errors, std::string_view scheme) {
+  if (all_finite(errors)) return ok_status();
+  const uint64_t align = std::max<uint64_t>(1, source_alignment);
+  const uint64_t piece =
+      std::max<uint64_t>(1, std::min(elements, align * std::max<uint64_t>(1, piece_elements / align)));
+  RankTensors buffers(ranks);
+  for (auto& b : buffers) b.resize(piece);
+  double largest = 0;
+  for (uint64_t first = 0; first < elements; first += piece) {
+    const uint64_t n = std::min(piece, elements - first);
+    std::vector<std::span<float>> views;
+    for (auto& b : buffers) views.emplace_back(b.data(), n);
+    source(first, views);
+    const std::vector<std::span<const float>> ins(views.begin(), views.end());
+    CCSIM_RETURN_IF_ERROR(check_sum_in_range_at(ins, first));
+    largest = std::max(largest, largest_magnitude(ins));
+  }
+  return overflowed(scheme, largest);
 }
 
 }  // namespace ccsim::algo

@@ -209,6 +209,39 @@ struct NumericsStats {
 Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
                                    std::span<const std::span<float>> buffers, const NumericsOptions& options);
 
+/// Whether allreduce_in_pieces() can run `schedule` (bound to `compressor`): an all-reduce of the
+/// tensor itself (no prepare() or finish() work, reduced_elements() the tensor's size) by a scheme
+/// whose coding is local to pieces (Compressor::codes_in_pieces()), without per-hop errors, every
+/// chunk starting on its alignment() (or at the tensor's end), which with the error sums' pieces
+/// needs a piece of at most kMaxPlanPiece entries.
+bool runs_in_pieces(const topo::Schedule& schedule, const Compressor& compressor, const NumericsOptions& options);
+
+/// One all-reduce for allreduce_in_pieces(): a materialized schedule bound to its compressor,
+/// whose round's plan (if any) is fixed.
+struct PieceRound {
+  const topo::Schedule* schedule = nullptr;
+  Compressor* compressor = nullptr;
+};
+
+/// What run_numerics() then operation_errors() give for one PieceRound: the per-rank errors, bit for
+/// bit, and the statistics' wire bytes and kernel count (no per-hop errors, no message peak).
+struct PieceRoundResult {
+  std::vector<ErrorStats> errors;
+  NumericsStats stats;
+};
+
+/// The all-reduces `rounds` (each runs_in_pieces(), all of one rank count and tensor size) run on
+/// inputs that `source` writes a piece at a time, so that a piece of every rank's input and working
+/// buffer is held instead of whole tensors: each piece drawn once for every round, its exact sum
+/// made once, every round's ops run on their chunks' parts in it, and its errors summed in the
+/// order operation_errors() sums them. Pieces are about `piece_elements` entries, multiples of
+/// `source_alignment`, of every compressor's alignment() and of the error sums' pieces; threads
+/// take whole pieces. The results equal run_numerics() then operation_errors() on whole tensors,
+/// bit for bit (and each transfer's pieces are checked to carry its bound bytes).
+Result<std::vector<PieceRoundResult>> allreduce_in_pieces(std::span<const PieceRound> rounds, const PieceSource& source,
+                                                          uint64_t source_alignment, uint64_t piece_elements,
+                                                          const NumericsOptions& options);
+
 ErrorStats error_stats(std::span<const float> exact, std::span<const float> got);
 /// Per-rank error of what ranks ended with (`outputs`) against what the schedule's operation
 /// defines from the `inputs`: allreduce, the exact sum everywhere; reduce_scatter, the sum of rank
@@ -229,6 +262,10 @@ Status check_sum_in_range(std::span<const std::span<const float>> inputs);
 /// when the sum fits, that `scheme`'s result overflowed on inputs near that range (their largest |x|).
 Status check_errors_finite(std::span<const std::span<const float>> inputs, std::span<const ErrorStats> errors,
                            std::string_view scheme);
+/// check_errors_finite() on inputs of `elements` entries per rank that `source` writes a piece of
+/// about `piece_elements` at a time (multiples of `source_alignment`).
+Status check_errors_finite(const PieceSource& source, uint64_t elements, uint32_t ranks, uint64_t source_alignment,
+                           uint64_t piece_elements, std::span<const ErrorStats> errors, std::string_view scheme);
 /// One rank's ‖X − X̂‖² / ‖X‖²: 0 when the rank is exact (even if X = 0), +inf when X = 0 but it is not.
 double relative_error(const ErrorStats& e);
 /// vNMSE = mean over ranks of ‖X − X̂_r‖² / ‖X‖². Zero when every rank is exact (even if X = 0);

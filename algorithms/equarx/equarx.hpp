@@ -42,6 +42,7 @@ class EquarxCompressor final : public Compressor {
   EquarxCompressor(kern::GroupQuantFormat format, Phases phases) : format_(format), phases_(phases) {}
 
   std::string_view name() const override { return "equarx"; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext& hop) const override {
     return quantized(hop) ? kern::group_quant_bytes(spec.count, format_) : 2 * spec.count;
   }

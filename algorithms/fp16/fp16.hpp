@@ -20,6 +20,7 @@ class Fp16Compressor final : public Compressor {
   static const DeviceOps& device_ops();
 
   std::string_view name() const override { return "fp16"; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override { return 2 * spec.count; }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;

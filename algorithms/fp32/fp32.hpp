@@ -12,6 +12,7 @@ class Fp32Compressor final : public UnfusedHopCompressor {
   static CompressorInfo info();
 
   std::string_view name() const override { return "fp32"; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override { return 4 * spec.count; }
   void encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop, const kern::RngKey& key,
               std::span<uint8_t> out) override;

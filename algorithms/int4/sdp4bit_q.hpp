@@ -38,6 +38,7 @@ class Sdp4bitQuantCompressor final : public Compressor {
   explicit Sdp4bitQuantCompressor(kern::GroupQuantFormat format) : format_(format) {}
 
   std::string_view name() const override { return "sdp4bit_q"; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::group_quant_bytes(spec.count, format_);
   }

@@ -19,6 +19,7 @@ class BlockInt8Compressor final : public Compressor {
   BlockInt8Compressor(uint32_t block, kern::Rounding rounding) : block_(block), rounding_(rounding) {}
 
   std::string_view name() const override { return "int8"; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::block_int8_bytes(spec.count, block_);
   }

@@ -85,6 +85,7 @@ class MxCompressor final : public Compressor {
   MxCompressor(std::string name, Options options) : name_(std::move(name)), options_(options) {}
 
   std::string_view name() const override { return name_; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::mx_bytes(spec.count, options_.format);
   }

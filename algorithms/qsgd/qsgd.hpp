@@ -30,6 +30,7 @@ class QsgdCompressor final : public Compressor {
   QsgdCompressor(uint32_t bucket, uint32_t bits) : bucket_(bucket), bits_(bits) {}
 
   std::string_view name() const override { return "qsgd"; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::qsgd_bytes(spec.count, bucket_, bits_);
   }

@@ -32,6 +32,7 @@ class TfpCompressor final : public Compressor {
   TfpCompressor(kern::TfpFormat format, bool random_rounding) : format_(format), random_rounding_(random_rounding) {}
 
   std::string_view name() const override { return "tfp"; }
+  bool codes_in_pieces() const override { return true; }
   uint64_t wire_bytes(const TensorSpec& spec, const HopContext&) const override {
     return kern::tfp_bytes(spec.count, format_.bits);
   }

@@ -385,14 +385,15 @@ TEST_F(Cli, BitsPerElementMeanTheSameInRunAndVnmse) {
   EXPECT_EQ(results[0]["plan_bits_per_element"], 1.0);
 }
 
-// The estimate the numerics are sized by is within 25% of the peak resident size a run reaches
-// (measured as this process's children's), for a scheme that reduces in place and one with buffers
-// of its own (THC's padded rotation).
+// The estimate the numerics are sized by is within 25% of the peak resident size a run on whole
+// tensors reaches (measured as this process's children's), for a scheme that reduces in place and
+// one with buffers of its own (THC's padded rotation); an all-reduce that runs in pieces (int8)
+// stays far below it.
 TEST_F(Cli, NumericsMemoryEstimateIsWithinAQuarterOfThePeak) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer's shadow memory is not the program's";
 #endif
-  for (const char* scheme : {"int8", "thc"}) {
+  for (const char* scheme : {"dynamiq", "thc", "int8"}) {
     SCOPED_TRACE(scheme);
     json doc = base_doc();
     doc["cluster"]["nodes"] = 8;
@@ -405,6 +406,10 @@ TEST_F(Cli, NumericsMemoryEstimateIsWithinAQuarterOfThePeak) {
     const double estimate =
         json::parse(read_file(out / "summary.json"))["numerics_memory_estimate_bytes"].get<double>();
     const double peak = o.peak_rss_bytes;
+    if (std::string(scheme) == "int8") {
+      EXPECT_LT(peak, 0.25 * estimate) << estimate << " vs " << peak;
+      continue;
+    }
     EXPECT_GT(estimate, 0.75 * peak) << estimate << " vs " << peak;
     EXPECT_LT(estimate, 1.25 * peak) << estimate << " vs " << peak;
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <span>
 
 #include "algorithms/collective_session.hpp"
@@ -160,6 +161,13 @@ json numerics_key(const LoadedScenario& loaded, size_t i, uint32_t group_size) {
   return key;
 }
 
+// The vNMSE figures of group 0's per-rank errors.
+void set_vnmse(std::span<const algo::ErrorStats> errs, SchemeResult& r) {
+  r.vnmse_max_rank = 0;
+  for (const auto& e : errs) r.vnmse_max_rank = std::max(r.vnmse_max_rank, algo::relative_error(e));
+  r.vnmse = algo::vnmse(errs);
+}
+
 // Group 0's numerics: the round run on real buffers, vNMSE against what the operation defines. On
 // the whole tensor the timed round itself runs; on a sample, a fresh instance of the scheme
 // (algo::CollectiveSession) plans and runs the sample's round. `work` is the ranks' buffers the
@@ -190,9 +198,7 @@ Status run_numerics(const LoadedScenario& loaded, size_t i, const algo::Compress
     errs = algo::operation_errors(round.schedule, ins, outs);
     CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(ins, errs, r.scheme).at("/gradients"));
   }
-  r.vnmse_max_rank = 0;
-  for (const auto& e : errs) r.vnmse_max_rank = std::max(r.vnmse_max_rank, algo::relative_error(e));
-  r.vnmse = algo::vnmse(errs);
+  set_vnmse(errs, r);
   return ok_status();
 }
 
@@ -249,11 +255,56 @@ Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
   return ok_status();
 }
 
+// The entries a thread holds of each rank's gradient and of its working copy in
+// allreduce_in_pieces(): 8 MiB of them in all, or one error piece of each.
+uint64_t piece_elements(uint32_t ranks) { return std::max<uint64_t>(uint64_t{1} << 16, (uint64_t{1} << 20) / ranks); }
+
+// Group 0's gradients a piece at a time: copied from `grads` where they are loaded, else drawn.
+algo::PieceSource piece_source(const Scenario& s, uint64_t elements, const RankTensors& grads) {
+  if (!grads.empty())
+    return [&grads](uint64_t first, std::span<const std::span<float>> views) {
+      for (size_t r = 0; r < views.size(); ++r)
+        std::copy_n(grads[r].begin() + static_cast<ptrdiff_t>(first), views[r].size(), views[r].begin());
+    };
+  return [spec = s.gradients.synthetic_spec(elements), seed = static_cast<uint64_t>(s.seed)](
+             uint64_t first, std::span<const std::span<float>> views) {
+    traces::generate_synthetic_range(spec, seed, first, views);
+  };
+}
+
+// The numerics of the schemes whose all-reduce runs in pieces (schedules[i] set), in one pass over
+// group 0's gradients: each piece drawn once for all of them.
+Result<std::vector<std::optional<algo::PieceRoundResult>>> numerics_in_pieces(
+    const Scenario& s, uint64_t elements, uint32_t g, std::vector<Lowered>& schemes,
+    const std::vector<std::optional<topo::Schedule>>& schedules, const RankTensors& grads) {
+  std::vector<std::optional<algo::PieceRoundResult>> out(schemes.size());
+  std::vector<algo::PieceRound> rounds;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < schemes.size(); ++i)
+    if (schedules[i]) {
+      rounds.push_back({&*schedules[i], schemes[i].comp.get()});
+      which.push_back(i);
+    }
+  if (rounds.empty()) return out;
+  const algo::PieceSource source = piece_source(s, elements, grads);
+  const algo::NumericsOptions options{static_cast<uint64_t>(s.seed), 0};
+  CCSIM_ASSIGN_OR_RETURN(std::vector<algo::PieceRoundResult> results,
+                         algo::allreduce_in_pieces(rounds, source, 2, piece_elements(g), options));
+  for (size_t k = 0; k < results.size(); ++k) {
+    CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(source, elements, g, 2, piece_elements(g), results[k].errors,
+                                                    s.compression[which[k]].scheme)
+                              .at("/gradients"));
+    out[which[k]] = std::move(results[k]);
+  }
+  return out;
+}
+
 // One planned scheme timed on every group at once, then its numerics (`cached`: as an earlier run
 // with the same numerics inputs measured them).
 Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered& lowered,
-                                const RankTensors& grads, RankTensors& work,
-                                const RunReport& report, const std::optional<json>& cached) {
+                                const RankTensors& grads, RankTensors& work, const RunReport& report,
+                                const std::optional<json>& cached,
+                                const std::optional<algo::PieceRoundResult>& in_pieces) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const CompressionConfig& cc = s.compression[i];
@@ -296,6 +347,11 @@ Result<SchemeResult> run_scheme(const LoadedScenario& loaded, size_t i, Lowered&
   if (cached) {
     r.vnmse = cached_number(cached->at("vnmse"));
     r.vnmse_max_rank = cached_number(cached->at("vnmse_max_rank"));
+  } else if (in_pieces) {
+    CCSIM_CHECK(in_pieces->stats.wire_bytes * report.groups == r.timing.wire_bytes,
+                "numerics sent {} bytes, timing {} over {} groups", in_pieces->stats.wire_bytes, r.timing.wire_bytes,
+                report.groups);
+    set_vnmse(in_pieces->errors, r);
   } else if (plan.gradients.sample_elements > 0) {
     CCSIM_RETURN_IF_ERROR(run_numerics(loaded, i, lowering, grads, work, report.groups, r));
   }
@@ -348,14 +404,24 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   const bool caching = hooks.numerics != nullptr && gp.sample_elements > 0;
   std::vector<json> keys(schemes.size());
   std::vector<std::optional<json>> cached(schemes.size());
+  // A scheme without a metadata phase is fixed now, whatever the data; where its all-reduce then
+  // runs in pieces (schedules[i]), its numerics need no whole gradients when they are drawn.
+  std::vector<std::optional<topo::Schedule>> schedules(schemes.size());
   bool numerics_needed = false, plan_needs_data = false;
   for (size_t i = 0; i < schemes.size(); ++i) {
     if (caching) {
       keys[i] = numerics_key(loaded, i, g);
       cached[i] = hooks.numerics->find(keys[i]);
     }
-    numerics_needed |= !cached[i] && gp.sample_elements > 0;
-    plan_needs_data |= schemes[i].lowering->plan_bytes() > 0;
+    algo::CompressedCollective& l = *schemes[i].lowering;
+    const bool measured = !cached[i] && gp.sample_elements > 0;
+    if (measured && !gp.sampled() && l.plan_bytes() == 0) {
+      CCSIM_RETURN_IF_ERROR(l.fix());
+      topo::Schedule schedule = l.bound_schedule();
+      if (algo::runs_in_pieces(schedule, *schemes[i].comp, {})) schedules[i] = std::move(schedule);
+    }
+    numerics_needed |= measured && (!schedules[i] || s.gradients.source != GradientSource::kSynthetic);
+    plan_needs_data |= l.plan_bytes() > 0;
   }
   RankTensors grads;
   if (!gp.sampled() && (numerics_needed || plan_needs_data)) {
@@ -365,10 +431,12 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   if (gp.sampled() && numerics_needed) {
     CCSIM_ASSIGN_OR_RETURN(grads, load_gradients(s, gp.sample_elements, g));
   }
+  CCSIM_ASSIGN_OR_RETURN(const auto in_pieces, numerics_in_pieces(s, gp.elements, g, schemes, schedules, grads));
   RankTensors work;
   for (size_t i = 0; i < s.compression.size(); ++i) {
     if (hooks.progress) hooks.progress(i, s.compression.size(), report.loaded.plan->schemes[i].label);
-    CCSIM_ASSIGN_OR_RETURN(SchemeResult r, run_scheme(loaded, i, schemes[i], grads, work, report, cached[i]));
+    CCSIM_ASSIGN_OR_RETURN(SchemeResult r,
+                           run_scheme(loaded, i, schemes[i], grads, work, report, cached[i], in_pieces[i]));
     if (caching && !cached[i])
       hooks.numerics->store(keys[i],
                             {{"vnmse", cache_number(r.vnmse)}, {"vnmse_max_rank", cache_number(r.vnmse_max_rank)}});
