@@ -145,14 +145,14 @@ void LowRankCompressor::ensure_q(size_t layer, const LayerShape& shape, uint64_t
   q_round_[layer] = rounds_;
 }
 
-void LowRankCompressor::add_residual(std::span<const float> x, uint32_t rank, const LayerShape& shape, float* m) const {
+const float* LowRankCompressor::with_residual(std::span<const float> x, uint32_t rank, const LayerShape& shape,
+                                             UninitVector<float>& m) const {
   const float* src = x.data() + shape.offset;
   const bool has_residual = error_feedback_ && rank < residuals_.size() && !residuals_[rank].empty();
-  if (!has_residual) {
-    std::copy(src, src + shape.count, m);
-    return;
-  }
-  add_into(src, residuals_[rank].data() + shape.offset, shape.count, m);
+  if (!has_residual) return src;
+  m.resize(shape.count);
+  add_into(src, residuals_[rank].data() + shape.offset, shape.count, m.data());
+  return m.data();
 }
 
 void LowRankCompressor::add_into(const float* x, const float* e, uint64_t count, float* m) {
@@ -170,14 +170,14 @@ void LowRankCompressor::plan_local(std::span<const float> x, uint32_t rank, cons
   for (size_t l = 0; l < layer_slots.size(); ++l)
     if (layer_slots[l].compressed) ensure_q(l, layer_slots[l].shape, key.seed);
   kern::parallel_for(layer_slots.size(), 1, [&](uint64_t l0, uint64_t l1) {
-    std::vector<float> m, p;
+    UninitVector<float> m;
+    std::vector<float> p;
     for (uint64_t l = l0; l < l1; ++l) {
       const Slot& s = layer_slots[l];
       if (!s.compressed) continue;
-      m.resize(s.shape.count);
       p.resize(s.shape.rows * rank_);
-      add_residual(x, rank, s.shape, m.data());
-      kern::lowrank_project(m.data(), s.shape.rows, s.shape.cols, q_[l].data(), rank_, p.data());
+      kern::lowrank_project(with_residual(x, rank, s.shape, m), s.shape.rows, s.shape.cols, q_[l].data(), rank_,
+                            p.data());
       std::copy(p.begin(), p.end(), out.sum.begin() + static_cast<std::ptrdiff_t>(s.p_offset));
     }
   });
@@ -221,7 +221,7 @@ void LowRankCompressor::prepare(std::span<const float> x, std::span<float> out, 
     if (residuals_[rank].size() != x.size()) residuals_[rank].assign(x.size(), 0.0f);
   }
   kern::parallel_for(layer_slots.size(), 1, [&](uint64_t l0, uint64_t l1) {
-    std::vector<float> m;
+    UninitVector<float> m;
     for (uint64_t l = l0; l < l1; ++l) {
       const Slot& s = layer_slots[l];
       float* e = error_feedback_ ? residuals_[rank].data() + s.shape.offset : nullptr;
@@ -235,14 +235,16 @@ void LowRankCompressor::prepare(std::span<const float> x, std::span<float> out, 
           std::copy_n(src, s.shape.count, dst);
         continue;
       }
-      m.resize(s.shape.count);
-      add_residual(x, rank, s.shape, m.data());
       float* q = out.data() + s.reduced_offset;
-      kern::lowrank_project_transposed(m.data(), s.shape.rows, s.shape.cols, p_hat_[l].data(), rank_, q);
-      if (e) {
-        std::copy(m.begin(), m.end(), e);
-        kern::lowrank_subtract(p_hat_[l].data(), q, s.shape.rows, s.shape.cols, rank_, e);
+      if (!e) {
+        kern::lowrank_project_transposed(with_residual(x, rank, s.shape, m), s.shape.rows, s.shape.cols,
+                                         p_hat_[l].data(), rank_, q);
+        continue;
       }
+      // M = x + e formed in the residual itself, projected, then what the round sends taken from it.
+      add_into(x.data() + s.shape.offset, e, s.shape.count, e);
+      kern::lowrank_project_transposed(e, s.shape.rows, s.shape.cols, p_hat_[l].data(), rank_, q);
+      kern::lowrank_subtract(p_hat_[l].data(), q, s.shape.rows, s.shape.cols, rank_, e);
     }
   });
 }

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
+#include "sim/base/uninit_vector.hpp"
 
 namespace ccsim::algo {
 
@@ -116,8 +117,8 @@ class LowRankCompressor : public UnfusedHopCompressor {
     return layer < p_hat_.size() ? std::span<const float>(p_hat_[layer]) : std::span<const float>();
   }
   /// The elementwise steps of the round ops (public for the GPU kernels' tests): m = x + e over
-  /// `count` entries (a compressed layer's M), and an uncompressed layer's move with error feedback,
-  /// dst = x + e then e = 0 (dst may be x).
+  /// `count` entries (a compressed layer's M; m may be e), and an uncompressed layer's move with
+  /// error feedback, dst = x + e then e = 0 (dst may be x).
   static void add_into(const float* x, const float* e, uint64_t count, float* m);
   static void move_into(const float* x, float* e, uint64_t count, float* dst);
   /// The layers in effect for a tensor of `elements` (the layout, or one 1-D layer).
@@ -154,8 +155,10 @@ class LowRankCompressor : public UnfusedHopCompressor {
   std::vector<Slot> slots(uint64_t elements) const;
   /// Makes layer `layer`'s Q (cols x rank_) ready, drawing what is missing from `key`'s seed.
   void ensure_q(size_t layer, const LayerShape& shape, uint64_t seed) const;
-  /// M = x + e (the residual of `rank` if error feedback has one) for one layer into `m`.
-  void add_residual(std::span<const float> x, uint32_t rank, const LayerShape& shape, float* m) const;
+  /// One layer's M = x + e (the residual of `rank` if error feedback has one): the layer of `x`
+  /// itself where the rank has no residual, else `m` holding the sum.
+  const float* with_residual(std::span<const float> x, uint32_t rank, const LayerShape& shape,
+                             UninitVector<float>& m) const;
 
   uint32_t rank_;
   bool error_feedback_;
