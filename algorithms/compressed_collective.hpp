@@ -105,7 +105,7 @@ class CompressedCollective {
   /// and finish() (run_numerics). REQUIRES: fix().
   Result<NumericsRound> run(std::span<const std::span<float>> buffers, const NumericsOptions& options) const;
   /// The collective's schedule, materialized and bound to the compressor: what run() runs, and
-  /// what allreduce_in_pieces() runs where runs_in_pieces(). REQUIRES: fix().
+  /// what run_in_pieces() runs where runs_in_pieces(). REQUIRES: fix().
   topo::Schedule bound_schedule() const;
 
  private:

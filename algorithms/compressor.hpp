@@ -224,8 +224,9 @@ class Compressor {
   /// Whether the coding functions are local to pieces of a chunk: for a chunk and a piece [a, b)
   /// of it whose ends are the chunk's or multiples of alignment(), each coding function on
   /// TensorSpec{a, b - a} (with the same hops and key) does to entries [a, b) exactly what it does
-  /// to them on the whole chunk, and the pieces' wire_bytes() add up to the chunk's. An all-reduce
-  /// may then run a piece of the tensor at a time (allreduce_in_pieces, algorithms/numerics.hpp).
+  /// to them on the whole chunk, and the pieces' wire_bytes() add up to the chunk's. A collective
+  /// whose chunks never mix may then run a piece of the tensor at a time (run_in_pieces,
+  /// algorithms/numerics.hpp).
   /// Default: no.
   virtual bool codes_in_pieces() const { return false; }
 

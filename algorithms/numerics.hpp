@@ -209,15 +209,21 @@ struct NumericsStats {
 Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& compressor,
                                    std::span<const std::span<float>> buffers, const NumericsOptions& options);
 
-/// Whether allreduce_in_pieces() can run `schedule` (bound to `compressor`): an all-reduce of the
-/// tensor itself (no prepare() or finish() work, reduced_elements() the tensor's size) by a scheme
-/// whose coding is local to pieces (Compressor::codes_in_pieces()), without per-hop errors, every
-/// chunk starting on its alignment() (or at the tensor's end), which with the error sums' pieces
-/// needs a piece of at most kMaxPlanPiece entries.
+/// Whether run_in_pieces() can run `schedule` (bound to `compressor`): an operation whose chunks
+/// never mix (every one but the all-to-all) on the tensor itself (no prepare() or finish() work,
+/// reduced_elements() the tensor's size), by a scheme whose coding is local to pieces
+/// (Compressor::codes_in_pieces()), without per-hop errors, every chunk and shard starting on its
+/// alignment() (or at the tensor's end), which with the error sums' pieces needs a piece of at most
+/// kMaxPlanPiece entries.
 bool runs_in_pieces(const topo::Schedule& schedule, const Compressor& compressor, const NumericsOptions& options);
 
-/// One all-reduce for allreduce_in_pieces(): a materialized schedule bound to its compressor,
-/// whose round's plan (if any) is fixed.
+/// Whether run_in_pieces() can run the two schedules together (over the same pieces): one
+/// operation, rank count, tensor size and root, and for a reduce-scatter or an all-gather the same
+/// shards.
+bool pieces_together(const topo::Schedule& a, const topo::Schedule& b);
+
+/// One collective for run_in_pieces(): a materialized schedule bound to its compressor, whose
+/// round's plan (if any) is fixed.
 struct PieceRound {
   const topo::Schedule* schedule = nullptr;
   Compressor* compressor = nullptr;
@@ -230,17 +236,18 @@ struct PieceRoundResult {
   NumericsStats stats;
 };
 
-/// The all-reduces `rounds` (each runs_in_pieces(), all of one rank count and tensor size) run on
-/// inputs that `source` writes a piece at a time, so that a piece of every rank's input and working
-/// buffer is held instead of whole tensors: each piece drawn once for every round, its exact sum
-/// made once, every round's ops run on their chunks' parts in it, and its errors summed in the
-/// order operation_errors() sums them. Pieces are about `piece_elements` entries, multiples of
-/// `source_alignment`, of every compressor's alignment() and of the error sums' pieces; threads
-/// take whole pieces. The results equal run_numerics() then operation_errors() on whole tensors,
-/// bit for bit (and each transfer's pieces are checked to carry its bound bytes).
-Result<std::vector<PieceRoundResult>> allreduce_in_pieces(std::span<const PieceRound> rounds, const PieceSource& source,
-                                                          uint64_t source_alignment, uint64_t piece_elements,
-                                                          const NumericsOptions& options);
+/// The collectives `rounds` (each runs_in_pieces(), all of one operation, rank count, tensor size
+/// and shards) run on inputs that `source` writes a piece at a time (at any offset), so that a
+/// piece of every rank's input and working buffer is held instead of whole tensors: each piece
+/// drawn once for every round (and its exact sum made once), every round's ops run on their chunks'
+/// parts in it, its errors summed as operation_errors() sums them. Pieces of about
+/// `piece_elements` entries (multiples of every compressor's alignment() and of the error sums'
+/// pieces) start at the tensor's start, or, for a reduce-scatter or an all-gather, at each shard's,
+/// where their error sums start; threads take whole pieces. The results equal run_numerics() then
+/// operation_errors() on whole tensors, bit for bit (and each transfer's pieces are checked to
+/// carry its bound bytes).
+Result<std::vector<PieceRoundResult>> run_in_pieces(std::span<const PieceRound> rounds, const PieceSource& source,
+                                                    uint64_t piece_elements, const NumericsOptions& options);
 
 ErrorStats error_stats(std::span<const float> exact, std::span<const float> got);
 /// Per-rank error of what ranks ended with (`outputs`) against what the schedule's operation

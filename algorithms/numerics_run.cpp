@@ -1,5 +1,5 @@
 // The numerics interpreter's op loop, run on whole tensors (run_numerics) or on a piece of every
-// rank's tensor at a time (allreduce_in_pieces).
+// rank's tensor at a time (run_in_pieces).
 #include <algorithm>
 #include <mutex>
 #include <numeric>
@@ -226,23 +226,46 @@ Result<NumericsStats> run_numerics(const topo::Schedule& schedule, Compressor& c
   return stats;
 }
 
+namespace {
+
+// Whether `op`'s ops touch only entries of one index on every rank, so that a piece of the tensor
+// can run on its own: every operation but the all-to-all, which moves blocks between indices.
+bool chunks_never_mix(topo::CollectiveOp op) { return op != topo::CollectiveOp::kAllToAll; }
+
+// The ranges operation_errors() restarts its error sums at: the whole tensor, or each rank's shard
+// (reduce-scatter: the shard it ends with; all-gather: the shard it contributes).
+std::vector<topo::Chunk> error_regions(const topo::Schedule& s) {
+  const topo::CollectiveOp op = s.operation();
+  if (op == topo::CollectiveOp::kReduceScatter || op == topo::CollectiveOp::kAllGather) return s.shards();
+  return {topo::Chunk{0, s.elements()}};
+}
+
+}  // namespace
+
+bool pieces_together(const topo::Schedule& a, const topo::Schedule& b) {
+  return a.elements() == b.elements() && a.num_ranks() == b.num_ranks() && a.operation() == b.operation() &&
+         a.root() == b.root() && error_regions(a) == error_regions(b);
+}
+
 bool runs_in_pieces(const topo::Schedule& schedule, const Compressor& compressor, const NumericsOptions& options) {
   const uint64_t n = schedule.elements();
-  if (schedule.operation() != topo::CollectiveOp::kAllReduce || options.hop_errors || schedule.id_base() != 0 ||
+  if (!chunks_never_mix(schedule.operation()) || options.hop_errors || schedule.id_base() != 0 ||
       !compressor.codes_in_pieces() || compressor.reduced_elements(n) != n)
     return false;
   for (KernelKind k : round_ops(compressor, n, schedule.num_ranks()))
     if (k != KernelKind::kPlanLocal) return false;
   const uint64_t align = std::max<uint64_t>(1, compressor.alignment());
   if (std::lcm(align, detail::kErrorPiece) > kMaxPlanPiece) return false;
-  return std::all_of(schedule.chunks().begin(), schedule.chunks().end(),
-                     [&](const topo::Chunk& c) { return c.offset % align == 0 || c.offset == n; });
+  auto aligned = [&](const topo::Chunk& c) { return c.offset % align == 0 || c.offset == n; };
+  const std::vector<topo::Chunk> regions = error_regions(schedule);
+  return std::all_of(schedule.chunks().begin(), schedule.chunks().end(), aligned) &&
+         std::all_of(regions.begin(), regions.end(), aligned);
 }
 
 namespace {
 
-// One thread's buffers for allreduce_in_pieces(): a piece of every rank's input and working copy,
-// the piece's exact sum, and each round's messages and per-transfer bytes.
+// One thread's buffers for run_in_pieces(): a piece of every rank's input and working copy, the
+// piece's exact sum, and each round's messages and per-transfer bytes.
 struct PieceState {
   std::vector<UninitVector<float>> inputs, work;
   UninitVector<float> exact;
@@ -262,77 +285,143 @@ struct PieceState {
   }
 };
 
-// The error sums of piece [first, first + n) of one round's outputs, into partial[k · ranks + r]
-// for the error piece k of the tensor (as allreduce_errors() sums them).
-void piece_errors(const PieceState& state, uint64_t first, uint64_t n, uint32_t ranks, std::span<ErrorStats> partial) {
+// A piece: entries [first, first + count) inside error region `region`, whose error pieces from
+// `first` on are numbered from `error_piece` (each region's error pieces follow the region before).
+struct Piece {
+  uint64_t first = 0;
+  uint64_t count = 0;
+  uint32_t region = 0;
+  uint64_t error_piece = 0;
+};
+
+// Every region cut into pieces of `piece` entries from its start (an empty tensor: one empty piece,
+// so that its empty chunks' ops run once); the regions' error pieces, in all.
+std::vector<Piece> cut_pieces(std::span<const topo::Chunk> regions, uint64_t elements, uint64_t piece,
+                              uint64_t& error_pieces) {
+  std::vector<Piece> out;
+  error_pieces = 0;
+  for (uint32_t g = 0; g < regions.size(); ++g) {
+    const topo::Chunk& c = regions[g];
+    for (uint64_t at = 0; at < c.count; at += piece)
+      out.push_back({c.offset + at, std::min(piece, c.count - at), g, error_pieces + at / detail::kErrorPiece});
+    error_pieces += (c.count + detail::kErrorPiece - 1) / detail::kErrorPiece;
+  }
+  if (elements == 0) out.push_back({0, 0, 0, 0});
+  return out;
+}
+
+// The error sums of piece `p` of one round's outputs (state.work), as operation_errors() makes them:
+// partial[k · ranks + r] for error piece k of the piece's region and rank r, against the exact sum
+// (all-reduce; reduce-scatter, for the region's owner only), the root's input (broadcast) or the
+// region owner's (all-gather).
+void piece_errors(const topo::Schedule& s, const PieceState& state, const Piece& p, std::span<ErrorStats> partial) {
+  const auto ranks = static_cast<uint32_t>(state.work.size());
+  const topo::CollectiveOp op = s.operation();
+  const bool one = op == topo::CollectiveOp::kReduceScatter;  // only the region's owner ends with it
+  const float* exact = state.exact.data();
+  if (op == topo::CollectiveOp::kBroadcast) exact = state.inputs[s.root()].data();
+  if (op == topo::CollectiveOp::kAllGather) exact = state.inputs[p.region].data();
   std::vector<const float*> got(ranks);
   std::vector<double> se(ranks);
-  for (uint64_t b = 0; b < n; b += detail::kErrorPiece) {
-    const uint64_t len = std::min(n - b, detail::kErrorPiece);
+  for (uint64_t b = 0; b < p.count; b += detail::kErrorPiece) {
+    const uint64_t len = std::min(p.count - b, detail::kErrorPiece);
     for (uint32_t r = 0; r < ranks; ++r) got[r] = state.work[r].data() + b;
     double sn = 0;
-    kern::squared_errors(state.exact.data() + b, got.data(), ranks, len, se.data(), &sn);
-    const uint64_t k = (first + b) / detail::kErrorPiece;
+    const uint64_t k = p.error_piece + b / detail::kErrorPiece;
+    if (one) {
+      kern::squared_errors(exact + b, &got[p.region], 1, len, se.data(), &sn);
+      partial[k * ranks + p.region] = {se[0], sn};
+      continue;
+    }
+    kern::squared_errors(exact + b, got.data(), ranks, len, se.data(), &sn);
     for (uint32_t r = 0; r < ranks; ++r) partial[k * ranks + r] = {se[r], sn};
   }
 }
 
-// Piece [first, first + n) of every rank's input drawn, its exact sum made, and every round run on it.
-void run_piece(std::span<const PieceRound> rounds, const PieceSource& source, uint64_t first, uint64_t n,
-               uint64_t elements, const NumericsOptions& options, PieceState& state,
-               std::span<std::vector<ErrorStats>> partial) {
+// Piece `p` of every rank's input drawn, its exact sum made, and every round run on it.
+void run_piece(std::span<const PieceRound> rounds, const PieceSource& source, const Piece& p, uint64_t elements,
+               const NumericsOptions& options, PieceState& state, std::span<std::vector<ErrorStats>> partial) {
   const auto ranks = static_cast<uint32_t>(state.inputs.size());
   std::vector<std::span<float>> in(ranks), work(ranks);
   std::vector<const float*> from(ranks);
   for (uint32_t r = 0; r < ranks; ++r) {
-    in[r] = std::span<float>(state.inputs[r].data(), n);
-    work[r] = std::span<float>(state.work[r].data(), n);
+    in[r] = std::span<float>(state.inputs[r].data(), p.count);
+    work[r] = std::span<float>(state.work[r].data(), p.count);
   }
-  source(first, in);
-  for (uint64_t b = 0; b < n; b += detail::kErrorPiece) {
-    for (uint32_t r = 0; r < ranks; ++r) from[r] = in[r].data() + b;
-    kern::sum_to_float(from.data(), ranks, std::min(n - b, detail::kErrorPiece), state.exact.data() + b);
-  }
+  source(p.first, in);
+  const topo::CollectiveOp op = rounds.front().schedule->operation();
+  if (op == topo::CollectiveOp::kAllReduce || op == topo::CollectiveOp::kReduceScatter)
+    for (uint64_t b = 0; b < p.count; b += detail::kErrorPiece) {
+      for (uint32_t r = 0; r < ranks; ++r) from[r] = in[r].data() + b;
+      kern::sum_to_float(from.data(), ranks, std::min(p.count - b, detail::kErrorPiece), state.exact.data() + b);
+    }
   for (size_t k = 0; k < rounds.size(); ++k) {
     for (uint32_t r = 0; r < ranks; ++r) std::copy(in[r].begin(), in[r].end(), work[r].begin());
     state.stores[k].restart();
     OpTally tally{state.carried[k], 0, nullptr};
-    run_ops(*rounds[k].schedule, *rounds[k].compressor, Window{work, first, n, elements}, state.stores[k], options,
-            tally);
-    piece_errors(state, first, n, ranks, partial[k]);
+    run_ops(*rounds[k].schedule, *rounds[k].compressor, Window{work, p.first, p.count, elements}, state.stores[k],
+            options, tally);
+    piece_errors(*rounds[k].schedule, state, p, partial[k]);
   }
+}
+
+// Every rank's errors from the partial sums: each region's error pieces added in order from zero,
+// then the regions' sums in region order (as operation_errors() adds error_stats() of each).
+std::vector<ErrorStats> sum_partials(std::span<const ErrorStats> partial, std::span<const topo::Chunk> regions,
+                                     uint32_t ranks) {
+  std::vector<ErrorStats> out(ranks);
+  uint64_t k = 0;
+  for (const topo::Chunk& c : regions) {
+    const uint64_t end = k + (c.count + detail::kErrorPiece - 1) / detail::kErrorPiece;
+    for (uint32_t r = 0; r < ranks; ++r) {
+      ErrorStats region;
+      for (uint64_t j = k; j < end; ++j) {
+        region.sq_error += partial[j * ranks + r].sq_error;
+        region.sq_norm += partial[j * ranks + r].sq_norm;
+      }
+      out[r].sq_error += region.sq_error;
+      out[r].sq_norm += region.sq_norm;
+    }
+    k = end;
+  }
+  return out;
+}
+
+uint64_t kernel_ops(const topo::Schedule& s) {
+  return static_cast<uint64_t>(
+      std::count_if(s.ops().begin(), s.ops().end(), [](const Op& op) { return op.kind == OpKind::kKernel; }));
 }
 
 }  // namespace
 
-Result<std::vector<PieceRoundResult>> allreduce_in_pieces(std::span<const PieceRound> rounds, const PieceSource& source,
-                                                          uint64_t source_alignment, uint64_t piece_elements,
-                                                          const NumericsOptions& options) {
-  CCSIM_CHECK(!rounds.empty(), "allreduce_in_pieces: no rounds");
-  const uint64_t elements = rounds.front().schedule->elements();
-  const uint32_t ranks = rounds.front().schedule->num_ranks();
-  uint64_t align = std::lcm(std::max<uint64_t>(1, source_alignment), detail::kErrorPiece);
+Result<std::vector<PieceRoundResult>> run_in_pieces(std::span<const PieceRound> rounds, const PieceSource& source,
+                                                    uint64_t piece_elements, const NumericsOptions& options) {
+  CCSIM_CHECK(!rounds.empty(), "run_in_pieces: no rounds");
+  const topo::Schedule& first = *rounds.front().schedule;
+  const uint64_t elements = first.elements();
+  const uint32_t ranks = first.num_ranks();
+  const std::vector<topo::Chunk> regions = error_regions(first);
+  uint64_t align = detail::kErrorPiece;
   for (const PieceRound& round : rounds) {
     const topo::Schedule& s = *round.schedule;
-    CCSIM_CHECK(s.elements() == elements && s.num_ranks() == ranks && runs_in_pieces(s, *round.compressor, options),
-                "{}: an all-reduce that cannot run in pieces with the others", round.compressor->name());
+    CCSIM_CHECK(pieces_together(s, first) && runs_in_pieces(s, *round.compressor, options),
+                "{}: a collective that cannot run in pieces with the others", round.compressor->name());
     for (const auto& c : s.chunks())
       CCSIM_RETURN_IF_ERROR(round.compressor->can_implement(TensorSpec{c.offset, c.count}));
     align = std::lcm(align, std::max<uint64_t>(1, round.compressor->alignment()));
   }
-  CCSIM_CHECK(align <= kMaxPlanPiece, "allreduce_in_pieces: pieces of {} entries", align);
-  const uint64_t piece = std::min(elements, align * std::max<uint64_t>(1, piece_elements / align));
-  const uint64_t pieces = elements == 0 ? 1 : (elements + piece - 1) / piece;  // an empty tensor's chunks run once
-  const uint64_t error_pieces = (elements + detail::kErrorPiece - 1) / detail::kErrorPiece;
+  CCSIM_CHECK(align <= kMaxPlanPiece, "run_in_pieces: pieces of {} entries", align);
+  const uint64_t piece = align * std::max<uint64_t>(1, piece_elements / align);
+  uint64_t error_pieces = 0;
+  const std::vector<Piece> pieces = cut_pieces(regions, elements, piece, error_pieces);
   std::vector<std::vector<ErrorStats>> partial(rounds.size(), std::vector<ErrorStats>(error_pieces * ranks));
   std::vector<std::vector<uint64_t>> carried;
   for (const PieceRound& round : rounds) carried.emplace_back(round.schedule->ops().size(), 0);
   std::mutex merge;
-  kern::parallel_for(pieces, 1, [&](uint64_t p0, uint64_t p1) {
+  kern::parallel_for(pieces.size(), 1, [&](uint64_t p0, uint64_t p1) {
     const kern::SerialScope serial;  // each thread takes whole pieces
-    PieceState state(rounds, ranks, piece);
-    for (uint64_t p = p0; p < p1; ++p)
-      run_piece(rounds, source, p * piece, std::min(piece, elements - p * piece), elements, options, state, partial);
+    PieceState state(rounds, ranks, std::min(piece, std::max<uint64_t>(elements, 1)));
+    for (uint64_t p = p0; p < p1; ++p) run_piece(rounds, source, pieces[p], elements, options, state, partial);
     const std::lock_guard<std::mutex> lock(merge);  // integer sums: the same in any order
     for (size_t k = 0; k < rounds.size(); ++k)
       for (size_t id = 0; id < carried[k].size(); ++id) carried[k][id] += state.carried[k][id];
@@ -341,15 +430,8 @@ Result<std::vector<PieceRoundResult>> allreduce_in_pieces(std::span<const PieceR
   for (size_t k = 0; k < rounds.size(); ++k) {
     check_carried(*rounds[k].schedule, carried[k]);
     out[k].stats.wire_bytes = wire_bytes(*rounds[k].schedule);
-    out[k].stats.kernels_run = static_cast<uint64_t>(std::count_if(
-        rounds[k].schedule->ops().begin(), rounds[k].schedule->ops().end(),
-        [](const Op& op) { return op.kind == OpKind::kKernel; }));  // each once, as run_numerics() counts them
-    out[k].errors.assign(ranks, ErrorStats{});
-    for (uint64_t p = 0; p < error_pieces; ++p)  // in piece order, as allreduce_errors() adds them
-      for (uint32_t r = 0; r < ranks; ++r) {
-        out[k].errors[r].sq_error += partial[k][p * ranks + r].sq_error;
-        out[k].errors[r].sq_norm += partial[k][p * ranks + r].sq_norm;
-      }
+    out[k].stats.kernels_run = kernel_ops(*rounds[k].schedule);  // each once, as run_numerics() counts them
+    out[k].errors = sum_partials(partial[k], regions, ranks);
   }
   return out;
 }

@@ -256,10 +256,11 @@ Status plan_schemes(const Scenario& s, const GradientPlan& gp, uint32_t g,
 }
 
 // The entries a thread holds of each rank's gradient and of its working copy in
-// allreduce_in_pieces(): 8 MiB of them in all, or one error piece of each.
+// run_in_pieces(): 8 MiB of them in all, or one error piece of each.
 uint64_t piece_elements(uint32_t ranks) { return std::max<uint64_t>(uint64_t{1} << 16, (uint64_t{1} << 20) / ranks); }
 
-// Group 0's gradients a piece at a time: copied from `grads` where they are loaded, else drawn.
+// Group 0's gradients a piece at a time: copied from `grads` where they are loaded, else drawn (the
+// generator starts on an even entry: a piece starting on an odd one is drawn from the entry before).
 algo::PieceSource piece_source(const Scenario& s, uint64_t elements, const RankTensors& grads) {
   if (!grads.empty())
     return [&grads](uint64_t first, std::span<const std::span<float>> views) {
@@ -268,34 +269,50 @@ algo::PieceSource piece_source(const Scenario& s, uint64_t elements, const RankT
     };
   return [spec = s.gradients.synthetic_spec(elements), seed = static_cast<uint64_t>(s.seed)](
              uint64_t first, std::span<const std::span<float>> views) {
-    traces::generate_synthetic_range(spec, seed, first, views);
+    if (first % 2 == 0) {
+      traces::generate_synthetic_range(spec, seed, first, views);
+      return;
+    }
+    RankTensors wide(views.size());
+    std::vector<std::span<float>> drawn;
+    for (size_t r = 0; r < views.size(); ++r) {
+      wide[r].resize(views[r].size() + 1);
+      drawn.emplace_back(wide[r]);
+    }
+    traces::generate_synthetic_range(spec, seed, first - 1, drawn);
+    for (size_t r = 0; r < views.size(); ++r) std::copy_n(wide[r].begin() + 1, views[r].size(), views[r].begin());
   };
 }
 
-// The numerics of the schemes whose all-reduce runs in pieces (schedules[i] set), in one pass over
-// group 0's gradients: each piece drawn once for all of them.
+// The numerics of the schemes whose collective runs in pieces (schedules[i] set), in one pass over
+// group 0's gradients for each set of them that runs over the same pieces (every piece drawn once
+// for all of a set).
 Result<std::vector<std::optional<algo::PieceRoundResult>>> numerics_in_pieces(
     const Scenario& s, uint64_t elements, uint32_t g, std::vector<Lowered>& schemes,
     const std::vector<std::optional<topo::Schedule>>& schedules, const RankTensors& grads) {
   std::vector<std::optional<algo::PieceRoundResult>> out(schemes.size());
-  std::vector<algo::PieceRound> rounds;
-  std::vector<size_t> which;
-  for (size_t i = 0; i < schemes.size(); ++i)
-    if (schedules[i]) {
-      rounds.push_back({&*schedules[i], schemes[i].comp.get()});
-      which.push_back(i);
-    }
-  if (rounds.empty()) return out;
+  std::vector<bool> done(schemes.size(), false);
   const algo::PieceSource source = piece_source(s, elements, grads);
   const algo::NumericsOptions options{static_cast<uint64_t>(s.seed), 0};
-  CCSIM_ASSIGN_OR_RETURN(std::vector<algo::PieceRoundResult> results,
-                         algo::allreduce_in_pieces(rounds, source, 2, piece_elements(g), options));
-  for (size_t k = 0; k < results.size(); ++k) {
-    CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(source, elements, g, 2, piece_elements(g), results[k].errors,
-                                                    s.compression[which[k]].scheme)
-                              .at("/gradients"));
-    out[which[k]] = std::move(results[k]);
+  for (size_t i = 0; i < schemes.size(); ++i) {
+    if (!schedules[i] || done[i]) continue;
+    std::vector<algo::PieceRound> rounds;
+    std::vector<size_t> which;
+    for (size_t j = i; j < schemes.size(); ++j)
+      if (schedules[j] && !done[j] && algo::pieces_together(*schedules[i], *schedules[j])) {
+        rounds.push_back({&*schedules[j], schemes[j].comp.get()});
+        which.push_back(j);
+        done[j] = true;
+      }
+    CCSIM_ASSIGN_OR_RETURN(std::vector<algo::PieceRoundResult> results,
+                           algo::run_in_pieces(rounds, source, piece_elements(g), options));
+    for (size_t k = 0; k < results.size(); ++k) out[which[k]] = std::move(results[k]);
   }
+  for (size_t i = 0; i < schemes.size(); ++i)  // in entry order, as the whole-tensor runs check them
+    if (out[i])
+      CCSIM_RETURN_IF_ERROR(algo::check_errors_finite(source, elements, g, 2, piece_elements(g), out[i]->errors,
+                                                      s.compression[i].scheme)
+                                .at("/gradients"));
   return out;
 }
 
