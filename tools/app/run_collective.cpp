@@ -421,7 +421,7 @@ Result<RunReport> run_scenario(const LoadedScenario& loaded, const RunHooks& hoo
   const bool caching = hooks.numerics != nullptr && gp.sample_elements > 0;
   std::vector<json> keys(schemes.size());
   std::vector<std::optional<json>> cached(schemes.size());
-  // A scheme without a metadata phase is fixed now, whatever the data; where its all-reduce then
+  // A scheme without a metadata phase is fixed now, whatever the data; where its collective then
   // runs in pieces (schedules[i]), its numerics need no whole gradients when they are drawn.
   std::vector<std::optional<topo::Schedule>> schedules(schemes.size());
   bool numerics_needed = false, plan_needs_data = false;
