@@ -288,7 +288,7 @@ algo::PieceSource piece_source(const Scenario& s, uint64_t elements, const RankT
 // group 0's gradients for each set of them that runs over the same pieces (every piece drawn once
 // for all of a set).
 Result<std::vector<std::optional<algo::PieceRoundResult>>> numerics_in_pieces(
-    const Scenario& s, uint64_t elements, uint32_t g, std::vector<Lowered>& schemes,
+    const Scenario& s, uint64_t elements, uint32_t g, const std::vector<Lowered>& schemes,
     const std::vector<std::optional<topo::Schedule>>& schedules, const RankTensors& grads) {
   std::vector<std::optional<algo::PieceRoundResult>> out(schemes.size());
   std::vector<bool> done(schemes.size(), false);
