@@ -6,8 +6,9 @@
 /// uniform_at() per element.
 ///
 /// On x86-64 with AVX2 (checked at run time) eight blocks run in the lanes of 256-bit registers,
-/// two such groups' rounds interleaved, with the round keys broadcast once per call; elsewhere, a
-/// plain loop over philox_block(). Pure functions of their arguments: thread-safe.
+/// two such groups' rounds interleaved, with the round keys broadcast once per call; where the
+/// machine also has AVX-512VL, the same rounds in fewer operations (masked shuffles split each
+/// product, three-input logic folds the exclusive ors); elsewhere, a plain loop over philox_block(). Pure functions of their arguments: thread-safe.
 
 #include <cstdint>
 
@@ -26,12 +27,16 @@ void uniform_fill(const RngKey& key, uint64_t index, uint64_t count, float* out)
 void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64_t count, uint32_t key0,
                   uint32_t key1);
 
-/// The implementation random_bits_fill() runs on this machine: "avx2" or "portable".
+/// The implementation random_bits_fill() runs on this machine: "avx512vl", "avx2" or "portable".
 const char* philox_batch_isa();
 
 /// Forces the portable loop (tests use it to compare the two implementations); returns the
 /// previous setting. It switches every hand-written AVX2 path in kernels/ (hand_avx2()).
 bool philox_batch_force_portable(bool force);
+
+/// Forces the AVX2 rounds where the machine has AVX-512VL (tests compare the two); returns the
+/// previous setting.
+bool philox_batch_force_avx2(bool force);
 
 /// Whether kernels/' hand-written AVX2 paths run: the machine has AVX2 and the portable loops are
 /// not forced.

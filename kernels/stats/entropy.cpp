@@ -144,6 +144,28 @@ __attribute__((target("avx2,popcnt"))) uint64_t select_avx2(const float* x, cons
 }
 #endif
 
+// max_abs()'s first loop as a row: the largest |x| bit pattern (NaN patterns lie above +inf's).
+CCSIM_VECTOR_ROW uint32_t max_abs_bits_row(const float* x, uint64_t n) {
+  uint32_t m = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t a = float_to_bits(x[i]) & 0x7FFFFFFFu;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// abs_extremes()' loop as a row: the largest |x| bit pattern in hi, the smallest minus one in lo.
+CCSIM_VECTOR_ROW void abs_extremes_row(const float* x, uint64_t n, uint32_t* hi_out, uint32_t* lo_out) {
+  uint32_t hi = 0, lo = 0x7F7FFFFFu;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t a = float_to_bits(x[i]) & 0x7FFFFFFFu;
+    hi = a > hi ? a : hi;
+    lo = a - 1u < lo ? a - 1u : lo;
+  }
+  *hi_out = hi;
+  *lo_out = lo;
+}
+
 template <class Fn>
 void for_blocks(uint64_t count, uint64_t block, Fn&& fn) {
   CCSIM_CHECK(block >= 1, "block size must be positive");
@@ -155,6 +177,18 @@ void for_blocks(uint64_t count, uint64_t block, Fn&& fn) {
 }
 
 }  // namespace
+
+float host_max_abs(const float* x, uint64_t count) {
+  const uint32_t m = max_abs_bits_row(x, count);
+  return m <= 0x7F800000u ? bits_to_float(m) : max_abs(x, count);  // a NaN: max_abs() finds the first
+}
+
+void host_abs_extremes(const float* x, uint64_t count, float& most, float& least) {
+  uint32_t hi = 0, lo = 0;
+  abs_extremes_row(x, count, &hi, &lo);
+  least = bits_to_float(lo + 1u);
+  most = hi <= 0x7F800000u ? bits_to_float(hi) : max_abs(x, count);
+}
 
 double entropy_bits(const uint64_t* counts, uint32_t bins) {
   uint64_t total = 0;
@@ -222,7 +256,13 @@ uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fr
 }
 
 void block_max_abs(const float* x, uint64_t count, uint64_t block, float* out) {
-  for_blocks(count, block, [&](uint64_t b, uint64_t begin, uint64_t end) { out[b] = max_abs(x + begin, end - begin); });
+  // Small blocks (MX's 32) inline the scalar loop; larger ones take the row, whose dispatch then
+  // costs nothing next to the block.
+  if (block < 256) {
+    for_blocks(count, block, [&](uint64_t b, uint64_t begin, uint64_t end) { out[b] = max_abs(x + begin, end - begin); });
+    return;
+  }
+  for_blocks(count, block, [&](uint64_t b, uint64_t begin, uint64_t end) { out[b] = host_max_abs(x + begin, end - begin); });
 }
 
 float parallel_max_abs(const float* x, uint64_t count) {

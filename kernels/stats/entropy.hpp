@@ -109,6 +109,10 @@ double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, 
 /// `count` entries and may be written past the returned count (never past `count`).
 uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out);
 
+/// max_abs() and abs_extremes() on the host, the same results by rows the compiler vectorizes.
+float host_max_abs(const float* x, uint64_t count);
+void host_abs_extremes(const float* x, uint64_t count, float& most, float& least);
+
 /// out[b] = max_abs() of block b = x[b*block, min(count, (b+1)*block)), for the ceil(count/block)
 /// blocks (the last may be short).
 /// REQUIRES (checked): block >= 1.

@@ -23,7 +23,7 @@ constexpr uint64_t kGrain = 1 << 16;
 // is the same bit for bit whatever the thread count.
 constexpr uint64_t kSerialBlock = 1 << 14;
 constexpr uint32_t kTileStages = 8;
-constexpr uint64_t kTileCols = 16;
+constexpr uint64_t kTileCols = 32;  // a row's signs are eight whole Philox blocks
 
 void check_shape(uint64_t count, uint64_t block) {
   CCSIM_CHECK(is_power_of_two(block), "Hadamard block {} is not a power of two", block);
@@ -50,10 +50,53 @@ struct Signs {
 };
 
 #if defined(CCSIM_HAND_AVX2)
+// The butterfly (a, b) -> (a + b, a - b), `a` the lower entry and the first operand.
+__attribute__((target("avx2"))) inline void butterfly(__m256& a, __m256& b) {
+  const __m256 s = _mm256_add_ps(a, b);
+  b = _mm256_sub_ps(a, b);
+  a = s;
+}
+
+// Stages h, 2h, ..., 2^(S-1) h of x[0, n) (h >= 8, n a multiple of 2^S h) with the 2^S entries
+// each such group of stages combines (j + k h, k < 2^S) held in registers, eight neighbouring
+// groups at a time: every stage sees the operands it would see run alone, so the same bits, with
+// one load and one store per entry for S stages instead of S.
+template <int S>
+__attribute__((target("avx2"))) void stages_avx2(float* x, uint64_t n, uint64_t h) {
+  constexpr int kRows = 1 << S;
+  for (uint64_t i = 0; i < n; i += kRows * h)
+    for (uint64_t j = i; j < i + h; j += 8) {
+      __m256 v[kRows];
+#pragma GCC unroll 8
+      for (int k = 0; k < kRows; ++k) v[k] = _mm256_loadu_ps(x + j + k * h);
+#pragma GCC unroll 8
+      for (int s = 1; s < kRows; s <<= 1)
+#pragma GCC unroll 8
+        for (int k = 0; k < kRows; ++k)
+          if ((k & s) == 0) butterfly(v[k], v[k + s]);
+#pragma GCC unroll 8
+      for (int k = 0; k < kRows; ++k) _mm256_storeu_ps(x + j + k * h, v[k]);
+    }
+}
+
+// Stages h, 2h, ..., end / 2 of x[0, n) (h >= 8, end a power of two dividing n): the odd one or
+// two first, then three at a time.
+__attribute__((target("avx2"))) void strided_stages_avx2(float* x, uint64_t n, uint64_t h, uint64_t end) {
+  const int stages = std::countr_zero(end) - std::countr_zero(h);
+  if (stages % 3 == 1) {
+    stages_avx2<1>(x, n, h);
+    h <<= 1;
+  } else if (stages % 3 == 2) {
+    stages_avx2<2>(x, n, h);
+    h <<= 2;
+  }
+  for (; h < end; h <<= 3) stages_avx2<3>(x, n, h);
+}
+
 // fwht_unnormalized() of x[0, n), n = 2^m >= 8, eight entries to a register: stages h = 1, 2, 4
 // inside each register (each lane's partner by a permute; the lower lane of a pair takes a + b,
 // the upper a - b, `a` the lower entry and the first operand, as in fwht_unnormalized()), then
-// every stage h >= 8 on registers of eight neighbouring pairs. The same butterflies on the same
+// every stage h >= 8 across registers (strided_stages_avx2). The same butterflies on the same
 // operands, so the same bits.
 __attribute__((target("avx2"))) void fwht_avx2(float* x, uint64_t n) {
   for (uint64_t i = 0; i < n; i += 8) {
@@ -66,28 +109,13 @@ __attribute__((target("avx2"))) void fwht_avx2(float* x, uint64_t n) {
     v = _mm256_blend_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), 0xF0);
     _mm256_storeu_ps(x + i, v);
   }
-  for (uint64_t h = 8; h < n; h <<= 1)
-    for (uint64_t i = 0; i < n; i += 2 * h)
-      for (uint64_t j = i; j < i + h; j += 8) {
-        const __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + h);
-        _mm256_storeu_ps(x + j, _mm256_add_ps(a, b));
-        _mm256_storeu_ps(x + j + h, _mm256_sub_ps(a, b));
-      }
+  if (n > 8) strided_stages_avx2(x, n, 8, n);
 }
 
-// tile_stages() with AVX2: a row's kTileCols = 16 entries in two registers.
+// tile_stages() with AVX2: the stages between rows h = 1 .. rows / 2 are stages kTileCols ..
+// rows / 2 * kTileCols of the tile read as one array.
 __attribute__((target("avx2"))) void tile_stages_avx2(float* buf, uint64_t rows) {
-  for (uint64_t h = 1; h < rows; h <<= 1)
-    for (uint64_t j0 = 0; j0 < rows; j0 += 2 * h)
-      for (uint64_t j = j0; j < j0 + h; ++j) {
-        float* lo = buf + j * kTileCols;
-        float* hi = lo + h * kTileCols;
-        for (uint64_t c = 0; c < kTileCols; c += 8) {
-          const __m256 p = _mm256_loadu_ps(lo + c), q = _mm256_loadu_ps(hi + c);
-          _mm256_storeu_ps(lo + c, _mm256_add_ps(p, q));
-          _mm256_storeu_ps(hi + c, _mm256_sub_ps(p, q));
-        }
-      }
+  if (rows > 1) strided_stages_avx2(buf, rows * kTileCols, kTileCols, rows * kTileCols);
 }
 #endif
 

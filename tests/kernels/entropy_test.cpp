@@ -188,7 +188,8 @@ TEST(BlockStats, MaxAbsAndSumOfSquares) {
 
 // abs_extremes(): its largest is max_abs()'s, its smallest the plain scan's (smallest |x| > 0,
 // NaN never taken), on entries that mix zeros of both signs, subnormals, infinities, NaNs and
-// normals, at every length up to 40.
+// normals, at every length up to 40 and some longer; host_abs_extremes() (vectorized rows) and
+// host_max_abs() give the same bits.
 TEST(BlockStats, AbsExtremesAreMaxAbsAndThePlainScan) {
   auto plain = [](const float* x, uint64_t n) {
     float m = std::numeric_limits<float>::infinity();
@@ -201,7 +202,7 @@ TEST(BlockStats, AbsExtremesAreMaxAbsAndThePlainScan) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float pool[] = {0.0f, -0.0f, 1e-45f, -3e-42f, 1.17549435e-38f, -2.5f, 7.0f, inf, -inf, nan, -nan, 3e38f};
   std::mt19937 gen(41);
-  for (uint64_t n = 0; n <= 40; ++n)
+  for (uint64_t n = 0; n <= 300; n += n < 40 ? 1 : 37)
     for (int trial = 0; trial < 50; ++trial) {
       std::vector<float> x(n);
       for (float& v : x) v = pool[gen() % std::size(pool)];
@@ -209,6 +210,11 @@ TEST(BlockStats, AbsExtremesAreMaxAbsAndThePlainScan) {
       abs_extremes(x.data(), n, most, least);
       EXPECT_EQ(std::bit_cast<uint32_t>(most), std::bit_cast<uint32_t>(max_abs(x.data(), n))) << "length " << n;
       EXPECT_EQ(std::bit_cast<uint32_t>(least), std::bit_cast<uint32_t>(plain(x.data(), n))) << "length " << n;
+      float host_most = 1.0f, host_least = 1.0f;
+      host_abs_extremes(x.data(), n, host_most, host_least);
+      EXPECT_EQ(std::bit_cast<uint32_t>(host_most), std::bit_cast<uint32_t>(most)) << "length " << n;
+      EXPECT_EQ(std::bit_cast<uint32_t>(host_least), std::bit_cast<uint32_t>(least)) << "length " << n;
+      EXPECT_EQ(std::bit_cast<uint32_t>(host_max_abs(x.data(), n)), std::bit_cast<uint32_t>(most)) << "length " << n;
     }
   const std::vector<float> some = {0.0f, -4.0f, nan, 0.5f, -inf};
   float most = 0.0f, least = 0.0f;
@@ -259,8 +265,10 @@ TEST(BlockStats, MaxAbsMatchesTheSerialScanBitForBit) {
     }
     cases.push_back(std::move(x));
   }
-  for (size_t c = 0; c < cases.size(); ++c)
+  for (size_t c = 0; c < cases.size(); ++c) {
     EXPECT_EQ(bits(max_abs(cases[c].data(), cases[c].size())), bits(serial(cases[c]))) << "case " << c;
+    EXPECT_EQ(bits(host_max_abs(cases[c].data(), cases[c].size())), bits(serial(cases[c]))) << "case " << c;
+  }
 }
 
 TEST(BlockStats, ResultsIndependentOfThreadCount) {

@@ -17,17 +17,30 @@ struct ForcePortable {
   bool before;
 };
 
-// Every start alignment and length around the 32-element batch, keys with every field set, and
-// indices that cross the 2^32-block boundary of the counter's first word.
-class PhiloxBatch : public ::testing::TestWithParam<bool> {};
+// The implementations under test: the machine's best, its AVX2 rounds (the same as the best where
+// the machine lacks AVX-512VL), the portable loop.
+enum class Impl { kNative, kAvx2, kPortable };
+
+struct ForceImpl {
+  explicit ForceImpl(Impl impl)
+      : portable(impl == Impl::kPortable), avx2(philox_batch_force_avx2(impl == Impl::kAvx2)) {}
+  ~ForceImpl() { philox_batch_force_avx2(avx2); }
+  ForcePortable portable;
+  bool avx2;
+};
+
+// Every start alignment and length around the 32- and 128-element batches, keys with every field
+// set, and indices that cross the 2^32-block boundary of the counter's first word.
+class PhiloxBatch : public ::testing::TestWithParam<Impl> {};
 
 TEST_P(PhiloxBatch, BitsEqualThePerElementGenerator) {
-  const ForcePortable force(GetParam());
+  const ForceImpl force(GetParam());
   const RngKey keys[] = {{0, 0, 0, 0}, {0x123456789ABCDEF0ull, 7, 3, 0xFFFFFF}, {42, 0xFFFFFFFFu, 0xFFFFFFFFu, 1}};
   const uint64_t starts[] = {0, 1, 2, 3, 5, 31, 1000, (uint64_t{1} << 34) - 37, (uint64_t{1} << 42) - 100};
   for (const RngKey& key : keys) {
     for (uint64_t start : starts) {
-      for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{4}, uint64_t{31}, uint64_t{32}, uint64_t{33}, uint64_t{97}, uint64_t{1500}}) {
+      for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{4}, uint64_t{31}, uint64_t{32}, uint64_t{33}, uint64_t{97}, uint64_t{128},
+                             uint64_t{161}, uint64_t{1500}}) {
         std::vector<uint32_t> bits(count + 1, 0xDEADBEEFu);
         std::vector<float> uni(count + 1, -1.0f);
         random_bits_fill(key, start, count, bits.data());
@@ -44,8 +57,9 @@ TEST_P(PhiloxBatch, BitsEqualThePerElementGenerator) {
 }
 
 TEST_P(PhiloxBatch, WordsEqualPhilox4x32OfEachCounter) {
-  const ForcePortable force(GetParam());
-  for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{100}}) {
+  const ForceImpl force(GetParam());
+  for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{16}, uint64_t{25},
+                         uint64_t{32}, uint64_t{41}, uint64_t{100}}) {
     std::array<std::vector<uint32_t>, 4> w;
     for (auto& v : w) v.resize(count);
     for (uint64_t l = 0; l < count; ++l)
@@ -59,12 +73,21 @@ TEST_P(PhiloxBatch, WordsEqualPhilox4x32OfEachCounter) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Implementations, PhiloxBatch, ::testing::Values(false, true),
-                         [](const auto& param) { return param.param ? std::string("portable") : std::string("native"); });
+INSTANTIATE_TEST_SUITE_P(Implementations, PhiloxBatch, ::testing::Values(Impl::kNative, Impl::kAvx2, Impl::kPortable),
+                         [](const auto& param) {
+                           return param.param == Impl::kNative ? std::string("native")
+                                  : param.param == Impl::kAvx2 ? std::string("avx2")
+                                                               : std::string("portable");
+                         });
 
 TEST(PhiloxBatchIsa, NamesTheImplementation) {
   const std::string isa = philox_batch_isa();
-  EXPECT_TRUE(isa == "avx2" || isa == "portable") << isa;
+  EXPECT_TRUE(isa == "avx512vl" || isa == "avx2" || isa == "portable") << isa;
+  {
+    const ForceImpl force(Impl::kAvx2);
+    const std::string forced = philox_batch_isa();
+    EXPECT_EQ(forced, isa == "avx512vl" ? "avx2" : isa);
+  }
   const ForcePortable force(true);
   EXPECT_STREQ(philox_batch_isa(), "portable");
 }
