@@ -82,6 +82,11 @@ const std::vector<LinkId>& Topology::predecessors_from(Rank src) const {
   return pred;
 }
 
+void Topology::warm_routes() const {
+  if (router_) return;
+  for (Rank r = 0; r < num_ranks_; ++r) predecessors_from(r);
+}
+
 void Topology::bfs_route(Rank src, Rank dst, std::vector<LinkId>& out) const {
   const auto& pred = predecessors_from(src);
   const size_t begin = out.size();

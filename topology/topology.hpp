@@ -82,6 +82,9 @@ class Topology {
   /// The default router: fewest hops, ties broken by the lowest link id (BFS trees are cached per
   /// source, so it suits small or irregular graphs; structured builders install their own).
   void bfs_route(Rank src, Rank dst, std::vector<LinkId>& out) const;
+  /// Computes the default router's BFS tree of every rank now (nothing with a structured router),
+  /// after which route() may be called from several threads at once.
+  void warm_routes() const;
 
  private:
   const std::vector<LinkId>& predecessors_from(Rank src) const;

@@ -243,27 +243,36 @@ TEST_F(Training, SmallScenarioWritesConsistentReproducibleOutputs) {
 }
 
 // Determinism: a training run drawing from every random source (lognormal stragglers, a tenant,
-// stochastic rounding, replanned adaptive schemes and their controllers) writes byte-identical
-// files whatever the worker-thread count, and so does vnmse's CSV on the shipped dump.
+// stochastic rounding, adaptive schemes and their controllers) writes byte-identical files
+// whatever the worker-thread count: with codecs that plan again every round (the schemes then run
+// one after the other), with codecs planned once and with broadcast rate control (the schemes then
+// run at once, one a thread); and so does vnmse's CSV on the shipped dump.
 TEST_F(Training, OutputsDoNotDependOnTheThreadCount) {
   json doc = small_scenario();
-  doc["sync"]["replan_every"] = 1;
   doc["stragglers"] = {{"model", "lognormal"}, {"sigma", 0.3}};
   doc["network"] = {{"tenants", json::array({{{"kind", "ring_allreduce"}, {"size", "1MB"}}})}};
   doc["compression"] = json::parse(R"([{"scheme": "int8"}, {"scheme": "mxfp8"}, {"scheme": "dynamiq"},
       {"scheme": "edgc", "params": {"window": 1, "alpha": 1, "warmup": false}}])");
-  const fs::path file = write_scenario("threads", doc);
-  std::vector<fs::path> outs;
-  for (const int threads : {1, 2, 5}) {
-    outs.push_back(tmp_ / fmt::format("threads{}", threads));
-    const Outcome o =
-        run(fmt::format("run {} --out {} --threads {}", quote(file.string()), quote(outs.back().string()), threads));
-    ASSERT_EQ(o.code, 0) << show(o);
-  }
-  ASSERT_FALSE(files_under(outs[0]).empty());
-  for (size_t i = 1; i < outs.size(); ++i) {
-    ASSERT_EQ(files_under(outs[i]), files_under(outs[0]));
-    for (const auto& f : files_under(outs[0])) EXPECT_EQ(read_file(outs[i] / f), read_file(outs[0] / f)) << f;
+  json broadcast = small_scenario();
+  broadcast["stragglers"] = doc["stragglers"];
+  broadcast["sync"] = {{"mode", "broadcast"}, {"segment", 100000}};
+  broadcast["compression"] = json::parse(R"([{"scheme": "fp32"}, {"scheme": "int8"}, {"scheme": "qsgd"}])");
+  for (const int replan : {1, 0, -1}) {  // -1: the broadcast run
+    SCOPED_TRACE(fmt::format("replan_every {}", replan));
+    if (replan >= 0) doc["sync"]["replan_every"] = replan;
+    const fs::path file = write_scenario(fmt::format("threads{}", replan + 1), replan >= 0 ? doc : broadcast);
+    std::vector<fs::path> outs;
+    for (const int threads : {1, 2, 5}) {
+      outs.push_back(tmp_ / fmt::format("threads{}-{}", replan + 1, threads));
+      const Outcome o =
+          run(fmt::format("run {} --out {} --threads {}", quote(file.string()), quote(outs.back().string()), threads));
+      ASSERT_EQ(o.code, 0) << show(o);
+    }
+    ASSERT_FALSE(files_under(outs[0]).empty());
+    for (size_t i = 1; i < outs.size(); ++i) {
+      ASSERT_EQ(files_under(outs[i]), files_under(outs[0]));
+      for (const auto& f : files_under(outs[0])) EXPECT_EQ(read_file(outs[i] / f), read_file(outs[0] / f)) << f;
+    }
   }
 
   const std::string dump = (fs::path(CCSIM_SOURCE_DIR) / "traces" / "data" / "gpt-bpe").string();

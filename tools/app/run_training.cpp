@@ -3,11 +3,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "algorithms/bucket_codecs.hpp"
 #include "algorithms/lowrank/edgc_stages.hpp"
 #include "algorithms/registry.hpp"
+#include "kernels/parallel.hpp"
 #include "sim/base/check.hpp"
 #include "sim/base/units.hpp"
 #include "sim/training/broadcast_sync.hpp"
@@ -146,7 +151,7 @@ std::unique_ptr<sim::BroadcastControl> broadcast_control(const Scenario& s, cons
 
 // One scheme's data-parallel run.
 Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, EntryCodecs codecs,
-                                    TrainingReport& report) {
+                                    std::string& tenants_desc) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
   const WorkloadConfig& wl = s.workload;
@@ -157,7 +162,7 @@ Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, Ent
   res.scheme = cc.scheme;
   res.params = cc.params;
   Network net(s, plan, ci);
-  report.tenants_desc = net.tenants->describe();
+  tenants_desc = net.tenants->describe();
   sim::TrainingJob* job_ptr = nullptr;
   std::unique_ptr<BucketedSync> bucketed;
   std::unique_ptr<sim::BroadcastControl> control;
@@ -213,6 +218,59 @@ Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, Ent
     res.weight_comm_s = t.weight_comm_s;
   }
   return res;
+}
+
+// Whether the schemes' runs may go at once: several schemes and threads, and no codec that plans
+// again during the rounds (a plan holds a synthetic draw; one at a time keeps the memory peak).
+bool schemes_at_once(const std::vector<EntryCodecs>& codecs) {
+  if (codecs.size() < 2 || kern::worker_threads() < 2) return false;
+  for (const EntryCodecs& c : codecs)
+    if ((c.grads && c.grads->replanned()) || (c.weights && c.weights->replanned())) return false;
+  return true;
+}
+
+// train_scheme() of every entry, the results in entry order. Each run has its own engine, network
+// and codecs, so where schemes_at_once() allows, up to worker_threads() of them run at once, each
+// on one thread (its kernels inline): every result, and so every output, is the same whatever the
+// thread count. The first error in entry order is returned, as a serial run would return it.
+Result<std::vector<TrainingResult>> train_schemes(const LoadedScenario& loaded, std::vector<EntryCodecs> codecs,
+                                                  const RunHooks& hooks, std::string& tenants_desc) {
+  const size_t n = codecs.size();
+  if (n == 0) return std::vector<TrainingResult>{};
+  std::vector<std::optional<Result<TrainingResult>>> done(n);
+  std::vector<std::string> tenants(n);
+  std::mutex progress;
+  auto one = [&](size_t ci) {
+    if (hooks.progress) {
+      const std::lock_guard<std::mutex> lock(progress);
+      hooks.progress(ci, n, loaded.scenario.compression[ci].scheme);
+    }
+    done[ci] = train_scheme(loaded, ci, std::move(codecs[ci]), tenants[ci]);
+  };
+  if (schemes_at_once(codecs)) {
+    loaded.plan->topology->warm_routes();  // route() from several threads
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      const kern::SerialScope serial;
+      for (size_t ci; (ci = next.fetch_add(1)) < n;) one(ci);
+    };
+    std::vector<std::thread> pool(std::min<size_t>(n, static_cast<size_t>(kern::worker_threads())) - 1);
+    for (auto& t : pool) t = std::thread(worker);
+    worker();
+    for (auto& t : pool) t.join();
+  } else {
+    for (size_t ci = 0; ci < n; ++ci) {
+      one(ci);
+      if (!done[ci]->ok()) break;
+    }
+  }
+  std::vector<TrainingResult> out;
+  for (size_t ci = 0; ci < n; ++ci) {
+    if (!done[ci]->ok()) return done[ci]->status();
+    out.push_back(std::move(**done[ci]));
+  }
+  tenants_desc = tenants.back();
+  return out;
 }
 
 // ---- 3D-parallel --------------------------------------------------------------------------------
@@ -347,11 +405,7 @@ Result<TrainingReport> run_training(const LoadedScenario& loaded, const RunHooks
                                           wl.rounds > 0 ? fmt::format(" (at most {} rounds)", wl.rounds) : "")
                             : fmt::format("{} rounds", wl.rounds);
   CCSIM_ASSIGN_OR_RETURN(std::vector<EntryCodecs> codecs, make_entry_codecs(loaded));
-  for (size_t ci = 0; ci < s.compression.size(); ++ci) {
-    if (hooks.progress) hooks.progress(ci, s.compression.size(), s.compression[ci].scheme);
-    CCSIM_ASSIGN_OR_RETURN(TrainingResult r, train_scheme(loaded, ci, std::move(codecs[ci]), report));
-    report.results.push_back(std::move(r));
-  }
+  CCSIM_ASSIGN_OR_RETURN(report.results, train_schemes(loaded, std::move(codecs), hooks, report.tenants_desc));
   std::vector<double> bits;
   for (const TrainingResult& r : report.results) bits.push_back(r.bits_per_element);
   CCSIM_ASSIGN_OR_RETURN(report.tta, tta_of(loaded, report.results, bits, hooks.numerics));
