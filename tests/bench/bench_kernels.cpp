@@ -10,8 +10,9 @@
 //                                              for powersgd/edgc this is the whole low-rank work,
 //                                              their chunk kernels only move the factors)
 // bytes/s counts fp32 input (4 bytes per entry), so the reported rate is GB/s of fp32 per core.
-// A baseline in the same process for ratios: BM_Memcpy (copy of the fp32 chunk), registered and run
-// first; every other case reports `x_memcpy`, its rate as a fraction of that memcpy's.
+// A baseline in the same process for ratios: every case times a copy of the fp32 chunk right before
+// and right after itself and reports `x_memcpy`, its rate as a fraction of the two copies' mean
+// (`memcpy_GBps`); BM_Memcpy, run first, shows the copy alone.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -64,13 +65,41 @@ std::unique_ptr<algo::Compressor> ready(const std::string& name, const nlohmann:
   return c;
 }
 
-// BM_Memcpy's rate in bytes/s, once it has run.
-double g_memcpy_Bps = 0;
-
-// The counter holding a case's rate as a fraction of the in-run memcpy's.
-void set_memcpy_ratio(benchmark::State& state, double bytes) {
-  if (g_memcpy_Bps > 0) state.counters["x_memcpy"] = benchmark::Counter(bytes / g_memcpy_Bps, benchmark::Counter::kIsRate);
+// The rate, in bytes/s, of copying the fp32 chunk (data(0)) into `out`, timed over at least 20 ms.
+double copy_rate(std::vector<float>& out) {
+  const std::vector<float>& in = data(0);
+  out.resize(kEntries);
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t copies = 0;
+  double seconds = 0;
+  while (seconds < 0.02) {
+    std::memcpy(out.data(), in.data(), 4 * kEntries);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+    ++copies;
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return static_cast<double>(copies) * 4.0 * static_cast<double>(kEntries) / seconds;
 }
+
+// The in-run baseline of one case: the copy of the same chunk timed right before and right after
+// it, so that the ratio follows what the machine (shared, its speed drifting within minutes) did
+// around the case rather than at the start of the run.
+class CopyBaseline {
+ public:
+  CopyBaseline() : before_(copy_rate(scratch_)) {}
+  // Sets x_memcpy, the case's rate (`bytes` processed in all) over the mean of the two copies'
+  // rates, and memcpy_GBps, that mean.
+  void set(benchmark::State& state, double bytes) {
+    const double mean = 0.5 * (before_ + copy_rate(scratch_));
+    state.counters["x_memcpy"] = benchmark::Counter(bytes / mean, benchmark::Counter::kIsRate);
+    state.counters["memcpy_GBps"] = mean * 1e-9;
+  }
+
+ private:
+  std::vector<float> scratch_;
+  double before_;
+};
 
 enum class Op { kEncode, kDecode, kDecodeAccumulate, kFused };
 
@@ -89,6 +118,7 @@ void BM_Kernel(benchmark::State& state, std::string name, nlohmann::json params,
   std::vector<uint8_t> msg(c->wire_bytes(spec, leaf)), out(c->wire_bytes(spec, full));
   c->encode(x, spec, leaf, kern::RngKey{1, 0, 0, 1}, msg);
   uint32_t stream = 2;
+  CopyBaseline baseline;
   for (auto _ : state) {
     const kern::RngKey key{1, 0, 0, stream++};
     switch (op) {
@@ -107,7 +137,7 @@ void BM_Kernel(benchmark::State& state, std::string name, nlohmann::json params,
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(4 * n));
-  set_memcpy_ratio(state, static_cast<double>(state.iterations()) * 4.0 * static_cast<double>(n));
+  baseline.set(state, static_cast<double>(state.iterations()) * 4.0 * static_cast<double>(n));
   state.counters["wire_bits_per_entry"] = 8.0 * static_cast<double>(msg.size()) / static_cast<double>(n);
 }
 
@@ -120,6 +150,7 @@ void BM_Round(benchmark::State& state, std::string name, nlohmann::json params) 
   }
   std::vector<float> reduced, out(kEntries);
   uint32_t round = 1;
+  CopyBaseline baseline;
   for (auto _ : state) {
     const std::vector<std::span<const float>> ins = {data(0), data(1)};
     auto plan = algo::plan_round(*c, ins, {1, round++});
@@ -131,22 +162,18 @@ void BM_Round(benchmark::State& state, std::string name, nlohmann::json params) 
   }
   // Two ranks' plan_local, one prepare and one finish per iteration, per entry of one rank's tensor.
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(4 * kEntries));
-  set_memcpy_ratio(state, static_cast<double>(state.iterations()) * 4.0 * static_cast<double>(kEntries));
+  baseline.set(state, static_cast<double>(state.iterations()) * 4.0 * static_cast<double>(kEntries));
 }
 
 void BM_Memcpy(benchmark::State& state) {
   const std::vector<float>& in = data(0);  // generated outside the timed loop
   std::vector<float> out(kEntries);
-  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     std::memcpy(out.data(), in.data(), 4 * kEntries);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double bytes = static_cast<double>(state.iterations()) * 4.0 * static_cast<double>(kEntries);
-  if (seconds > 0) g_memcpy_Bps = bytes / seconds;
-  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(4 * kEntries));
 }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond);
 
