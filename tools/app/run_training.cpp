@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -232,20 +233,26 @@ bool schemes_at_once(const std::vector<EntryCodecs>& codecs) {
 // train_scheme() of every entry, the results in entry order. Each run has its own engine, network
 // and codecs, so where schemes_at_once() allows, up to worker_threads() of them run at once, each
 // on one thread (its kernels inline): every result, and so every output, is the same whatever the
-// thread count. The first error in entry order is returned, as a serial run would return it.
+// thread count. The first error (or exception, such as running out of memory) in entry order is
+// returned (rethrown), as a serial run would return it.
 Result<std::vector<TrainingResult>> train_schemes(const LoadedScenario& loaded, std::vector<EntryCodecs> codecs,
                                                   const RunHooks& hooks, std::string& tenants_desc) {
   const size_t n = codecs.size();
   if (n == 0) return std::vector<TrainingResult>{};
   std::vector<std::optional<Result<TrainingResult>>> done(n);
+  std::vector<std::exception_ptr> thrown(n);
   std::vector<std::string> tenants(n);
   std::mutex progress;
   auto one = [&](size_t ci) {
-    if (hooks.progress) {
-      const std::lock_guard<std::mutex> lock(progress);
-      hooks.progress(ci, n, loaded.scenario.compression[ci].scheme);
+    try {
+      if (hooks.progress) {
+        const std::lock_guard<std::mutex> lock(progress);
+        hooks.progress(ci, n, loaded.scenario.compression[ci].scheme);
+      }
+      done[ci] = train_scheme(loaded, ci, std::move(codecs[ci]), tenants[ci]);
+    } catch (...) {
+      thrown[ci] = std::current_exception();
     }
-    done[ci] = train_scheme(loaded, ci, std::move(codecs[ci]), tenants[ci]);
   };
   if (schemes_at_once(codecs)) {
     loaded.plan->topology->warm_routes();  // route() from several threads
@@ -261,11 +268,12 @@ Result<std::vector<TrainingResult>> train_schemes(const LoadedScenario& loaded, 
   } else {
     for (size_t ci = 0; ci < n; ++ci) {
       one(ci);
-      if (!done[ci]->ok()) break;
+      if (thrown[ci] || !done[ci]->ok()) break;
     }
   }
   std::vector<TrainingResult> out;
   for (size_t ci = 0; ci < n; ++ci) {
+    if (thrown[ci]) std::rethrow_exception(thrown[ci]);
     if (!done[ci]->ok()) return done[ci]->status();
     out.push_back(std::move(**done[ci]));
   }
