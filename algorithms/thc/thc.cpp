@@ -42,7 +42,7 @@ uint64_t rotated_chunk(uint64_t block) {
 }
 
 // kern::max_abs() of x (its largest |x[i]|, or the first NaN) and the smallest nonzero finite
-// |x[i]| (+inf where there is none): kern::host_abs_extremes() of each piece, in one pass.
+// |x[i]| (+inf where there is none): kern::abs_extremes() of each piece, in one pass.
 std::pair<float, float> extremes(std::span<const float> x) {
   const uint64_t pieces = (x.size() + kPiece - 1) / kPiece;
   std::vector<float> most(pieces), least(pieces);
@@ -51,7 +51,7 @@ std::pair<float, float> extremes(std::span<const float> x) {
   kern::parallel_for(pieces, 1, [&most, &least, data, n](uint64_t p0, uint64_t p1) {
     for (uint64_t p = p0; p < p1; ++p) {
       const uint64_t b = p * kPiece, e = std::min(n, b + kPiece);
-      kern::host_abs_extremes(data + b, e - b, most[p], least[p]);
+      kern::abs_extremes(data + b, e - b, most[p], least[p]);
     }
   });
   // The pieces' maxima combined as kern::parallel_max_abs() combines them (the first NaN, if any).

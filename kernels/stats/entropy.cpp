@@ -154,7 +154,10 @@ CCSIM_VECTOR_ROW uint32_t max_abs_bits_row(const float* x, uint64_t n) {
   return m;
 }
 
-// abs_extremes()' loop as a row: the largest |x| bit pattern in hi, the smallest minus one in lo.
+// abs_extremes()' loop as a row: the largest |x| bit pattern in hi; in lo the smallest magnitude
+// bits minus one, unsigned: a nonzero finite magnitude stays below +inf's pattern minus one, while
+// a zero wraps to the top and a NaN lies above it (the minimum, capped there, plus one is the
+// smallest nonzero |x|).
 CCSIM_VECTOR_ROW void abs_extremes_row(const float* x, uint64_t n, uint32_t* hi_out, uint32_t* lo_out) {
   uint32_t hi = 0, lo = 0x7F7FFFFFu;
   for (uint64_t i = 0; i < n; ++i) {
@@ -183,11 +186,11 @@ float host_max_abs(const float* x, uint64_t count) {
   return m <= 0x7F800000u ? bits_to_float(m) : max_abs(x, count);  // a NaN: max_abs() finds the first
 }
 
-void host_abs_extremes(const float* x, uint64_t count, float& most, float& least) {
+void abs_extremes(const float* x, uint64_t count, float& most, float& least) {
   uint32_t hi = 0, lo = 0;
   abs_extremes_row(x, count, &hi, &lo);
   least = bits_to_float(lo + 1u);
-  most = hi <= 0x7F800000u ? bits_to_float(hi) : max_abs(x, count);
+  most = hi <= 0x7F800000u ? bits_to_float(hi) : max_abs(x, count);  // a NaN: max_abs() finds the first
 }
 
 double entropy_bits(const uint64_t* counts, uint32_t bins) {

@@ -54,21 +54,6 @@ CCSIM_HD float max_abs(const float* x, uint64_t count) {
   return bits_to_float(m);  // unreachable
 }
 
-/// max_abs() of x[0, count) into `most`, and into `least` the smallest nonzero |x[i]| of its
-/// non-NaN entries (+inf when there is none), in one pass.
-CCSIM_HD void abs_extremes(const float* x, uint64_t count, float& most, float& least) {
-  // As max_abs() for the largest; for the smallest, the magnitude bits minus one, unsigned: a
-  // nonzero finite magnitude stays below +inf's pattern minus one, while a zero wraps to the top and
-  // a NaN lies above it; the minimum, capped there, plus one (no branch, so the loop vectorizes).
-  uint32_t hi = 0, lo = 0x7F7FFFFFu;
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint32_t a = float_to_bits(x[i]) & 0x7FFFFFFFu;
-    hi = a > hi ? a : hi;
-    lo = a - 1u < lo ? a - 1u : lo;
-  }
-  least = bits_to_float(lo + 1u);
-  most = hi <= 0x7F800000u ? bits_to_float(hi) : max_abs(x, count);  // a NaN: max_abs() finds the first
-}
 
 /// Σ x[i]² of x[0, count), accumulated serially (index order) in double; each square is exact in
 /// double.
@@ -109,9 +94,12 @@ double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, 
 /// `count` entries and may be written past the returned count (never past `count`).
 uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out);
 
-/// max_abs() and abs_extremes() on the host, the same results by rows the compiler vectorizes.
+/// max_abs() on the host, the same result by a row the compiler vectorizes.
 float host_max_abs(const float* x, uint64_t count);
-void host_abs_extremes(const float* x, uint64_t count, float& most, float& least);
+
+/// max_abs() of x[0, count) into `most`, and into `least` the smallest nonzero |x[i]| of its
+/// non-NaN entries (+inf when there is none), in one pass (a row the compiler vectorizes).
+void abs_extremes(const float* x, uint64_t count, float& most, float& least);
 
 /// out[b] = max_abs() of block b = x[b*block, min(count, (b+1)*block)), for the ceil(count/block)
 /// blocks (the last may be short).
