@@ -19,18 +19,6 @@ namespace {
 
 constexpr uint64_t kGrainElements = 1 << 16;
 
-// Round to nearest even, saturating finite values at the largest finite BF16 (see the header).
-inline uint16_t to_bf16_saturating(float x) {
-  const uint16_t h = kern::float_to_bf16_rne(x);
-  if ((h & 0x7FFFu) == 0x7F80u && std::isfinite(x)) return static_cast<uint16_t>((h & 0x8000u) | 0x7F7Fu);
-  return h;
-}
-
-inline void put_bf16(uint8_t* out, uint64_t pos, float x) {
-  const uint16_t h = to_bf16_saturating(x);
-  std::memcpy(out + 2 * pos, &h, sizeof h);
-}
-
 // Whether chunk c is sent: every union chunk when own is null (send=union), else chunk c's bit.
 inline bool sends(const uint64_t* own, uint64_t c) { return own == nullptr || OmniReduceCompressor::chunk_bit(own, c); }
 
@@ -257,7 +245,7 @@ void OmniReduceCompressor::encode(std::span<const float> x, const TensorSpec& sp
   uint8_t* dst = out.data();
   if (compact_) {
     kern::parallel_for(spec.count, kGrainElements, [=](uint64_t b, uint64_t e) {
-      for (uint64_t i = b; i < e; ++i) put_bf16(dst, i, src[i]);
+      kern::bf16_encode_saturating_row(src + b, e - b, reinterpret_cast<uint16_t*>(dst) + b);
     });
     return;
   }
@@ -268,7 +256,7 @@ void OmniReduceCompressor::encode(std::span<const float> x, const TensorSpec& sp
       if (!in_union(c)) continue;
       const uint64_t lo = std::max(begin, c * chunk_), hi = std::min(end, (c + 1) * chunk_);
       const uint64_t pos = union_before(lo) - base;
-      for (uint64_t i = lo; i < hi; ++i) put_bf16(dst, pos + (i - lo), src[i - begin]);
+      kern::bf16_encode_saturating_row(src + (lo - begin), hi - lo, reinterpret_cast<uint16_t*>(dst) + pos);
     }
   });
 }

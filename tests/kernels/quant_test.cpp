@@ -32,6 +32,35 @@ TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_float(0x3F80u), 1.0f);
 }
 
+// Saturation: exact values at the overflow edge, then the vectorized row against the element
+// function on every sign and exponent with mantissas around the rounding boundaries, NaN payloads
+// and infinities, at lengths around the vector widths.
+TEST(Bf16, SaturatingRowEqualsTheElementFunction) {
+  EXPECT_EQ(float_to_bf16_saturating(from_bits(0x7F7FFFFFu)), 0x7F7Fu);   // would round to inf
+  EXPECT_EQ(float_to_bf16_saturating(from_bits(0xFF7F8000u)), 0xFF7Fu);   // tie, odd: up to -inf, saturated
+  EXPECT_EQ(float_to_bf16_saturating(from_bits(0x7F7F7FFFu)), 0x7F7Fu);   // below the tie: no overflow
+  EXPECT_EQ(float_to_bf16_saturating(-std::numeric_limits<float>::infinity()), 0xFF80u);
+  EXPECT_EQ(float_to_bf16_saturating(from_bits(0xFF800001u)), 0xFFC0u);   // NaN: quieted, sign kept
+  std::vector<uint32_t> bits;
+  for (uint32_t e = 0; e < 256; ++e)
+    for (const uint32_t m : {0u, 1u, 0x7FFFu, 0x8000u, 0x8001u, 0x18000u, 0x7F7FFFu, 0x7FFFFFu, 0x400000u})
+      for (const uint32_t s : {0u, 0x80000000u}) bits.push_back(s | e << 23 | m);
+  for (const uint64_t n : {bits.size(), uint64_t{1}, uint64_t{15}, uint64_t{17}, uint64_t{33}}) {
+    std::vector<float> x(n);
+    for (uint64_t i = 0; i < n; ++i) x[i] = from_bits(bits[(i * 7919) % bits.size()]);
+    std::vector<uint16_t> got(n + 1, 0xABCDu);
+    bf16_encode_saturating_row(x.data(), n, got.data());
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint16_t want = float_to_bf16_saturating(x[i]);
+      ASSERT_EQ(got[i], want) << fmt::format("n {} entry {} bits {:#010x}", n, i, bits[(i * 7919) % bits.size()]);
+      const uint16_t rne = float_to_bf16_rne(x[i]);
+      const bool overflowed = std::isfinite(x[i]) && (rne & 0x7FFFu) == 0x7F80u;
+      ASSERT_EQ(want, overflowed ? static_cast<uint16_t>((rne & 0x8000u) | 0x7F7Fu) : rne);
+    }
+    ASSERT_EQ(got[n], 0xABCDu);  // nothing past the end
+  }
+}
+
 TEST(Bf16, RelativeErrorBoundedByHalfUlp) {
   std::vector<float> x(10000), y(x.size());
   std::vector<uint16_t> enc(x.size());
