@@ -153,21 +153,26 @@ CCSIM_VECTOR_ROW void int_values_row(const uint8_t* q, uint64_t n, uint32_t bits
   }
 }
 
-// table[c] * maxabs: FP8's group_dequantize() with table[c] = minifloat_decode(c) / max_finite;
-// written to out[i] or added to it.
-CCSIM_VECTOR_ROW void table_values(const uint8_t* q, uint64_t n, const float* table, float maxabs, bool accumulate,
-                                   float* out) {
+// FP8's group_dequantize(), (minifloat_decode(c) / max_finite) * maxabs, with the element decode as
+// its branch-free lane: a division and a product per entry in lanes, where a 256-entry table of
+// the quotients would be a gather. Written to out[i] or added to it.
+template <MinifloatFormat F>
+[[gnu::always_inline]] inline void fp8_values_body(const uint8_t* q, uint64_t n, float maxabs, bool accumulate,
+                                                   float* out) {
+  constexpr float kMax = F.max_finite();
   if (accumulate) {
-    for (uint64_t i = 0; i < n; ++i) {
-      const int32_t k = q[i];
-      out[i] = add_first(mul_first(table[k], maxabs), out[i]);
-    }
+    for (uint64_t i = 0; i < n; ++i) out[i] = add_first(mul_first(minifloat_decode_lane<F>(q[i]) / kMax, maxabs), out[i]);
   } else {
-    for (uint64_t i = 0; i < n; ++i) {
-      const int32_t k = q[i];
-      out[i] = mul_first(table[k], maxabs);
-    }
+    for (uint64_t i = 0; i < n; ++i) out[i] = mul_first(minifloat_decode_lane<F>(q[i]) / kMax, maxabs);
   }
+}
+
+CCSIM_VECTOR_ROW void fp8_values_e4m3(const uint8_t* q, uint64_t n, float maxabs, bool accumulate, float* out) {
+  fp8_values_body<kFp8E4M3>(q, n, maxabs, accumulate, out);
+}
+
+CCSIM_VECTOR_ROW void fp8_values_e5m2(const uint8_t* q, uint64_t n, float maxabs, bool accumulate, float* out) {
+  fp8_values_body<kFp8E5M2>(q, n, maxabs, accumulate, out);
 }
 
 // acc[i] += v[i]. Entries outside the Hadamard blocks take v first (as every decode-accumulate);
@@ -181,16 +186,6 @@ CCSIM_VECTOR_ROW void add_row(const float* v, uint64_t n, bool acc_first, float*
     for (uint64_t i = 0; i < n; ++i) acc[i] = add_first(v[i], acc[i]);
   }
 }
-
-// table[c] = the FP8 element value of code c over the format's maximum, or nothing for kInt.
-struct Fp8Table {
-  float v[256];
-  explicit Fp8Table(const GroupQuantFormat& f) {
-    if (f.element == GroupElement::kInt) return;
-    const MinifloatFormat fmt = f.fp8_format();
-    for (uint32_t c = 0; c < 256; ++c) v[c] = minifloat_decode(c, fmt) / fmt.max_finite();
-  }
-};
 
 // ---- Groups ------------------------------------------------------------------------------------
 
@@ -247,8 +242,7 @@ void encode_group(const float* x, uint64_t g, uint64_t begin, uint64_t end, uint
 
 // Decodes group g (entries [begin, end)) into dst[begin, end), written or added.
 void decode_group(const uint8_t* in, const uint8_t* codes, uint64_t g, uint64_t begin, uint64_t end,
-                  uint64_t transformed_end, const GroupQuantFormat& f, const Fp8Table& table, bool accumulate,
-                  float* dst) {
+                  uint64_t transformed_end, const GroupQuantFormat& f, bool accumulate, float* dst) {
   float maxabs;
   std::memcpy(&maxabs, in + 4 * g, sizeof maxabs);
   // A negative scale flags a group sent untransformed (see group_quant.hpp).
@@ -264,7 +258,8 @@ void decode_group(const uint8_t* in, const uint8_t* codes, uint64_t g, uint64_t 
     float* to = transformed ? vals : dst + t;
     const bool add = accumulate && !transformed;
     if (f.element == GroupElement::kInt) int_values_row(q, m, f.bits, maxabs, levels, add, to);
-    else table_values(q, m, table.v, maxabs, add, to);
+    else if (f.element == GroupElement::kE5M2) fp8_values_e5m2(q, m, maxabs, add, to);
+    else fp8_values_e4m3(q, m, maxabs, add, to);
     if (!transformed) continue;
     uint64_t blocks_end = 0;  // vals[0, blocks_end) are transformed blocks
     for (; blocks_end + kH <= m && t + blocks_end + kH <= transformed_end; blocks_end += kH)
@@ -283,9 +278,8 @@ void decode_with(const uint8_t* in, uint64_t count, const GroupQuantFormat& f, b
   const uint64_t groups = (count + f.group - 1) / f.group;
   const uint8_t* codes = in + 4 * groups;
   const uint64_t transformed_end = f.hadamard ? count / kH * kH : 0;  // complete 32-blocks only
-  const Fp8Table table(f);
   for_groups(count, f.group, [&](uint64_t g, uint64_t begin, uint64_t end) {
-    decode_group(in, codes, g, begin, end, transformed_end, f, table, accumulate, dst);
+    decode_group(in, codes, g, begin, end, transformed_end, f, accumulate, dst);
   });
 }
 
@@ -322,10 +316,8 @@ void group_quant_decode_accumulate_encode(const uint8_t* in, uint64_t count, con
   check_format(out_format);
   const uint64_t groups = (count + in_format.group - 1) / in_format.group;
   const uint64_t transformed_end = count / kH * kH;  // unused by a format without the transform
-  const Fp8Table table(in_format);
   for_groups(count, in_format.group, [&](uint64_t g, uint64_t begin, uint64_t end) {
-    decode_group(in, in + 4 * groups, g, begin, end, in_format.hadamard ? transformed_end : 0, in_format, table, true,
-                 acc);
+    decode_group(in, in + 4 * groups, g, begin, end, in_format.hadamard ? transformed_end : 0, in_format, true, acc);
     encode_group(acc, g, begin, end, out_format.hadamard ? transformed_end : 0, out_format, key, index_base, out,
                  out + 4 * groups);
   });

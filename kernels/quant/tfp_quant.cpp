@@ -26,16 +26,19 @@ void for_code_groups(uint64_t count, Fn&& fn) {
   parallel_for((count + 7) / 8, kGroupGrain, [&](uint64_t g0, uint64_t g1) { fn(g0 * 8, std::min(count, g1 * 8)); });
 }
 
+// tfp_encode_element() of fp32-base entries under truncation, as a row: the top k bits of each
+// pattern.
+CCSIM_STREAM_ROW void fp32_truncate_row(const float* x, uint64_t n, uint32_t drop, uint32_t* codes) {
+  for (uint64_t i = 0; i < n; ++i) codes[i] = float_to_bits(x[i]) >> drop;
+}
+
 // tfp_encode_element() of fp32-base entries as a row: the top k bits of each pattern, one unit up
 // where random rounding says so (never for inf/NaN, never up to inf). u is read only with `rr`.
 CCSIM_VECTOR_ROW void fp32_code_row(const float* x, const float* u, uint64_t n, uint32_t drop, bool rr,
                                     uint32_t* codes) {
+  if (!rr) return fp32_truncate_row(x, n, drop, codes);
   const uint32_t low = (1u << drop) - 1u;  // drop < 32 (k >= 10)
   const float unit = exact_pow2(-static_cast<int>(drop));
-  if (!rr) {
-    for (uint64_t i = 0; i < n; ++i) codes[i] = float_to_bits(x[i]) >> drop;
-    return;
-  }
   for (uint64_t i = 0; i < n; ++i) {
     const uint32_t ux = float_to_bits(x[i]), code = ux >> drop, up = code + 1u;
     const bool finite = (ux & 0x7FFFFFFFu) < 0x7F800000u, below_inf = ((up << drop) & 0x7FFFFFFFu) < 0x7F800000u;
