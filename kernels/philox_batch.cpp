@@ -315,6 +315,8 @@ const char* philox_batch_isa() { return use_avx512vl() ? "avx512vl" : use_avx2()
 
 bool hand_avx2() { return use_avx2(); }
 
+bool hand_avx512() { return use_avx512vl(); }
+
 bool philox_batch_force_portable(bool force) { return g_force_portable.exchange(force); }
 
 bool philox_batch_force_avx2(bool force) { return g_force_avx2.exchange(force); }

@@ -35,13 +35,17 @@ const char* philox_batch_isa();
 /// previous setting. It switches every hand-written AVX2 path in kernels/ (hand_avx2()).
 bool philox_batch_force_portable(bool force);
 
-/// Forces the AVX2 rounds where the machine has AVX-512VL (tests compare the two); returns the
-/// previous setting.
+/// Forces the AVX2 rounds where the machine has AVX-512VL (tests compare the two), and the AVX2
+/// form of every other hand-written AVX-512 path (hand_avx512()); returns the previous setting.
 bool philox_batch_force_avx2(bool force);
 
 /// Whether kernels/' hand-written AVX2 paths run: the machine has AVX2 and the portable loops are
 /// not forced.
 bool hand_avx2();
+
+/// Whether kernels/' hand-written AVX-512 paths run: the machine has AVX-512 F and VL and neither
+/// the portable loops nor the AVX2 ones are forced (philox_batch_force_avx2 switches them too).
+bool hand_avx512();
 
 /// Elements per tile in the CPU kernels' draw-then-use loops: small enough for L1, a multiple of
 /// the 32 elements one AVX2 batch produces.

@@ -57,8 +57,10 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
   if (k.geometric && levels.size() > 1) geometric_grid_levels(0.3, static_cast<uint32_t>(levels.size()), levels.data());
   // 1-bit codes have no grid: their levels are null, as the compressor passes them.
   const DynamiqSgCoding c{k.width, k.group, k.hierarchical, k.width > 1 ? levels.data() : nullptr, k.correlated};
-  for (bool portable : {false, true}) {
-    const bool before = philox_batch_force_portable(portable);
+  // Native (AVX-512 where the machine has it), AVX2 forced, then the portable loops.
+  for (const int mode : {0, 1, 2}) {
+    const bool portable = mode == 2;
+    const bool before = philox_batch_force_portable(portable), before_avx2 = philox_batch_force_avx2(mode == 1);
     for (uint64_t m : {uint64_t{256}, uint64_t{100}, uint64_t{7}}) {
       for (uint32_t rank = 0; rank < k.ranks; rank += (k.ranks > 4 ? std::max(3u, k.ranks / 9) : 1)) {
         std::vector<float> x = entries(m, 11 * rank + static_cast<uint32_t>(m), m == 100);
@@ -73,7 +75,7 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
         std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
         dynamiq_encode_sg(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, want.data());
         dynamiq_encode_sg_batched(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, got.data());
-        ASSERT_EQ(got, want) << "m " << m << " rank " << rank << (portable ? " portable" : " native");
+        ASSERT_EQ(got, want) << "m " << m << " rank " << rank << (portable ? " portable" : mode == 1 ? " avx2" : " native");
         // The table decoder against the reference, overwriting and accumulating.
         for (bool accumulate : {false, true}) {
           std::vector<float> ref(m, 0.25f), tab(m, 0.25f);
@@ -85,6 +87,7 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
       }
     }
     philox_batch_force_portable(before);
+    philox_batch_force_avx2(before_avx2);
   }
 }
 
@@ -94,7 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, false, true, 32}, Case{8, true, true, 7}, Case{8, false, false, 1},
                       Case{16, true, true, 2}, Case{4, true, true, 1}, Case{4, true, true, 1000, 16, true},
                       Case{8, true, true, 4099, 32, true}, Case{2, false, true, 5, 16, true},
-                      Case{4, true, false, 3, 12, true}, Case{1, false, true, 65536, 8}),
+                      Case{4, true, false, 3, 12, true}, Case{1, false, true, 65536, 8},
+                      // 16, 32 and 64 levels: one coarse level a step, then searched by halves
+                      Case{5, true, true, 4}, Case{6, false, true, 3, 16, true}, Case{7, true, false, 9}),
     [](const auto& param) {
       const Case& k = param.param;
       return fmt::format("q{}_{}_{}_n{}_g{}{}", k.width, k.hierarchical ? "hier" : "flat",
