@@ -29,9 +29,32 @@
 
 namespace ccsim::kern {
 
+/// minifloat_encode_rne(x, kFp8E4M3) in fewer lane operations than the general form below:
+///  - |x| >= 2^-6 (a normal code): the fp32 pattern rounded to 3 mantissa bits, ties to even (add
+///    0x7FFFF and the kept lsb; a carry moves into the exponent), its exponent rebiased from 127 to
+///    7 (subtract 120 << 3), and saturated at 0x7E (448), which also covers |x| >= 2^9;
+///  - |x| < 2^-6 (a subnormal code, quantum 2^-9): k = |x| * 2^9 (exact) rounded to an integer,
+///    ties to even, by adding 2^23 and reading the low bits; the code is k, and k = 8 is the
+///    smallest normal's code, as the reference's carry gives (fp32 subnormals give 0);
+///  - ±inf and NaN: S.1111.111, the format's NaN, with x's sign.
+[[gnu::always_inline]] inline uint32_t e4m3_encode_nearest_lane(float x) {
+  const uint32_t ux = float_to_bits(x);
+  const uint32_t a = ux & 0x7FFFFFFFu;
+  const uint32_t rounded = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
+  const uint32_t normal = rounded - (120u << 3) < 0x7Eu ? rounded - (120u << 3) : 0x7Eu;
+  const uint32_t sub = float_to_bits(bits_to_float(a) * 512.0f + 8388608.0f) - 0x4B000000u;
+  uint32_t mag = a < 0x3C800000u ? sub : normal;
+  mag = a >= 0x7F800000u ? 0x7Fu : mag;
+  return ((ux >> 31) << 7) | mag;
+}
+
 /// minifloat_encode_{rne,stochastic}(x, F[, u]) without calls or branches (see the file comment).
 template <MinifloatFormat F, bool kStochastic>
 [[gnu::always_inline]] inline uint32_t minifloat_encode_lane(float x, float u) {
+  if constexpr (!kStochastic && F.exp_bits == 4 && F.man_bits == 3 && F.bias == 7 &&
+                F.specials == MinifloatSpecials::kNanOnly) {
+    return e4m3_encode_nearest_lane(x);
+  }
   constexpr int32_t man = F.man_bits;
   constexpr int32_t emin_biased = F.emin() + 127;  // target binade floor, as an fp32 exponent field
   constexpr uint32_t max_code = F.max_finite_code();
