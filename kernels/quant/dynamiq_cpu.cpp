@@ -252,16 +252,18 @@ __attribute__((target("avx2,avx512f"))) __m512i grid_round16(__m512 t, __m512 u,
   return _mm512_mask_add_epi32(idx, up, idx, one);
 }
 
-__attribute__((target("avx2,avx512f"))) uint64_t code_row_avx512(const float* x, const float* div, const float* u,
-                                                                 uint64_t m, uint32_t q, const float* levels,
-                                                                 uint8_t* codes) {
+// Unlike code_row_avx2(), the divisors come one a group (gdiv[g] for entries of group g, whose
+// size is a multiple of 16).
+__attribute__((target("avx2,avx512f"))) uint64_t code_row_avx512(const float* x, const float* gdiv, uint32_t group,
+                                                                 const float* u, uint64_t m, uint32_t q,
+                                                                 const float* levels, uint8_t* codes) {
   const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps(), inf = _mm512_set1_ps(INFINITY);
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), zero_i = _mm512_setzero_si512();
   const __m512i sign_bit = _mm512_set1_epi32(q > 1 ? static_cast<int>(1u << (q - 1)) : 0);
   const GridLanes grid(levels, q > 1 ? 1u << (q - 1) : 0u);
   uint64_t i = 0;
   for (; i + 16 <= m; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i), d = _mm512_loadu_ps(div + i), uu = _mm512_loadu_ps(u + i);
+    const __m512 v = _mm512_loadu_ps(x + i), d = _mm512_set1_ps(gdiv[i / group]), uu = _mm512_loadu_ps(u + i);
     const __mmask16 coded = _mm512_cmp_ps_mask(d, zero, _CMP_GT_OQ) & _mm512_cmp_ps_mask(d, inf, _CMP_LT_OQ);
     __m512i code;
     if (q == 1) {  // min/max return their second operand on NaN, as fmin/fmax return the number
@@ -279,6 +281,23 @@ __attribute__((target("avx2,avx512f"))) uint64_t code_row_avx512(const float* x,
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(_mm512_maskz_mov_epi32(coded, code)));
   }
   return i;
+}
+
+// group_maxima_avx2() for groups of a multiple of 16: the lanes' maxima are never NaN and at least
+// +0, so the reduction's order does not matter.
+__attribute__((target("avx2,avx512f"))) uint64_t group_maxima_avx512(const float* x, uint64_t m, uint32_t group,
+                                                                     float* gmax) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  uint64_t g = 0;
+  for (; (g + 1) * group <= m; ++g) {
+    __m512 acc = _mm512_setzero_ps();
+    for (uint64_t i = g * group; i < (g + 1) * group; i += 16) {
+      const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + i)), magnitude));
+      acc = _mm512_max_ps(a, acc);  // NaN: keeps acc
+    }
+    gmax[g] = _mm512_reduce_max_ps(acc);
+  }
+  return g;
 }
 #pragma GCC diagnostic pop
 
@@ -320,16 +339,16 @@ __attribute__((target("avx2"))) uint64_t group_codes_avx2(const float* gmax, con
 #endif
 
 // The scales and group codes of one super-group (dynamiq_encode_sg_with()'s, with the group-scale
-// draws made at once); div[i] becomes entry i's divisor (the exact group maximum under a
+// draws made at once); gmax[g] becomes group g's divisor (the exact group maximum under a
 // hierarchical scale, the group's bf16 scale in a flat block).
 void encode_scales(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key, uint64_t first_group,
-                   uint8_t* out, std::vector<float>& gmax, std::vector<float>& div) {
+                   uint8_t* out, std::vector<float>& gmax) {
   const uint64_t groups = (m + c.group - 1) / c.group;
   gmax.resize(groups);
-  div.resize(m);
   uint64_t g = 0;
 #if defined(CCSIM_HAND_AVX2)
-  if (hand_avx2() && c.group % 8 == 0) g = group_maxima_avx2(x, m, c.group, gmax.data());
+  if (hand_avx512() && c.group % 16 == 0) g = group_maxima_avx512(x, m, c.group, gmax.data());
+  else if (hand_avx2() && c.group % 8 == 0) g = group_maxima_avx2(x, m, c.group, gmax.data());
 #endif
   for (; g < groups; ++g) {
     float best = 0.0f;
@@ -360,9 +379,14 @@ void encode_scales(const float* x, uint64_t m, const DynamiqSgCoding& c, const R
       gmax[g] = bf16_to_float(h);
     }
   }
-  for (g = 0; g < groups; ++g)
-    std::fill(div.begin() + static_cast<int64_t>(g * c.group),
-              div.begin() + static_cast<int64_t>(std::min(m, (g + 1) * c.group)), gmax[g]);
+}
+
+// div[i] = the divisor of entry i's group, for the rows that read one per entry.
+void fill_divisors(const std::vector<float>& gdiv, uint32_t group, uint64_t m, std::vector<float>& div) {
+  div.resize(m);
+  for (uint64_t g = 0; g < gdiv.size(); ++g)
+    std::fill(div.begin() + static_cast<int64_t>(g * group), div.begin() + static_cast<int64_t>(std::min(m, (g + 1) * group)),
+              gdiv[g]);
 }
 
 // The value of every code of width q <= 8 at scale 1: ±Q[r], or ±1 at q = 1. Times a positive
@@ -540,16 +564,20 @@ void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding
     dynamiq_encode_sg_with(x, m, c, key, first_group, out, [&](uint64_t i) { return u[i]; });
     return;
   }
-  encode_scales(x, m, c, key, first_group, out, gmax, div);
+  encode_scales(x, m, c, key, first_group, out, gmax);  // gmax: each group's divisor
   codes.resize(m);
   uint64_t i = 0;
+  // The AVX-512 row takes a group's divisor once for its sixteen-entry steps; the others one an entry.
+  const bool by_group = hand_avx512() && c.group % 16 == 0;
+  if (!by_group) fill_divisors(gmax, c.group, m, div);
 #if defined(CCSIM_HAND_AVX2)
-  if (hand_avx512()) i = code_row_avx512(x, div.data(), u.data(), m, c.width, c.levels, codes.data());
+  if (by_group) i = code_row_avx512(x, gmax.data(), c.group, u.data(), m, c.width, c.levels, codes.data());
   else if (hand_avx2()) i = code_row_avx2(x, div.data(), u.data(), m, c.width, c.levels, codes.data());
 #endif
-  for (; i < m; ++i)
-    codes[i] = static_cast<uint8_t>(
-        dynamiq_group_coded(div[i]) ? dynamiq_entry_code(x[i], div[i], c.width, c.levels, u[i]) : 0u);
+  for (; i < m; ++i) {
+    const float d = by_group ? gmax[i / c.group] : div[i];
+    codes[i] = static_cast<uint8_t>(dynamiq_group_coded(d) ? dynamiq_entry_code(x[i], d, c.width, c.levels, u[i]) : 0u);
+  }
   pack_code_tile(codes.data(), m, c.width, out + dynamiq_meta_bytes(m, c.group, c.hierarchical));
 }
 
