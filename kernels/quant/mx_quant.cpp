@@ -85,20 +85,31 @@ template <MinifloatFormat F, bool kStochastic>
 // its 32-entry inner loop from 256-bit divisions.)
 constexpr uint32_t kRowBlock = 32;
 
+// Blocks go in pairs: the vectorizer sizes its vectors by the narrowest type, the code bytes, so
+// a loop of 32 codes gets 256-bit vectors and one of 64 (two blocks, the scale picked by the
+// half, which it resolves at compile time) 512-bit ones.
 template <MinifloatFormat F>
 [[gnu::always_inline]] inline void decode_blocks_body(const uint8_t* q, const float* sb, uint64_t blocks,
                                                       bool accumulate, float* out) {
-  if (accumulate) {
-    for (uint64_t b = 0; b < blocks; ++b) {
-      const float sc = sb[b];
+  uint64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const float s0 = sb[b], s1 = sb[b + 1];
+    const uint8_t* qb = q + b * kRowBlock;
+    float* ob = out + b * kRowBlock;
+    if (accumulate) {
+      for (uint32_t j = 0; j < 2 * kRowBlock; ++j) ob[j] = accumulate_lane(ob[j], mx_value<F>(qb[j], j < kRowBlock ? s0 : s1));
+    } else {
+      for (uint32_t j = 0; j < 2 * kRowBlock; ++j) ob[j] = mx_value<F>(qb[j], j < kRowBlock ? s0 : s1);
+    }
+  }
+  for (; b < blocks; ++b) {
+    const float sc = sb[b];
+    if (accumulate) {
       for (uint32_t j = 0; j < kRowBlock; ++j) {
         float& o = out[b * kRowBlock + j];
         o = accumulate_lane(o, mx_value<F>(q[b * kRowBlock + j], sc));
       }
-    }
-  } else {
-    for (uint64_t b = 0; b < blocks; ++b) {
-      const float sc = sb[b];
+    } else {
       for (uint32_t j = 0; j < kRowBlock; ++j) out[b * kRowBlock + j] = mx_value<F>(q[b * kRowBlock + j], sc);
     }
   }
