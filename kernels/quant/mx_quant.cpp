@@ -79,10 +79,9 @@ template <MinifloatFormat F, bool kStochastic>
   return outside;
 }
 
-// The decode over whole blocks of kRowBlock entries, the common MX block, with block b's scale
+// The rows over whole blocks of kRowBlock entries, the common MX block, with block b's scale
 // sb[b] broadcast once a block instead of read per entry: the same operations, entry by entry, as
-// decode_body() with s[i] = sb[i / kRowBlock]. (An encode in this form was slower: GCC 12 builds
-// its 32-entry inner loop from 256-bit divisions.)
+// decode_body() and encode_body() with s[i] = sb[i / kRowBlock].
 constexpr uint32_t kRowBlock = 32;
 
 // Blocks go in pairs: the vectorizer sizes its vectors by the narrowest type, the code bytes, so
@@ -115,9 +114,43 @@ template <MinifloatFormat F>
   }
 }
 
+// encode_body() over pairs of blocks (a 64-entry loop, as decode_blocks_body(), for 512-bit
+// vectors), then a last single block.
+template <MinifloatFormat F, bool kStochastic>
+[[gnu::always_inline]] inline uint32_t encode_span(const float* x, float s0, float s1, const float* u, float bound,
+                                                   uint32_t pick_scaled, uint8_t* q, uint32_t n) {
+  uint32_t outside = 0;
+  for (uint32_t j = 0; j < n; ++j) {
+    const float sc = j < kRowBlock ? s0 : s1;
+    const float v = x[j] / sc;
+    const uint32_t t_scaled = (float_to_bits(v) & 0x7FFFFFFFu) | (float_to_bits(sc) & 0x80000000u);
+    const uint32_t t_plain = float_to_bits(x[j]) & 0x7FFFFFFFu;
+    const float t = bits_to_float((t_scaled & pick_scaled) | (t_plain & ~pick_scaled));
+    outside += t <= bound ? 0u : 1u;
+    q[j] = static_cast<uint8_t>(minifloat_encode_lane<F, kStochastic>(v, kStochastic ? u[j] : 0.0f));
+  }
+  return outside;
+}
+
+template <MinifloatFormat F, bool kStochastic>
+[[gnu::always_inline]] inline uint64_t encode_blocks_body(const float* x, const float* sb, const float* u,
+                                                          uint64_t blocks, float bound, bool scaled, uint8_t* q) {
+  const uint32_t pick_scaled = scaled ? ~0u : 0u;
+  uint64_t outside = 0, b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const uint64_t o = b * kRowBlock;
+    outside += encode_span<F, kStochastic>(x + o, sb[b], sb[b + 1], u + o, bound, pick_scaled, q + o, 2 * kRowBlock);
+  }
+  if (b < blocks) {
+    const uint64_t o = b * kRowBlock;
+    outside += encode_span<F, kStochastic>(x + o, sb[b], sb[b], u + o, bound, pick_scaled, q + o, kRowBlock);
+  }
+  return outside;
+}
+
 using EncodeRow = uint64_t (*)(const float*, const float*, const float*, uint64_t, float, bool, uint8_t*);
 using DecodeRow = void (*)(const uint8_t*, const float*, uint64_t, bool, float*);
-// The block decode row has the same signature, its length in blocks and its scales one a block.
+// The block rows have the same signatures, their length in blocks and their scales one a block.
 
 // One format's rows, each built for AVX2 and the baseline (CCSIM_VECTOR_ROW).
 #define CCSIM_MX_ELEMENT_ROWS(NAME, FORMAT)                                                                     \
@@ -131,6 +164,14 @@ using DecodeRow = void (*)(const uint8_t*, const float*, uint64_t, bool, float*)
   }                                                                                                             \
   CCSIM_VECTOR_ROW void decode_##NAME(const uint8_t* q, const float* s, uint64_t n, bool accumulate, float* out) { \
     decode_body<FORMAT>(q, s, n, accumulate, out);                                                              \
+  }                                                                                                             \
+  CCSIM_VECTOR_ROW uint64_t encode_nearest_blocks_##NAME(const float* x, const float* sb, const float* u,       \
+                                                         uint64_t blocks, float bound, bool scaled, uint8_t* q) { \
+    return encode_blocks_body<FORMAT, false>(x, sb, u, blocks, bound, scaled, q);                               \
+  }                                                                                                             \
+  CCSIM_VECTOR_ROW uint64_t encode_stochastic_blocks_##NAME(const float* x, const float* sb, const float* u,    \
+                                                            uint64_t blocks, float bound, bool scaled, uint8_t* q) { \
+    return encode_blocks_body<FORMAT, true>(x, sb, u, blocks, bound, scaled, q);                                \
   }                                                                                                             \
   CCSIM_VECTOR_ROW void decode_blocks_##NAME(const uint8_t* q, const float* sb, uint64_t blocks, bool accumulate, \
                                              float* out) {                                                      \
@@ -147,13 +188,15 @@ CCSIM_MX_ELEMENT_ROWS(e2m1, kFp4E2M1)
 struct ElementRows {
   EncodeRow encode = nullptr;  // null: no row for this format (FP16 elements), the scalar path
   DecodeRow decode = nullptr;
-  DecodeRow decode_blocks = nullptr;  // the row over whole blocks of kRowBlock entries
+  DecodeRow decode_blocks = nullptr;  // the rows over whole blocks of kRowBlock entries
+  EncodeRow encode_blocks = nullptr;
 };
 
 ElementRows rows_for(const MxFormat& f) {
   const bool st = f.rounding == Rounding::kStochastic;
 #define CCSIM_MX_ROWS_OF(NAME)                                                                          \
-  {st ? encode_stochastic_##NAME : encode_nearest_##NAME, decode_##NAME, decode_blocks_##NAME}
+  {st ? encode_stochastic_##NAME : encode_nearest_##NAME, decode_##NAME, decode_blocks_##NAME,           \
+   st ? encode_stochastic_blocks_##NAME : encode_nearest_blocks_##NAME}
   switch (f.element) {
     case MinifloatKind::kFp8E4M3: return CCSIM_MX_ROWS_OF(e4m3);
     case MinifloatKind::kFp8E5M2: return CCSIM_MX_ROWS_OF(e5m2);
@@ -260,11 +303,19 @@ uint64_t encode_group(const float* x, const MxFormat& f, const ElementRows& rows
   uint8_t q[kTile];
   const uint32_t bits = f.element_bits();
   uint64_t outside = 0;
-  for (uint64_t t = begin; t < end; t += kTile) {
+  for (uint64_t t = begin; t < end; t += kTile) {  // tiles start on a block, as in decode_group
     const uint64_t n = std::min(kTile, end - t);
-    fill_scales(out, f, t, n, s);
     if (f.rounding == Rounding::kStochastic) uniform_fill(key, index_base + t, n, u);
-    outside += rows.encode(x + t, s, u, n, rule.bound, rule.scaled, q);
+    const uint64_t whole = f.block == kRowBlock ? n / kRowBlock : 0;
+    if (whole > 0) {
+      block_scales(out, f, t / kRowBlock, whole, s);
+      outside += rows.encode_blocks(x + t, s, u, whole, rule.bound, rule.scaled, q);
+    }
+    const uint64_t done = whole * kRowBlock;
+    if (done < n) {
+      fill_scales(out, f, t + done, n - done, s);
+      outside += rows.encode(x + t + done, s, u + done, n - done, rule.bound, rule.scaled, q + done);
+    }
     pack_code_tile(q, n, bits, codes + t * bits / 8);
   }
   return outside;
