@@ -18,9 +18,10 @@
 #define CCSIM_STREAM_ROW
 #endif
 
-/// CCSIM_STREAM_ROW marks a row that does next to nothing per entry but move it (a shift), built for
-/// AVX2 and the baseline only: on Zen 4 such a row streaming a buffer larger than the cache ran
-/// 1.5x slower with 512-bit vectors than with 256-bit ones (bench_kernels, TFP's fp32 encode).
+/// CCSIM_STREAM_ROW marks a row that does next to nothing per entry but move it (a shift, a byte
+/// copy), built for AVX2 and the baseline only: on Zen 4 such rows streaming a buffer larger than
+/// the cache ran up to 1.5x slower with 512-bit vectors than with 256-bit ones (bench_kernels,
+/// TFP's fp32 encode and its byte packing).
 
 /// CCSIM_HAND_AVX2 is defined where kernels/ may hold hand-written AVX2 paths (x86-64 under GCC or
 /// clang, <immintrin.h> included): each such function carries __attribute__((target("avx2"))) and

@@ -57,7 +57,7 @@ CCSIM_VECTOR_ROW void fp32_value_row(const uint32_t* codes, uint64_t n, uint32_t
 }
 
 // Codes of k = 8·bytes bits as their low bytes, little-endian, and back.
-CCSIM_VECTOR_ROW void pack_bytes_row(const uint32_t* codes, uint64_t n, uint32_t bytes, uint8_t* p) {
+CCSIM_STREAM_ROW void pack_bytes_row(const uint32_t* codes, uint64_t n, uint32_t bytes, uint8_t* p) {
   switch (bytes) {
     case 1:
       for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(codes[i]);
@@ -75,7 +75,7 @@ CCSIM_VECTOR_ROW void pack_bytes_row(const uint32_t* codes, uint64_t n, uint32_t
   }
 }
 
-CCSIM_VECTOR_ROW void unpack_bytes_row(const uint8_t* p, uint64_t n, uint32_t bytes, uint32_t* codes) {
+CCSIM_STREAM_ROW void unpack_bytes_row(const uint8_t* p, uint64_t n, uint32_t bytes, uint32_t* codes) {
   switch (bytes) {
     case 1:
       for (uint64_t i = 0; i < n; ++i) codes[i] = p[i];
