@@ -207,8 +207,10 @@ __attribute__((target("avx2"))) uint64_t code_row_avx2(const float* x, const flo
 
 // GCC 12 warns "may be used uninitialized" inside its own AVX-512 headers, whose intrinsics start
 // from an undefined register (_mm512_undefined_*); the warning is about the header, not this code.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // grid_round8() and code_row_avx2() in sixteen AVX-512 lanes, with the same operations lane by
 // lane: a 16-level table is one register (a permute, where AVX2 needs two and a blend), compares
@@ -299,7 +301,9 @@ __attribute__((target("avx2,avx512f"))) uint64_t group_maxima_avx512(const float
   }
   return g;
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // gmax[g] = max |x| over each whole group of `group` entries (a multiple of 8), NaN skipped as
 // fmax skips it; returns the groups done.
@@ -385,8 +389,8 @@ void encode_scales(const float* x, uint64_t m, const DynamiqSgCoding& c, const R
 void fill_divisors(const std::vector<float>& gdiv, uint32_t group, uint64_t m, std::vector<float>& div) {
   div.resize(m);
   for (uint64_t g = 0; g < gdiv.size(); ++g)
-    std::fill(div.begin() + static_cast<int64_t>(g * group), div.begin() + static_cast<int64_t>(std::min(m, (g + 1) * group)),
-              gdiv[g]);
+    std::fill(div.begin() + static_cast<int64_t>(g * group),
+              div.begin() + static_cast<int64_t>(std::min(m, (g + 1) * group)), gdiv[g]);
 }
 
 // The value of every code of width q <= 8 at scale 1: ±Q[r], or ±1 at q = 1. Times a positive
@@ -460,8 +464,10 @@ __attribute__((target("avx2"))) uint64_t decode_packed_avx2(const uint8_t* paylo
   return i;
 }
 
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (above)
+#endif
 // decode_packed_avx2() sixteen entries at a time, for groups of a multiple of 16: with q <= 4 the
 // 16-entry table is one register and the lookup one permute.
 __attribute__((target("avx2,avx512f"))) uint64_t decode_packed_avx512(const uint8_t* payload, const float* gscale,
@@ -493,7 +499,9 @@ __attribute__((target("avx2,avx512f"))) uint64_t decode_packed_avx512(const uint
   }
   return i;
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace

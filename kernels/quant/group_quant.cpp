@@ -161,7 +161,8 @@ template <MinifloatFormat F>
                                                    float* out) {
   constexpr float kMax = F.max_finite();
   if (accumulate) {
-    for (uint64_t i = 0; i < n; ++i) out[i] = add_first(mul_first(minifloat_decode_lane<F>(q[i]) / kMax, maxabs), out[i]);
+    for (uint64_t i = 0; i < n; ++i)
+      out[i] = add_first(mul_first(minifloat_decode_lane<F>(q[i]) / kMax, maxabs), out[i]);
   } else {
     for (uint64_t i = 0; i < n; ++i) out[i] = mul_first(minifloat_decode_lane<F>(q[i]) / kMax, maxabs);
   }

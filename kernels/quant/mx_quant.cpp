@@ -96,7 +96,8 @@ template <MinifloatFormat F>
     const uint8_t* qb = q + b * kRowBlock;
     float* ob = out + b * kRowBlock;
     if (accumulate) {
-      for (uint32_t j = 0; j < 2 * kRowBlock; ++j) ob[j] = accumulate_lane(ob[j], mx_value<F>(qb[j], j < kRowBlock ? s0 : s1));
+      for (uint32_t j = 0; j < 2 * kRowBlock; ++j)
+        ob[j] = accumulate_lane(ob[j], mx_value<F>(qb[j], j < kRowBlock ? s0 : s1));
     } else {
       for (uint32_t j = 0; j < 2 * kRowBlock; ++j) ob[j] = mx_value<F>(qb[j], j < kRowBlock ? s0 : s1);
     }
@@ -152,7 +153,7 @@ using EncodeRow = uint64_t (*)(const float*, const float*, const float*, uint64_
 using DecodeRow = void (*)(const uint8_t*, const float*, uint64_t, bool, float*);
 // The block rows have the same signatures, their length in blocks and their scales one a block.
 
-// One format's rows, each built for AVX2 and the baseline (CCSIM_VECTOR_ROW).
+// One format's rows, each built for AVX-512, AVX2 and the baseline (CCSIM_VECTOR_ROW).
 #define CCSIM_MX_ELEMENT_ROWS(NAME, FORMAT)                                                                     \
   CCSIM_VECTOR_ROW uint64_t encode_nearest_##NAME(const float* x, const float* s, const float* u, uint64_t n,   \
                                                   float bound, bool scaled, uint8_t* q) {                      \

@@ -75,7 +75,8 @@ TEST_P(DynamiqBatched, BytesEqualTheReferenceEncoder) {
         std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
         dynamiq_encode_sg(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, want.data());
         dynamiq_encode_sg_batched(x.data(), m, c, key, shared, rank, k.ranks, first, first_group, got.data());
-        ASSERT_EQ(got, want) << "m " << m << " rank " << rank << (portable ? " portable" : mode == 1 ? " avx2" : " native");
+        ASSERT_EQ(got, want) << "m " << m << " rank " << rank
+                             << (portable ? " portable" : mode == 1 ? " avx2" : " native");
         // The table decoder against the reference, overwriting and accumulating.
         for (bool accumulate : {false, true}) {
           std::vector<float> ref(m, 0.25f), tab(m, 0.25f);
