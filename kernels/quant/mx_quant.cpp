@@ -86,37 +86,29 @@ constexpr uint32_t kRowBlock = 32;
 
 // Blocks go in pairs: the vectorizer sizes its vectors by the narrowest type, the code bytes, so
 // a loop of 32 codes gets 256-bit vectors and one of 64 (two blocks, the scale picked by the
-// half, which it resolves at compile time) 512-bit ones.
+// half, which it resolves at compile time) 512-bit ones. decode_span() is n entries (64, or 32 for
+// a last single block) with scales s0 then s1.
+template <MinifloatFormat F>
+[[gnu::always_inline]] inline void decode_span(const uint8_t* q, float s0, float s1, uint32_t n, bool accumulate,
+                                               float* out) {
+  if (accumulate) {
+    for (uint32_t j = 0; j < n; ++j) out[j] = accumulate_lane(out[j], mx_value<F>(q[j], j < kRowBlock ? s0 : s1));
+  } else {
+    for (uint32_t j = 0; j < n; ++j) out[j] = mx_value<F>(q[j], j < kRowBlock ? s0 : s1);
+  }
+}
+
 template <MinifloatFormat F>
 [[gnu::always_inline]] inline void decode_blocks_body(const uint8_t* q, const float* sb, uint64_t blocks,
                                                       bool accumulate, float* out) {
   uint64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    const float s0 = sb[b], s1 = sb[b + 1];
-    const uint8_t* qb = q + b * kRowBlock;
-    float* ob = out + b * kRowBlock;
-    if (accumulate) {
-      for (uint32_t j = 0; j < 2 * kRowBlock; ++j)
-        ob[j] = accumulate_lane(ob[j], mx_value<F>(qb[j], j < kRowBlock ? s0 : s1));
-    } else {
-      for (uint32_t j = 0; j < 2 * kRowBlock; ++j) ob[j] = mx_value<F>(qb[j], j < kRowBlock ? s0 : s1);
-    }
-  }
-  for (; b < blocks; ++b) {
-    const float sc = sb[b];
-    if (accumulate) {
-      for (uint32_t j = 0; j < kRowBlock; ++j) {
-        float& o = out[b * kRowBlock + j];
-        o = accumulate_lane(o, mx_value<F>(q[b * kRowBlock + j], sc));
-      }
-    } else {
-      for (uint32_t j = 0; j < kRowBlock; ++j) out[b * kRowBlock + j] = mx_value<F>(q[b * kRowBlock + j], sc);
-    }
-  }
+  for (; b + 2 <= blocks; b += 2)
+    decode_span<F>(q + b * kRowBlock, sb[b], sb[b + 1], 2 * kRowBlock, accumulate, out + b * kRowBlock);
+  if (b < blocks) decode_span<F>(q + b * kRowBlock, sb[b], sb[b], kRowBlock, accumulate, out + b * kRowBlock);
 }
 
-// encode_body() over pairs of blocks (a 64-entry loop, as decode_blocks_body(), for 512-bit
-// vectors), then a last single block.
+// encode_body() over pairs of blocks (a 64-entry loop, as decode_span(), for 512-bit vectors),
+// then a last single block.
 template <MinifloatFormat F, bool kStochastic>
 [[gnu::always_inline]] inline uint32_t encode_span(const float* x, float s0, float s1, const float* u, float bound,
                                                    uint32_t pick_scaled, uint8_t* q, uint32_t n) {
