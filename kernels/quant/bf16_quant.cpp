@@ -15,13 +15,7 @@ void bf16_encode(const float* x, uint64_t count, uint16_t* out) {
 }
 
 CCSIM_VECTOR_ROW void bf16_encode_saturating_row(const float* x, uint64_t count, uint16_t* out) {
-  for (uint64_t i = 0; i < count; ++i) {  // float_to_bf16_saturating() with selects for the vectorizer
-    const uint32_t u = float_to_bits(x[i]);
-    const uint32_t a = u & 0x7FFFFFFFu;
-    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t finite = ((rounded & 0x7FFFu) == 0x7F80u ? (rounded & 0x8000u) | 0x7F7Fu : rounded);
-    out[i] = static_cast<uint16_t>(a > 0x7F800000u ? (u >> 16) | 0x0040u : a == 0x7F800000u ? u >> 16 : finite);
-  }
+  for (uint64_t i = 0; i < count; ++i) out[i] = float_to_bf16_saturating(x[i]);
 }
 
 void bf16_decode(const uint16_t* in, uint64_t count, float* out) {
