@@ -160,8 +160,11 @@ void LowRankCompressor::add_into(const float* x, const float* e, uint64_t count,
 }
 
 void LowRankCompressor::move_into(const float* x, float* e, uint64_t count, float* dst) {
-  for (uint64_t i = 0; i < count; ++i) dst[i] = x[i] + e[i];
-  std::fill(e, e + count, 0.0f);
+  // One pass: each residual entry is read, summed and cleared while in cache.
+  for (uint64_t i = 0; i < count; ++i) {
+    dst[i] = x[i] + e[i];
+    e[i] = 0.0f;
+  }
 }
 
 void LowRankCompressor::plan_local(std::span<const float> x, uint32_t rank, const kern::RngKey& key,

@@ -284,15 +284,19 @@ TEST(BlockStats, ResultsIndependentOfThreadCount) {
   EXPECT_EQ(maxes[0], maxes[1]);
 }
 
-// The rows of finite_range() and histogram() (AVX2 where the machine has it) against the element
-// definitions: the range over finite entries, each finite entry counted in histogram_bin().
+// The rows of finite_range() and histogram() (AVX2 where the machine has it, and the portable
+// loops) against the element definitions: the range over finite entries, each finite entry
+// counted in histogram_bin(). The entries lie on, next to and a few floats off the bins' edges,
+// and near zero, where a run of floats shares one quotient.
 TEST(EntropyRows, RangeAndHistogramEqualTheElementDefinitions) {
   std::mt19937 gen(21);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  const float big = std::numeric_limits<float>::max();
   for (bool portable : {false, true}) {
     const bool before = philox_batch_force_portable(portable);
-    for (uint64_t n : {0u, 1u, 7u, 8u, 9u, 31u, 1000u, 4099u}) {
-      for (uint32_t bins : {1u, 2u, 7u, 49u, 100u, 256u, 1000u, 65536u}) {
+    for (uint64_t n : {0u, 1u, 7u, 8u, 9u, 31u, 1000u, 4099u, 20000u, 70001u}) {
+      for (uint32_t bins : {1u, 2u, 7u, 49u, 100u, 256u, 1000u, 4096u, 65536u}) {
+        if (n > 20000 && bins < 1000) continue;
         std::vector<float> x(n);
         for (uint64_t i = 0; i < n; ++i) {
           const uint32_t kind = gen() % 32;
@@ -300,6 +304,7 @@ TEST(EntropyRows, RangeAndHistogramEqualTheElementDefinitions) {
                  : kind == 1 ? INFINITY
                  : kind == 2 ? -INFINITY
                  : kind == 3 ? (gen() % 2 ? 0.0f : -0.0f)
+                 : kind == 4 ? std::ldexp(unit(gen), -static_cast<int>(gen() % 150))
                              : std::ldexp(unit(gen), static_cast<int>(gen() % 9) - 4);
         }
         float want_lo = INFINITY, want_hi = -INFINITY;
@@ -312,14 +317,20 @@ TEST(EntropyRows, RangeAndHistogramEqualTheElementDefinitions) {
         finite_range(x.data(), n, lo, hi);
         EXPECT_EQ(lo, want_lo) << n;  // equal as numbers: which zero is not fixed
         EXPECT_EQ(hi, want_hi) << n;
-        // Ranges from the data, one that clamps entries at both ends, and [0, bins], whose bin
-        // edges are the integers, where the definition's order of operations decides the bin
-        // ((k / 49) · 49 < k for some k); every fourth entry on a bin edge.
-        const std::pair<float, float> ranges[] = {{want_lo, want_hi}, {-0.25f, 0.5f}, {0.0f, static_cast<float>(bins)}};
+        // Ranges from the data, one that clamps entries at both ends, [0, bins], whose bin edges
+        // are the integers, where the definition's order of operations decides the bin
+        // ((k / 49) · 49 < k for some k), one centred on zero, the widest and a subnormal one;
+        // every fourth entry on a bin edge, the next up to three floats off one.
+        const std::pair<float, float> ranges[] = {{want_lo, want_hi}, {-0.25f, 0.5f}, {0.0f, static_cast<float>(bins)},
+                                                  {-4.0f, 4.0f},      {-big, big},    {-1e-39f, 3e-39f}};
         for (auto [a, b] : ranges) {
           if (!(b > a)) continue;
-          for (uint64_t i = 0; i + 4 < n; i += 4)
-            x[i] = a + (b - a) * static_cast<float>(gen() % (bins + 1)) / static_cast<float>(bins);
+          for (uint64_t i = 0; i + 4 < n; i += 4) {
+            const double t = static_cast<double>(gen() % (bins + 1)) / bins;
+            x[i] = static_cast<float>(a + (static_cast<double>(b) - a) * t);
+            x[i + 1] = x[i];
+            for (uint32_t k = gen() % 4; k > 0; --k) x[i + 1] = std::nextafter(x[i + 1], gen() % 2 ? big : -big);
+          }
           std::vector<uint64_t> want(bins, 0), got(bins, 7);
           uint64_t want_n = 0;
           for (float v : x)
