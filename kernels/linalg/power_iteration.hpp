@@ -11,8 +11,9 @@
 ///
 /// Layout: every matrix is dense and row-major (M[i][j] at m[i * cols + j]; P[i][k] at
 /// p[i * rank + k]; Q[j][k] at q[j * rank + k]). Products run in fp32 through Eigen's GEMM, whose
-/// summation order depends only on the shapes and the build (hence run-to-run deterministic on one
-/// machine, not bitwise equal to a GPU's). Orthonormalization accumulates in double.
+/// summation order depends only on the shapes and the build: the cache sizes Eigen blocks by are
+/// fixed rather than read from the CPU (hence the same bits on every machine with one build, not
+/// bitwise equal to a GPU's). Orthonormalization accumulates in double.
 ///
 /// Thread safety: functions write only to their outputs and run serially; callers parallelize over
 /// independent matrices (layers), which keeps results independent of the thread count.

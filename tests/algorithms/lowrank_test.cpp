@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <random>
 #include <vector>
@@ -178,6 +179,42 @@ TEST(LowRankKernels, ProductsAreWithinTheFp32SumBoundOfTheDoubleReference) {
   }
   // The bound is not loose beyond use: the long sums come within a factor of 10^4 of it.
   EXPECT_GT(worst, 1e-4);
+}
+
+// Eigen splits a product's sums by the cache sizes it reads from the CPU. The products fix them,
+// so a machine with other caches computes the same bits: here the sizes are changed between two
+// evaluations of each product, on sums long enough to be split, and the bits must not move (while a
+// plain Eigen product under the changed sizes does move, so the change reaches the blocking).
+TEST(LowRankKernels, ProductsDoNotDependOnTheMachinesCacheSizes) {
+  std::mt19937 gen(5);
+  const uint64_t rows = 512, cols = 2048;
+  const uint32_t r = 4;
+  const Mat md = gaussian(rows, cols, gen), qd = gaussian(cols, r, gen), pd = gaussian(rows, r, gen);
+  const std::vector<float> m(md.data(), md.data() + md.size()), q(qd.data(), qd.data() + qd.size()),
+      p(pd.data(), pd.data() + pd.size());
+  auto all = [&] {
+    std::vector<float> out(rows * r + cols * r + 2 * rows * cols);
+    float* o = out.data();
+    kern::lowrank_project(m.data(), rows, cols, q.data(), r, o);
+    kern::lowrank_project_transposed(m.data(), rows, cols, p.data(), r, o + rows * r);
+    kern::lowrank_expand(p.data(), q.data(), rows, cols, r, o + rows * r + cols * r);
+    std::copy(m.begin(), m.end(), o + rows * r + cols * r + rows * cols);
+    kern::lowrank_subtract(p.data(), q.data(), rows, cols, r, o + rows * r + cols * r + rows * cols);
+    return out;
+  };
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  auto plain = [&] {
+    RowMat out = Eigen::Map<const RowMat>(m.data(), rows, cols) * Eigen::Map<const RowMat>(q.data(), cols, r);
+    return std::vector<float>(out.data(), out.data() + out.size());
+  };
+  const std::vector<float> before = all();
+  const std::vector<float> plain_before = plain();
+  Eigen::setCpuCacheSizes(16 * 1024, 256 * 1024, 2 * 1024 * 1024);
+  const std::vector<float> plain_after = plain();
+  const std::vector<float> after = all();
+  EXPECT_NE(std::memcmp(plain_before.data(), plain_after.data(), 4 * plain_before.size()), 0);
+  ASSERT_EQ(before.size(), after.size());
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), 4 * before.size()), 0);
 }
 
 TEST(LowRankKernels, OrthonormalizeKeepsTheSpanAndZeroesDependentColumns) {
