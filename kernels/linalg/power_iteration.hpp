@@ -15,8 +15,9 @@
 /// fixed rather than read from the CPU (hence the same bits on every machine with one build, not
 /// bitwise equal to a GPU's). Orthonormalization accumulates in double.
 ///
-/// Thread safety: functions write only to their outputs and run serially; callers parallelize over
-/// independent matrices (layers), which keeps results independent of the thread count.
+/// Thread safety: functions write only to their outputs and run serially (the first product also
+/// sets Eigen's process-wide cache sizes, once); callers parallelize over independent matrices
+/// (layers), which keeps results independent of the thread count.
 
 #include <cstdint>
 #include <vector>
