@@ -1,6 +1,7 @@
 #include "sim/network/flow_network.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "sim/base/check.hpp"
@@ -165,9 +166,8 @@ double FlowNetwork::rate(FlowId id) const { return id < flows_.size() && flows_[
 void FlowNetwork::flush_link(LinkState& L) {
   const SimTime now = engine_.now();
   if (now == L.last_change) return;
-  const double dt = (now - L.last_change).seconds();
   if (L.load > 0) {
-    L.stats.busy_s += dt;
+    L.busy_ps += (now - L.last_change).ps();
     if (bin_ > Duration::zero()) {
       auto& bins = timeline_[&L - links_.data()];
       // Spread load over the bins [last_change, now) overlaps, in picoseconds.
@@ -190,6 +190,7 @@ const std::vector<LinkStats>& FlowNetwork::link_stats() {
   for (size_t l = 0; l < links_.size(); ++l) {
     flush_link(links_[l]);
     stats_out_[l] = links_[l].stats;
+    stats_out_[l].busy_s = Duration::from_ps(links_[l].busy_ps).seconds();
     double bytes = links_[l].done_bytes;
     for (FlowId id : links_[l].flows) {
       const Flow& f = flows_[id];
@@ -250,23 +251,67 @@ void FlowNetwork::solve() {
   ++counters_.solves;
   comp_links_.clear();
   comp_flows_.clear();
-  // One connected component of the flow–link graph per unvisited changed link.
   ++epoch_;
   ++refill_epoch_;
   const uint64_t visit = epoch_;
+  // A component where a flow arrived is walked and filled whole: one per unvisited changed link
+  // crossed by an unsolved flow (the walk reaches every other changed link of its component).
   for (uint32_t seed : dirty_links_) {
-    if (links_[seed].mark == visit) continue;
+    if (links_[seed].mark == visit || !has_arrival(seed)) continue;
     const size_t links_begin = comp_links_.size(), flows_begin = comp_flows_.size();
     walk_component(seed, visit);
     solve_component(links_begin, flows_begin);
   }
   counters_.solved_flows += comp_flows_.size();
+  refill_removals(visit);
   apply_rates();
   for (uint32_t l : dirty_links_) {
     links_[l].dirty = false;
     links_[l].removed = UINT64_MAX;
   }
   dirty_links_.clear();
+}
+
+bool FlowNetwork::has_arrival(uint32_t link) const {
+  for (FlowId id : links_[link].flows)
+    if (flows_[id].due_ps < 0) return true;
+  return false;
+}
+
+void FlowNetwork::refill_removals(uint64_t visit) {
+  // The changed links left unvisited saw removals only, and their components are not walked. From
+  // the lowest removed stamp up, each such link not yet reached grows a region: the flows stamped
+  // at or above its removed stamp connected to it through such flows, and their links. Every
+  // action stamped below that stamp is unchanged there (a region reaching a later changed link
+  // covers it; one that does not shares no link and no flow at or above its stamp with it), so
+  // each region is re-filled on its own, and only its links change load.
+  removal_seeds_.clear();
+  for (uint32_t l : dirty_links_) {
+    LinkState& L = links_[l];
+    if (L.mark == visit) continue;
+    if (L.flows.empty()) {  // nothing to re-fill: its load drops to zero
+      L.refill_mark = refill_epoch_;
+      comp_links_.push_back(l);
+    } else {
+      removal_seeds_.emplace_back(L.removed, l);
+    }
+  }
+  if (removal_seeds_.empty()) return;
+  if (bin_ > Duration::zero()) flush_unwalked(visit);
+  std::sort(removal_seeds_.begin(), removal_seeds_.end());
+  for (const auto& [removed, seed] : removal_seeds_) {
+    if (links_[seed].refill_mark == refill_epoch_) continue;
+    select_refill(seed, removed == UINT64_MAX ? 0 : removed);
+    set_checkpoint();
+    if (!refill_flows_.empty()) {
+      fill(refill_links_, refill_flows_);
+      ++counters_.partial_fills;
+    }
+    counters_.refilled_flows += refill_flows_.size();
+    counters_.solved_flows += refill_flows_.size();
+    comp_links_.insert(comp_links_.end(), refill_links_.begin(), refill_links_.end());
+    comp_flows_.insert(comp_flows_.end(), refill_flows_.begin(), refill_flows_.end());
+  }
 }
 
 void FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
@@ -302,14 +347,6 @@ void FlowNetwork::solve_component(size_t links_begin, size_t flows_begin) {
     ++counters_.refilled_flows;
     return;
   }
-  const uint64_t threshold = refill_threshold(links_begin);
-  if (threshold != 0) {
-    select_refill(links_begin, threshold);
-    set_checkpoint();
-    fill(refill_links_, refill_flows_);
-    counters_.refilled_flows += refill_flows_.size();
-    return;
-  }
   // The whole component, from the links' capacities.
   for (uint32_t l : links) {
     LinkState& L = links_[l];
@@ -331,29 +368,35 @@ void FlowNetwork::fill_single(FlowId id) {
   f.stamp = ++action_seq_;
 }
 
-uint64_t FlowNetwork::refill_threshold(size_t links_begin) const {
-  // The lowest stamp removed from the component's changed links; 0 (the whole component) where a
-  // flow arrived.
-  uint64_t t = UINT64_MAX;
-  for (size_t i = links_begin; i < comp_links_.size(); ++i) {
-    const LinkState& L = links_[comp_links_[i]];
-    if (!L.dirty) continue;
-    t = std::min(t, L.removed);
-    for (FlowId id : L.flows)
-      if (flows_[id].due_ps < 0) return 0;
+void FlowNetwork::flush_unwalked(uint64_t visit) {
+  // A timeline's bins add each stretch of constant load on its own, so their bits depend on where
+  // a link's time is cut: every link of a changed component is brought up to date, as when the
+  // component was walked.
+  const uint64_t flushed = ++epoch_;
+  for (uint32_t seed : dirty_links_) {
+    if (links_[seed].mark == visit || links_[seed].mark == flushed) continue;
+    links_[seed].mark = flushed;
+    stack_.push_back(seed);
+    while (!stack_.empty()) {
+      LinkState& L = links_[stack_.back()];
+      stack_.pop_back();
+      flush_link(L);
+      for (FlowId id : L.flows)
+        for (uint32_t l2 : route_of(flows_[id]))
+          if (links_[l2].mark != flushed) {
+            links_[l2].mark = flushed;
+            stack_.push_back(l2);
+          }
+    }
   }
-  return t == UINT64_MAX ? 0 : t;
 }
 
-void FlowNetwork::select_refill(size_t links_begin, uint64_t threshold) {
-  // The flows at or above the threshold (and the unsolved ones) connected to the changed links
-  // through such flows, and their links.
+void FlowNetwork::select_refill(uint32_t seed, uint64_t threshold) {
+  // The flows at or above the threshold connected to `seed` through such flows, and their links.
   refill_links_.clear();
   refill_flows_.clear();
-  for (size_t i = links_begin; i < comp_links_.size(); ++i) {
-    const uint32_t l = comp_links_[i];
-    if (links_[l].dirty) stack_.push_back(l);
-  }
+  links_[seed].refill_mark = refill_epoch_;
+  stack_.push_back(seed);
   while (!stack_.empty()) {
     const uint32_t l = stack_.back();
     stack_.pop_back();
@@ -421,6 +464,64 @@ void FlowNetwork::apply_rates() {
   }
 }
 
+// The filling's heap: 4-ary, smallest (value, key) at the front. Values are shares and caps, never
+// negative, so comparing their bits as integers orders them as numbers.
+namespace {
+bool constraint_before(uint64_t va, uint32_t ka, uint64_t vb, uint32_t kb) { return va < vb || (va == vb && ka < kb); }
+uint64_t value_bits(double v) { return std::bit_cast<uint64_t>(v); }
+}  // namespace
+
+void FlowNetwork::heap_sift_down(size_t i, Constraint c) {
+  Constraint* h = heap_.data();
+  const size_t n = heap_.size();
+  const uint64_t cv = value_bits(c.value);
+  for (;;) {
+    const size_t first = 4 * i + 1;
+    if (first >= n) break;
+    size_t best = first;
+    uint64_t bv = value_bits(h[first].value);
+    uint32_t bk = h[first].key;
+    const size_t last = std::min(first + 4, n);
+    for (size_t j = first + 1; j < last; ++j) {
+      const uint64_t jv = value_bits(h[j].value);
+      if (constraint_before(jv, h[j].key, bv, bk)) {
+        best = j;
+        bv = jv;
+        bk = h[j].key;
+      }
+    }
+    if (!constraint_before(bv, bk, cv, c.key)) break;
+    h[i] = h[best];
+    i = best;
+  }
+  h[i] = c;
+}
+
+void FlowNetwork::heap_make() {
+  for (size_t i = heap_.size() / 4 + 1; i-- > 0;)
+    if (i < heap_.size()) heap_sift_down(i, heap_[i]);
+}
+
+void FlowNetwork::heap_pop() {
+  const Constraint last = heap_.back();
+  heap_.pop_back();
+  if (!heap_.empty()) heap_sift_down(0, last);
+}
+
+void FlowNetwork::heap_push(Constraint c) {
+  heap_.push_back(c);
+  Constraint* h = heap_.data();
+  size_t i = heap_.size() - 1;
+  const uint64_t cv = value_bits(c.value);
+  while (i > 0) {
+    const size_t parent = (i - 1) / 4;
+    if (!constraint_before(cv, c.key, value_bits(h[parent].value), h[parent].key)) break;
+    h[i] = h[parent];
+    i = parent;
+  }
+  h[i] = c;
+}
+
 void FlowNetwork::freeze(Flow& f, double rate, uint64_t stamp) {
   f.new_rate = rate;
   f.stamp = stamp;
@@ -435,16 +536,17 @@ void FlowNetwork::freeze(Flow& f, double rate, uint64_t stamp) {
     const double s = share(L.rem, L.cnt);
     if (s < L.heap_key) {
       L.heap_key = s;
-      heap_.push_back(Constraint::link(s, l, L.version));
-      std::push_heap(heap_.begin(), heap_.end(), ConstraintLater{});
+      heap_push(Constraint::link(s, l, L.version));
     }
   }
 }
 
-void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> flows) {
-  // Progressive filling, tightest constraint first (ties: value, caps before links, index), from
-  // each link's `rem` over its `cnt` unfrozen flows.
+double FlowNetwork::fill_entries(std::span<const uint32_t> links, std::span<const FlowId> flows) {
+  // Shared links and caps enter the heap. A link crossed by one unfrozen flow keeps its key until
+  // that flow freezes, after which it has none: of a flow's private links only the smallest key can
+  // ever act, so only it enters, into `private_`. Returns the smallest private key.
   heap_.clear();
+  private_.clear();
   for (uint32_t l : links) {
     LinkState& L = links_[l];
     ++L.version;
@@ -454,8 +556,7 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
       heap_.push_back(Constraint::link(L.heap_key, l, L.version));
     }
   }
-  // A link crossed by one unfrozen flow keeps its key until that flow freezes, after which it has
-  // none: of a flow's private links only the smallest key can ever act, so only it enters.
+  double smallest = kNoCap;
   for (FlowId id : flows) {
     Flow& f = flows_[id];
     f.new_rate = -1;
@@ -473,35 +574,82 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
     }
     if (best != nullptr) {
       links_[c.index()].heap_key = c.value;
-      heap_.push_back(c);
+      private_.push_back(c);
+      smallest = std::min(smallest, c.value);
     }
   }
-  std::make_heap(heap_.begin(), heap_.end(), ConstraintLater{});
+  return smallest;
+}
+
+void FlowNetwork::sort_private() {
+  // The private entries still alive (a dead one's link has no unfrozen flow), in heap order.
+  std::erase_if(private_, [&](const Constraint& c) { return links_[c.index()].cnt == 0; });
+  std::sort(private_.begin(), private_.end(), [](const Constraint& a, const Constraint& b) {
+    return constraint_before(value_bits(a.value), a.key, value_bits(b.value), b.key);
+  });
+}
+
+void FlowNetwork::act(const LinkState& L, double value, size_t& unfrozen) {
+  const uint64_t stamp = ++action_seq_;
+  for (FlowId id : L.flows)
+    if (flows_[id].new_rate < 0) {
+      freeze(flows_[id], value, stamp);
+      --unfrozen;
+    }
+}
+
+void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> flows) {
+  // Progressive filling, tightest constraint first (ties: value, caps before links, index), from
+  // each link's `rem` over its `cnt` unfrozen flows.
+  const double private_min = fill_entries(links, flows);
+  heap_make();
   // Every link has an entry no larger than its share (shares rise as flows freeze; where rounding
   // lowers one, freeze() adds an entry), so a stale entry is re-keyed when it surfaces and an
   // entry is acted on only when it is current: the order of actions is the eager one, and each
-  // action's flows take the next stamp.
-  while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), ConstraintLater{});
-    const Constraint c = heap_.back();
-    heap_.pop_back();
+  // action's flows take the next stamp. A private entry is never stale (its link changes only
+  // when its flow freezes, leaving nothing to bind), so private entries wait outside the heap until
+  // its smallest key reaches theirs, and are then merged in order, the dead ones dropped unsorted.
+  // Once every flow is frozen, what is left is dead: the filling ends there.
+  size_t unfrozen = flows.size();
+  constexpr size_t kWaiting = SIZE_MAX;
+  size_t next = kWaiting;
+  while (unfrozen > 0) {
+    if (next == kWaiting && (heap_.empty() || heap_.front().value >= private_min)) {
+      sort_private();
+      next = 0;
+    }
+    if (next != kWaiting) {
+      while (next < private_.size() && links_[private_[next].index()].cnt == 0) ++next;
+      const Constraint* p = next < private_.size() ? &private_[next] : nullptr;
+      if (p != nullptr && (heap_.empty() || constraint_before(value_bits(p->value), p->key,
+                                                              value_bits(heap_.front().value), heap_.front().key))) {
+        ++next;
+        act(links_[p->index()], p->value, unfrozen);
+        continue;
+      }
+    }
+    CCSIM_CHECK(!heap_.empty(), "progressive filling ran out of constraints with {} flows unfrozen", unfrozen);
+    const Constraint c = heap_.front();
     if (!c.is_link()) {
+      heap_pop();
       Flow& f = flows_[c.index()];
       if (f.new_rate >= 0) continue;
       freeze(f, c.value, ++action_seq_);
+      --unfrozen;
       continue;
     }
     LinkState& L = links_[c.index()];
-    if (L.cnt == 0) continue;
-    if (c.version != L.version) {
-      L.heap_key = share(L.rem, L.cnt);
-      heap_.push_back(Constraint::link(L.heap_key, c.index(), L.version));
-      std::push_heap(heap_.begin(), heap_.end(), ConstraintLater{});
+    if (L.cnt == 0) {
+      heap_pop();
       continue;
     }
-    const uint64_t stamp = ++action_seq_;
-    for (FlowId id : L.flows)
-      if (flows_[id].new_rate < 0) freeze(flows_[id], c.value, stamp);
+    if (c.version != L.version) {  // re-keyed in place: one sift instead of a pop and a push
+      L.heap_key = share(L.rem, L.cnt);
+      heap_sift_down(0, Constraint::link(L.heap_key, c.index(), L.version));
+      continue;
+    }
+    heap_pop();
+    act(L, c.value, unfrozen);
   }
 }
 

@@ -27,6 +27,14 @@
 /// re-filled, from each link's remaining capacity at that point: its capacity less the rates of
 /// its flows stamped before it, subtracted in stamp order (the filling's own arithmetic; flows
 /// frozen by one action subtract the same value). A component where a flow arrived is re-filled whole.
+/// The changed links of an instant that no arrival's component reached are not walked at all. In
+/// the order of their lowest removed stamp, each one not yet reached grows a region from itself:
+/// the flows stamped at or above that stamp connected to it through such flows. A region that
+/// reaches a later changed link covers its removals too (their stamps are higher); one that does
+/// not shares no link with it, only flows stamped below its threshold, which keep their rates. So
+/// a removal costs what it re-fills, not its component. Link counters do not depend on when a link
+/// is brought up to date: busy time is kept in exact picoseconds (a timeline, whose bins add each
+/// stretch of constant load, has every link of a changed component brought up to date, as before).
 ///
 /// Rounding can leave a link's share an ulp below its previous one after a freeze; the filling
 /// then gives that link a fresh heap entry, so the order of actions is exactly the eager one of
@@ -68,9 +76,12 @@ std::vector<double> max_min_rates(const std::vector<double>& capacity, const std
 struct FlowNetworkCounters {
   uint64_t flows_started = 0;
   uint64_t solves = 0;            ///< instants with a re-solve
-  uint64_t solved_flows = 0;      ///< sum over solves of the flows in the affected components
-  uint64_t refilled_flows = 0;    ///< sum over solves of the flows re-filled (at or above the threshold)
+  uint64_t solved_flows = 0;      ///< sum over solves of the flows visited: the components walked (where a
+                                  ///< flow arrived) and the flows re-filled after removals
+  uint64_t refilled_flows = 0;    ///< sum over solves of the flows re-filled (whole components where a flow
+                                  ///< arrived, flows at or above the threshold after removals)
   uint64_t full_fills = 0;        ///< multi-flow components re-filled whole (a flow arrived)
+  uint64_t partial_fills = 0;     ///< re-fills after removals alone (no component walked)
   uint64_t rate_changes = 0;      ///< completion events scheduled or rescheduled
   size_t peak_active_flows = 0;
 };
@@ -140,7 +151,8 @@ class FlowNetwork {
     bool dirty = false;
     double load = 0;            // sum of their rates
     SimTime last_change;
-    LinkStats stats;            // busy time and peak sharing; bytes are summed by link_stats()
+    LinkStats stats;            // peak sharing; busy time and bytes are filled in by link_stats()
+    int64_t busy_ps = 0;        // time with a flow on the link, exact whatever the flush points
     double done_bytes = 0;      // sizes of the completed flows that crossed the link
   };
 
@@ -153,8 +165,10 @@ class FlowNetwork {
   void solve();
   void walk_component(uint32_t seed, uint64_t visit);
   void solve_component(size_t links_begin, size_t flows_begin);
-  uint64_t refill_threshold(size_t links_begin) const;
-  void select_refill(size_t links_begin, uint64_t threshold);
+  bool has_arrival(uint32_t link) const;
+  void refill_removals(uint64_t visit);
+  void flush_unwalked(uint64_t visit);
+  void select_refill(uint32_t seed, uint64_t threshold);
   void fill_single(FlowId id);
   void set_checkpoint();
   void fill(std::span<const uint32_t> links, std::span<const FlowId> flows);
@@ -184,6 +198,7 @@ class FlowNetwork {
   // Solver scratch, kept to avoid reallocation.
   std::vector<uint32_t> comp_links_, comp_flows_, stack_;
   std::vector<uint32_t> refill_links_, refill_flows_;  // the part of a component re-filled
+  std::vector<std::pair<uint64_t, uint32_t>> removal_seeds_;  // (removed stamp, link) of a re-solve
   std::vector<std::pair<uint64_t, double>> below_;       // a link's flows under the threshold
   uint64_t refill_epoch_ = 0;
   /// A heap entry: a flow's cap or a link's share. 16 bytes: the kind is the top bit of `key`
@@ -198,7 +213,15 @@ class FlowNetwork {
     bool is_link() const { return (key & kLinkBit) != 0; }
     uint32_t index() const { return key & ~kLinkBit; }
   };
-  std::vector<Constraint> heap_;
+  std::vector<Constraint> heap_;     // 4-ary, smallest (value, key) first
+  std::vector<Constraint> private_;  // flows' private-link entries, outside the heap
+  double fill_entries(std::span<const uint32_t> links, std::span<const FlowId> flows);
+  void sort_private();
+  void act(const LinkState& L, double value, size_t& unfrozen);
+  void heap_make();
+  void heap_pop();
+  void heap_push(Constraint c);
+  void heap_sift_down(size_t i, Constraint c);  // puts `c` at slot i (or below): the root when re-keying the top
   /// Heap order: whether `a` acts after `b` (value, caps before links, index). A function object,
   /// so that the heap algorithms inline it.
   struct ConstraintLater {
