@@ -258,9 +258,9 @@ void FlowNetwork::solve() {
   // crossed by an unsolved flow (the walk reaches every other changed link of its component).
   for (uint32_t seed : dirty_links_) {
     if (links_[seed].mark == visit || !has_arrival(seed)) continue;
-    const size_t links_begin = comp_links_.size(), flows_begin = comp_flows_.size();
+    const size_t flows_begin = comp_flows_.size();
     walk_component(seed, visit);
-    solve_component(links_begin, flows_begin);
+    solve_component(flows_begin);
   }
   counters_.solved_flows += comp_flows_.size();
   refill_removals(visit);
@@ -290,7 +290,6 @@ void FlowNetwork::refill_removals(uint64_t visit) {
     LinkState& L = links_[l];
     if (L.mark == visit) continue;
     if (L.flows.empty()) {  // nothing to re-fill: its load drops to zero
-      L.refill_mark = refill_epoch_;
       comp_links_.push_back(l);
     } else {
       removal_seeds_.emplace_back(L.removed, l);
@@ -315,18 +314,24 @@ void FlowNetwork::refill_removals(uint64_t visit) {
 }
 
 void FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
+  // The component is filled whole, from its links' capacities: each link enters the filling as the
+  // walk reaches it (the flows enter after the walk, when every link's count is known).
+  heap_.clear();
+  private_.clear();
   links_[seed].mark = visit;
   stack_.push_back(seed);
   while (!stack_.empty()) {
     const uint32_t l = stack_.back();
     stack_.pop_back();
     comp_links_.push_back(l);
-    if (links_[l].dirty) links_[l].refill_mark = refill_epoch_;  // its load changes with its flows
-    for (FlowId id : links_[l].flows) {
+    LinkState& L = links_[l];
+    L.rem = L.capacity;
+    L.cnt = static_cast<uint32_t>(L.flows.size());
+    enter_link(l);
+    for (FlowId id : L.flows) {
       Flow& f = flows_[id];
       if (f.mark == visit) continue;
       f.mark = visit;
-      f.new_rate = f.rate;  // kept unless re-filled
       comp_flows_.push_back(id);
       for (uint32_t l2 : route_of(f))
         if (links_[l2].mark != visit) {
@@ -337,24 +342,16 @@ void FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
   }
 }
 
-void FlowNetwork::solve_component(size_t links_begin, size_t flows_begin) {
-  const std::span<const uint32_t> links(comp_links_.data() + links_begin, comp_links_.size() - links_begin);
+void FlowNetwork::solve_component(size_t flows_begin) {
   const std::span<const FlowId> flows(comp_flows_.data() + flows_begin, comp_flows_.size() - flows_begin);
   if (flows.empty()) return;
   if (flows.size() == 1) {
-    fill_single(flows[0]);
-    for (uint32_t l : links) links_[l].refill_mark = refill_epoch_;
+    fill_single(flows[0]);  // the entries the walk made are not needed
     ++counters_.refilled_flows;
     return;
   }
-  // The whole component, from the links' capacities.
-  for (uint32_t l : links) {
-    LinkState& L = links_[l];
-    L.refill_mark = refill_epoch_;
-    L.rem = L.capacity;
-    L.cnt = static_cast<uint32_t>(L.flows.size());
-  }
-  fill(links, flows);
+  // The whole component: its links entered the filling during the walk.
+  fill_run(enter_flows(flows), flows.size());
   counters_.refilled_flows += flows.size();
   ++counters_.full_fills;
 }
@@ -437,13 +434,34 @@ void FlowNetwork::set_checkpoint() {
 }
 
 void FlowNetwork::apply_rates() {
-  // Link loads (integrating the old ones first), then flows whose rate changed. Every link of a
-  // touched component is integrated up to now; only re-filled links can change their load.
+  // The flows whose rate changed (or that arrived) first; then the loads of the links they cross
+  // and of the changed links, each integrated up to now at its old load first; then those flows'
+  // completion times, in the order of the component. Every other link of a touched component
+  // carries the same flows at the same rates, so its load and (busy time being exact) its counters
+  // need nothing; a timeline, whose bins add each stretch of constant load on its own, still has
+  // every link of the component brought up to date.
   const SimTime now = engine_.now();
-  for (uint32_t l : comp_links_) {
+  const uint64_t mark = ++epoch_;
+  load_links_.clear();
+  changed_flows_.clear();
+  auto add_link = [&](uint32_t l) {
+    if (links_[l].mark == mark) return;
+    links_[l].mark = mark;
+    load_links_.push_back(l);
+  };
+  for (uint32_t l : dirty_links_) add_link(l);
+  for (FlowId id : comp_flows_) {
+    Flow& f = flows_[id];
+    CCSIM_CHECK(f.new_rate > 0, "flow {} got rate {}", id, f.new_rate);
+    if (f.new_rate == f.rate && f.due_ps >= 0) continue;
+    changed_flows_.push_back(id);
+    for (uint32_t l : route_of(f)) add_link(l);
+  }
+  if (bin_ > Duration::zero())
+    for (uint32_t l : comp_links_) flush_link(links_[l]);
+  for (uint32_t l : load_links_) {
     LinkState& L = links_[l];
     flush_link(L);
-    if (L.refill_mark != refill_epoch_) continue;
     double load = 0;
     for (FlowId id : L.flows) load += flows_[id].new_rate;
     L.load = load;
@@ -451,10 +469,8 @@ void FlowNetwork::apply_rates() {
     max_link_load_ = std::max(max_link_load_, ratio);
     CCSIM_CHECK(ratio <= 1 + 1e-9, "link {} carries {} of its capacity", l, ratio);
   }
-  for (FlowId id : comp_flows_) {
+  for (FlowId id : changed_flows_) {
     Flow& f = flows_[id];
-    CCSIM_CHECK(f.new_rate > 0, "flow {} got rate {}", id, f.new_rate);
-    if (f.new_rate == f.rate && f.due_ps >= 0) continue;
     if (f.rate > 0) f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.last).seconds());
     f.last = now;
     f.rate = f.new_rate;
@@ -547,15 +563,21 @@ double FlowNetwork::fill_entries(std::span<const uint32_t> links, std::span<cons
   // ever act, so only it enters, into `private_`. Returns the smallest private key.
   heap_.clear();
   private_.clear();
-  for (uint32_t l : links) {
-    LinkState& L = links_[l];
-    ++L.version;
-    L.heap_key = kNoCap;
-    if (L.cnt > 1) {
-      L.heap_key = share(L.rem, L.cnt);
-      heap_.push_back(Constraint::link(L.heap_key, l, L.version));
-    }
+  for (uint32_t l : links) enter_link(l);
+  return enter_flows(flows);
+}
+
+void FlowNetwork::enter_link(uint32_t l) {
+  LinkState& L = links_[l];
+  ++L.version;
+  L.heap_key = kNoCap;
+  if (L.cnt > 1) {
+    L.heap_key = share(L.rem, L.cnt);
+    heap_.push_back(Constraint::link(L.heap_key, l, L.version));
   }
+}
+
+double FlowNetwork::enter_flows(std::span<const FlowId> flows) {
   double smallest = kNoCap;
   for (FlowId id : flows) {
     Flow& f = flows_[id];
@@ -599,9 +621,12 @@ void FlowNetwork::act(const LinkState& L, double value, size_t& unfrozen) {
 }
 
 void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> flows) {
-  // Progressive filling, tightest constraint first (ties: value, caps before links, index), from
-  // each link's `rem` over its `cnt` unfrozen flows.
-  const double private_min = fill_entries(links, flows);
+  fill_run(fill_entries(links, flows), flows.size());
+}
+
+void FlowNetwork::fill_run(double private_min, size_t unfrozen) {
+  // Progressive filling of the entered links and flows, tightest constraint first (ties: value,
+  // caps before links, index), from each link's `rem` over its `cnt` unfrozen flows.
   heap_make();
   // Every link has an entry no larger than its share (shares rise as flows freeze; where rounding
   // lowers one, freeze() adds an entry), so a stale entry is re-keyed when it surfaces and an
@@ -610,7 +635,6 @@ void FlowNetwork::fill(std::span<const uint32_t> links, std::span<const FlowId> 
   // when its flow freezes, leaving nothing to bind), so private entries wait outside the heap until
   // its smallest key reaches theirs, and are then merged in order, the dead ones dropped unsorted.
   // Once every flow is frozen, what is left is dead: the filling ends there.
-  size_t unfrozen = flows.size();
   constexpr size_t kWaiting = SIZE_MAX;
   size_t next = kWaiting;
   while (unfrozen > 0) {

@@ -164,7 +164,7 @@ class FlowNetwork {
   void flush_link(LinkState& l);
   void solve();
   void walk_component(uint32_t seed, uint64_t visit);
-  void solve_component(size_t links_begin, size_t flows_begin);
+  void solve_component(size_t flows_begin);
   bool has_arrival(uint32_t link) const;
   void refill_removals(uint64_t visit);
   void flush_unwalked(uint64_t visit);
@@ -199,6 +199,7 @@ class FlowNetwork {
   std::vector<uint32_t> comp_links_, comp_flows_, stack_;
   std::vector<uint32_t> refill_links_, refill_flows_;  // the part of a component re-filled
   std::vector<std::pair<uint64_t, uint32_t>> removal_seeds_;  // (removed stamp, link) of a re-solve
+  std::vector<uint32_t> load_links_, changed_flows_;           // what apply_rates() updates
   std::vector<std::pair<uint64_t, double>> below_;       // a link's flows under the threshold
   uint64_t refill_epoch_ = 0;
   /// A heap entry: a flow's cap or a link's share. 16 bytes: the kind is the top bit of `key`
@@ -216,6 +217,9 @@ class FlowNetwork {
   std::vector<Constraint> heap_;     // 4-ary, smallest (value, key) first
   std::vector<Constraint> private_;  // flows' private-link entries, outside the heap
   double fill_entries(std::span<const uint32_t> links, std::span<const FlowId> flows);
+  void enter_link(uint32_t l);
+  double enter_flows(std::span<const FlowId> flows);
+  void fill_run(double private_min, size_t unfrozen);
   void sort_private();
   void act(const LinkState& L, double value, size_t& unfrozen);
   void heap_make();
