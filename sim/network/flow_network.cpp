@@ -481,32 +481,32 @@ void FlowNetwork::apply_rates() {
 }
 
 // The filling's heap: 4-ary, smallest (value, key) at the front. Values are shares and caps, never
-// negative, so comparing their bits as integers orders them as numbers.
+// negative, so their bits ordered as integers order them as numbers: (value, key) is one 96-bit
+// integer, compared without branches (ties of value are common: equal links share equally).
 namespace {
-bool constraint_before(uint64_t va, uint32_t ka, uint64_t vb, uint32_t kb) { return va < vb || (va == vb && ka < kb); }
-uint64_t value_bits(double v) { return std::bit_cast<uint64_t>(v); }
+__extension__ typedef unsigned __int128 OrderKey;  // GCC and Clang on 64-bit targets
+OrderKey order_key(double value, uint32_t key) {
+  return (static_cast<OrderKey>(std::bit_cast<uint64_t>(value)) << 32) | key;
+}
 }  // namespace
 
 void FlowNetwork::heap_sift_down(size_t i, Constraint c) {
   Constraint* h = heap_.data();
   const size_t n = heap_.size();
-  const uint64_t cv = value_bits(c.value);
+  const OrderKey ck = order_key(c.value, c.key);
   for (;;) {
     const size_t first = 4 * i + 1;
     if (first >= n) break;
     size_t best = first;
-    uint64_t bv = value_bits(h[first].value);
-    uint32_t bk = h[first].key;
+    OrderKey bk = order_key(h[first].value, h[first].key);
     const size_t last = std::min(first + 4, n);
     for (size_t j = first + 1; j < last; ++j) {
-      const uint64_t jv = value_bits(h[j].value);
-      if (constraint_before(jv, h[j].key, bv, bk)) {
-        best = j;
-        bv = jv;
-        bk = h[j].key;
-      }
+      const OrderKey k = order_key(h[j].value, h[j].key);
+      const bool lt = k < bk;
+      best = lt ? j : best;
+      bk = lt ? k : bk;
     }
-    if (!constraint_before(bv, bk, cv, c.key)) break;
+    if (!(bk < ck)) break;
     h[i] = h[best];
     i = best;
   }
@@ -528,10 +528,10 @@ void FlowNetwork::heap_push(Constraint c) {
   heap_.push_back(c);
   Constraint* h = heap_.data();
   size_t i = heap_.size() - 1;
-  const uint64_t cv = value_bits(c.value);
+  const OrderKey ck = order_key(c.value, c.key);
   while (i > 0) {
     const size_t parent = (i - 1) / 4;
-    if (!constraint_before(cv, c.key, value_bits(h[parent].value), h[parent].key)) break;
+    if (!(ck < order_key(h[parent].value, h[parent].key))) break;
     h[i] = h[parent];
     i = parent;
   }
@@ -589,7 +589,7 @@ double FlowNetwork::enter_flows(std::span<const FlowId> flows) {
       const LinkState& L = links_[l];
       if (L.cnt != 1) continue;
       const Constraint k = Constraint::link(share(L.rem, 1), l, L.version);
-      if (best == nullptr || ConstraintLater{}(c, k)) {
+      if (best == nullptr || order_key(k.value, k.key) < order_key(c.value, c.key)) {
         c = k;
         best = &c;
       }
@@ -607,7 +607,7 @@ void FlowNetwork::sort_private() {
   // The private entries still alive (a dead one's link has no unfrozen flow), in heap order.
   std::erase_if(private_, [&](const Constraint& c) { return links_[c.index()].cnt == 0; });
   std::sort(private_.begin(), private_.end(), [](const Constraint& a, const Constraint& b) {
-    return constraint_before(value_bits(a.value), a.key, value_bits(b.value), b.key);
+    return order_key(a.value, a.key) < order_key(b.value, b.key);
   });
 }
 
@@ -645,8 +645,8 @@ void FlowNetwork::fill_run(double private_min, size_t unfrozen) {
     if (next != kWaiting) {
       while (next < private_.size() && links_[private_[next].index()].cnt == 0) ++next;
       const Constraint* p = next < private_.size() ? &private_[next] : nullptr;
-      if (p != nullptr && (heap_.empty() || constraint_before(value_bits(p->value), p->key,
-                                                              value_bits(heap_.front().value), heap_.front().key))) {
+      if (p != nullptr &&
+          (heap_.empty() || order_key(p->value, p->key) < order_key(heap_.front().value, heap_.front().key))) {
         ++next;
         act(links_[p->index()], p->value, unfrozen);
         continue;

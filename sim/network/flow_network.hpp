@@ -226,14 +226,6 @@ class FlowNetwork {
   void heap_pop();
   void heap_push(Constraint c);
   void heap_sift_down(size_t i, Constraint c);  // puts `c` at slot i (or below): the root when re-keying the top
-  /// Heap order: whether `a` acts after `b` (value, caps before links, index). A function object,
-  /// so that the heap algorithms inline it.
-  struct ConstraintLater {
-    bool operator()(const Constraint& a, const Constraint& b) const {
-      if (a.value != b.value) return a.value > b.value;
-      return a.key > b.key;
-    }
-  };
   /// Completions and deliveries due at one instant (stale completions are skipped when fired).
   struct Batch {
     int64_t time_ps = 0;
