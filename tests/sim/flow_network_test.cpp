@@ -277,14 +277,8 @@ TEST(FlowNetwork, IncrementalRatesEqualFromScratchOnRandomRuns) {
 // re-fill only part of their component (checked: the shortcut is exercised, not bypassed, and the
 // solver visits fewer flows than the touched components hold, counted here independently).
 TEST(FlowNetwork, PartialRefillEqualsFromScratchWithEqualCapacities) {
-  RandomRunShape shape;
-  shape.equal_capacities = true;
-  shape.max_links = 10;
-  shape.max_flows = 80;
-  shape.max_hops = 3;
-  shape.start_slots = 2;
-  shape.max_bytes = 50'000'000'000;
-  shape.cap_unit_Bps = 12.5e9 / 100;
+  const RandomRunShape shape{.equal_capacities = true, .max_links = 10, .max_flows = 80, .max_hops = 3,
+                             .start_slots = 2, .max_bytes = 50'000'000'000, .cap_unit_Bps = 12.5e9 / 100};
   for (uint64_t seed : {7u, 8u, 9u}) {
     SCOPED_TRACE(fmt::format("seed={}", seed));
     FlowNetworkCounters totals;
@@ -300,15 +294,8 @@ TEST(FlowNetwork, PartialRefillEqualsFromScratchWithEqualCapacities) {
 // re-solves after removals grow several regions from different removed stamps (checked: many
 // instants re-fill two or more regions).
 TEST(FlowNetwork, SimultaneousRemovalsEqualFromScratch) {
-  RandomRunShape shape;
-  shape.equal_capacities = true;
-  shape.max_links = 12;
-  shape.max_flows = 60;
-  shape.max_hops = 3;
-  shape.start_slots = 3;
-  shape.max_bytes = 3;
-  shape.bytes_unit = 12.5e9 / 4;
-  shape.cap_unit_Bps = 12.5e9 / 16;
+  const RandomRunShape shape{.equal_capacities = true, .max_links = 12, .max_flows = 60, .max_hops = 3,
+                             .start_slots = 3, .max_bytes = 3, .bytes_unit = 12.5e9 / 4, .cap_unit_Bps = 12.5e9 / 16};
   for (uint64_t seed : {11u, 12u}) {
     SCOPED_TRACE(fmt::format("seed={}", seed));
     FlowNetworkCounters totals;
