@@ -259,8 +259,8 @@ void FlowNetwork::solve() {
   for (uint32_t seed : dirty_links_) {
     if (links_[seed].mark == visit || !has_arrival(seed)) continue;
     const size_t flows_begin = comp_flows_.size();
-    walk_component(seed, visit);
-    solve_component(flows_begin);
+    const double private_min = walk_component(seed, visit);
+    solve_component(flows_begin, private_min);
   }
   counters_.solved_flows += comp_flows_.size();
   refill_removals(visit);
@@ -313,11 +313,12 @@ void FlowNetwork::refill_removals(uint64_t visit) {
   }
 }
 
-void FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
-  // The component is filled whole, from its links' capacities: each link enters the filling as the
-  // walk reaches it (the flows enter after the walk, when every link's count is known).
+double FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
+  // The component is filled whole, from its links' capacities: each link and flow enters the
+  // filling as the walk reaches it. Returns the smallest private key.
   heap_.clear();
   private_.clear();
+  double smallest = kNoCap;
   links_[seed].mark = visit;
   stack_.push_back(seed);
   while (!stack_.empty()) {
@@ -333,6 +334,7 @@ void FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
       if (f.mark == visit) continue;
       f.mark = visit;
       comp_flows_.push_back(id);
+      enter_flow<true>(id, smallest);
       for (uint32_t l2 : route_of(f))
         if (links_[l2].mark != visit) {
           links_[l2].mark = visit;
@@ -340,9 +342,10 @@ void FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
         }
     }
   }
+  return smallest;
 }
 
-void FlowNetwork::solve_component(size_t flows_begin) {
+void FlowNetwork::solve_component(size_t flows_begin, double private_min) {
   const std::span<const FlowId> flows(comp_flows_.data() + flows_begin, comp_flows_.size() - flows_begin);
   if (flows.empty()) return;
   if (flows.size() == 1) {
@@ -350,8 +353,8 @@ void FlowNetwork::solve_component(size_t flows_begin) {
     ++counters_.refilled_flows;
     return;
   }
-  // The whole component: its links entered the filling during the walk.
-  fill_run(enter_flows(flows), flows.size());
+  // The whole component: its links and flows entered the filling during the walk.
+  fill_run(private_min, flows.size());
   counters_.refilled_flows += flows.size();
   ++counters_.full_fills;
 }
@@ -579,28 +582,33 @@ void FlowNetwork::enter_link(uint32_t l) {
 
 double FlowNetwork::enter_flows(std::span<const FlowId> flows) {
   double smallest = kNoCap;
-  for (FlowId id : flows) {
-    Flow& f = flows_[id];
-    f.new_rate = -1;
-    if (std::isfinite(f.cap)) heap_.push_back(Constraint::cap(f.cap, id));
-    const Constraint* best = nullptr;
-    Constraint c;
-    for (uint32_t l : route_of(f)) {
-      const LinkState& L = links_[l];
-      if (L.cnt != 1) continue;
-      const Constraint k = Constraint::link(share(L.rem, 1), l, L.version);
-      if (best == nullptr || order_key(k.value, k.key) < order_key(c.value, c.key)) {
-        c = k;
-        best = &c;
-      }
-    }
-    if (best != nullptr) {
-      links_[c.index()].heap_key = c.value;
-      private_.push_back(c);
-      smallest = std::min(smallest, c.value);
+  for (FlowId id : flows) enter_flow<false>(id, smallest);
+  return smallest;
+}
+
+template <bool kWhole>
+void FlowNetwork::enter_flow(FlowId id, double& smallest) {
+  // A flow enters with its cap, and with the smallest key of its private links. In a component
+  // filled whole (kWhole) a link's count is its number of flows and its remaining capacity all of
+  // it, known before the walk reaches the link. A private link's own key is never read again.
+  Flow& f = flows_[id];
+  f.new_rate = -1;
+  if (std::isfinite(f.cap)) heap_.push_back(Constraint::cap(f.cap, id));
+  bool found = false;
+  Constraint c;
+  for (uint32_t l : route_of(f)) {
+    const LinkState& L = links_[l];
+    if ((kWhole ? L.flows.size() : L.cnt) != 1) continue;
+    const Constraint k = Constraint::link(share(kWhole ? L.capacity : L.rem, 1), l, L.version);
+    if (!found || order_key(k.value, k.key) < order_key(c.value, c.key)) {
+      c = k;
+      found = true;
     }
   }
-  return smallest;
+  if (found) {
+    private_.push_back(c);
+    smallest = std::min(smallest, c.value);
+  }
 }
 
 void FlowNetwork::sort_private() {

@@ -163,8 +163,8 @@ class FlowNetwork {
   void mark_dirty(uint32_t link);
   void flush_link(LinkState& l);
   void solve();
-  void walk_component(uint32_t seed, uint64_t visit);
-  void solve_component(size_t flows_begin);
+  double walk_component(uint32_t seed, uint64_t visit);
+  void solve_component(size_t flows_begin, double private_min);
   bool has_arrival(uint32_t link) const;
   void refill_removals(uint64_t visit);
   void flush_unwalked(uint64_t visit);
@@ -219,6 +219,8 @@ class FlowNetwork {
   double fill_entries(std::span<const uint32_t> links, std::span<const FlowId> flows);
   void enter_link(uint32_t l);
   double enter_flows(std::span<const FlowId> flows);
+  template <bool kWhole>
+  void enter_flow(FlowId id, double& smallest);
   void fill_run(double private_min, size_t unfrozen);
   void sort_private();
   void act(const LinkState& L, double value, size_t& unfrozen);

@@ -317,7 +317,7 @@ TEST(FlowNetwork, BusyTimeIsExactWhateverTheInstantsBetween) {
   net.start_flow(both, 2e9, Duration::zero(), [&] { long_done = e.now(); });
   for (int i = 0; i < 997; ++i)
     e.schedule_at(SimTime::from_ps(1'000'003'017LL * i + 7),
-                  [&] { net.start_flow(link1, 1e5 + 37.0 * (i % 11), Duration::zero(), [] {}); });
+                  [&, i] { net.start_flow(link1, 1e5 + 37.0 * (i % 11), Duration::zero(), [] {}); });
   e.run();
   const auto& stats = net.link_stats();
   EXPECT_GT(long_done.ps(), 2'000'000'000'000LL);
