@@ -284,16 +284,13 @@ void FlowNetwork::refill_removals(uint64_t visit) {
   // at or above its removed stamp connected to it through such flows, and their links. Every
   // action stamped below that stamp is unchanged there (a region reaching a later changed link
   // covers it; one that does not shares no link and no flow at or above its stamp with it), so
-  // each region is re-filled on its own, and only its links change load.
+  // each region is re-filled on its own.
   removal_seeds_.clear();
   for (uint32_t l : dirty_links_) {
     LinkState& L = links_[l];
-    if (L.mark == visit) continue;
-    if (L.flows.empty()) {  // nothing to re-fill: its load drops to zero
-      comp_links_.push_back(l);
-    } else {
-      removal_seeds_.emplace_back(L.removed, l);
-    }
+    // A link left without flows has nothing to re-fill: apply_rates() zeroes its load, as it
+    // brings every changed link up to date.
+    if (L.mark != visit && !L.flows.empty()) removal_seeds_.emplace_back(L.removed, l);
   }
   if (removal_seeds_.empty()) return;
   if (bin_ > Duration::zero()) flush_unwalked(visit);
