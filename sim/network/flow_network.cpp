@@ -9,6 +9,8 @@
 namespace ccsim::sim {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+/// A shared link whose load is below (1 - kSlackMargin) of its capacity is slack: it never binds.
+constexpr double kSlackMargin = 1.0 / 1024;
 
 /// A constraint's fair share; a link whose remaining capacity went below zero by rounding shares 0.
 double share(double rem, uint32_t cnt) { return std::max(0.0, rem) / cnt; }
@@ -155,6 +157,7 @@ FlowId FlowNetwork::start_flow(std::span<const uint32_t> route, double bytes, Du
     L.flows.push_back(id);
     L.stats.max_flows = std::max(L.stats.max_flows, static_cast<uint32_t>(L.flows.size()));
     mark_dirty(l);
+    L.arrived = true;
   }
   ++active_count_;
   counters_.peak_active_flows = std::max(counters_.peak_active_flows, active_count_);
@@ -249,55 +252,95 @@ void FlowNetwork::fire_batch(uint32_t b) {
 
 void FlowNetwork::solve() {
   ++counters_.solves;
-  comp_links_.clear();
+  ++solve_id_;
   comp_flows_.clear();
-  ++epoch_;
-  ++refill_epoch_;
-  const uint64_t visit = epoch_;
-  // A component where a flow arrived is walked and filled whole: one per unvisited changed link
-  // crossed by an unsolved flow (the walk reaches every other changed link of its component).
-  for (uint32_t seed : dirty_links_) {
-    if (links_[seed].mark == visit || !has_arrival(seed)) continue;
-    const size_t flows_begin = comp_flows_.size();
-    const double private_min = walk_component(seed, visit);
-    solve_component(flows_begin, private_min);
-  }
-  counters_.solved_flows += comp_flows_.size();
-  refill_removals(visit);
+  if (bin_ > Duration::zero()) flush_components();
+  // A region where a flow arrived is walked and filled whole: one per changed link crossed by an
+  // arriving flow that no earlier region reached.
+  for (uint32_t seed : dirty_links_)
+    if (links_[seed].arrived && links_[seed].cover != solve_id_) solve_whole(seed);
+  refill_removals();
   apply_rates();
   for (uint32_t l : dirty_links_) {
     links_[l].dirty = false;
+    links_[l].arrived = false;
     links_[l].removed = UINT64_MAX;
   }
   dirty_links_.clear();
 }
 
-bool FlowNetwork::has_arrival(uint32_t link) const {
-  for (FlowId id : links_[link].flows)
-    if (flows_[id].due_ps < 0) return true;
+bool FlowNetwork::slack(const LinkState& L) const {
+  // A link shared by flows that its load leaves short of its capacity by more than kSlackMargin of
+  // it never binds (see the header), so the filling leaves it out. Links where a flow arrived, and
+  // those found binding in this solve, are never left out.
+  return L.flows.size() > 1 && !L.arrived && L.forced != solve_id_ && L.load < L.capacity * (1 - kSlackMargin);
+}
+
+bool FlowNetwork::reach(uint32_t l, uint64_t visit) {
+  // Whether a walk marked `visit` goes on through link l: a binding link not yet reached. A slack
+  // one is noted for widen(); its state only keeps freeze() from ever giving it a heap entry.
+  LinkState& L = links_[l];
+  if (L.mark == visit) return false;
+  L.mark = visit;
+  if (!slack(L)) return true;
+  L.rem = L.capacity;
+  L.cnt = static_cast<uint32_t>(L.flows.size());
+  L.heap_key = -1;
+  slack_links_.push_back(l);
   return false;
 }
 
-void FlowNetwork::refill_removals(uint64_t visit) {
-  // The changed links left unvisited saw removals only, and their components are not walked. From
-  // the lowest removed stamp up, each such link not yet reached grows a region: the flows stamped
-  // at or above its removed stamp connected to it through such flows, and their links. Every
-  // action stamped below that stamp is unchanged there (a region reaching a later changed link
-  // covers it; one that does not shares no link and no flow at or above its stamp with it), so
-  // each region is re-filled on its own.
+void FlowNetwork::solve_whole(uint32_t seed) {
+  // The flows reached from `seed` through binding links, filled whole from their links'
+  // capacities; filled again, wider, while a slack link they cross would bind at the new rates.
+  const size_t begin = comp_flows_.size();
+  for (;;) {
+    comp_flows_.resize(begin);
+    const double private_min = walk_component(seed, ++epoch_);
+    counters_.solved_flows += comp_flows_.size() - begin;
+    solve_component(begin, private_min);
+    if (!widen()) return;
+    ++counters_.widenings;
+  }
+}
+
+bool FlowNetwork::widen() {
+  // Marks the slack links the last region crossed that its new rates leave binding; true if any.
+  bool widened = false;
+  for (uint32_t l : slack_links_) {
+    LinkState& L = links_[l];
+    double load = 0;
+    for (FlowId id : L.flows) load += flows_[id].new_rate;
+    if (!(load < L.capacity * (1 - kSlackMargin))) {
+      L.forced = solve_id_;
+      widened = true;
+    }
+  }
+  return widened;
+}
+
+void FlowNetwork::refill_removals() {
+  // The changed binding links that no arrival's region reached saw removals only. From the lowest
+  // removed stamp up, each such link not yet reached grows a region: the flows stamped at or above
+  // its removed stamp connected to it through such flows and binding links. Every action stamped
+  // below that stamp is unchanged there (a region reaching a later changed link covers it; one
+  // that does not shares no binding link and no flow at or above its stamp with it), so each
+  // region is re-filled on its own. A region that meets a link found binding in this solve, or
+  // whose new rates would make a slack link bind, is filled whole instead.
   removal_seeds_.clear();
   for (uint32_t l : dirty_links_) {
-    LinkState& L = links_[l];
-    // A link left without flows has nothing to re-fill: apply_rates() zeroes its load, as it
-    // brings every changed link up to date.
-    if (L.mark != visit && !L.flows.empty()) removal_seeds_.emplace_back(L.removed, l);
+    const LinkState& L = links_[l];
+    // A link left without flows has nothing to re-fill (apply_rates() zeroes its load), and a slack
+    // one stays slack.
+    if (L.cover != solve_id_ && !L.flows.empty() && !slack(L)) removal_seeds_.emplace_back(L.removed, l);
   }
-  if (removal_seeds_.empty()) return;
-  if (bin_ > Duration::zero()) flush_unwalked(visit);
   std::sort(removal_seeds_.begin(), removal_seeds_.end());
   for (const auto& [removed, seed] : removal_seeds_) {
-    if (links_[seed].refill_mark == refill_epoch_) continue;
-    select_refill(seed, removed == UINT64_MAX ? 0 : removed);
+    if (links_[seed].cover == solve_id_) continue;
+    if (!select_refill(seed, removed == UINT64_MAX ? 0 : removed)) {
+      solve_whole(seed);
+      continue;
+    }
     set_checkpoint();
     if (!refill_flows_.empty()) {
       fill(refill_links_, refill_flows_);
@@ -305,24 +348,29 @@ void FlowNetwork::refill_removals(uint64_t visit) {
     }
     counters_.refilled_flows += refill_flows_.size();
     counters_.solved_flows += refill_flows_.size();
-    comp_links_.insert(comp_links_.end(), refill_links_.begin(), refill_links_.end());
+    if (widen()) {
+      ++counters_.widenings;
+      solve_whole(seed);
+      continue;
+    }
     comp_flows_.insert(comp_flows_.end(), refill_flows_.begin(), refill_flows_.end());
   }
 }
 
 double FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
-  // The component is filled whole, from its links' capacities: each link and flow enters the
+  // The region is filled whole, from its links' capacities: each binding link and flow enters the
   // filling as the walk reaches it. Returns the smallest private key.
   heap_.clear();
   private_.clear();
+  slack_links_.clear();
   double smallest = kNoCap;
   links_[seed].mark = visit;
   stack_.push_back(seed);
   while (!stack_.empty()) {
     const uint32_t l = stack_.back();
     stack_.pop_back();
-    comp_links_.push_back(l);
     LinkState& L = links_[l];
+    L.cover = solve_id_;
     L.rem = L.capacity;
     L.cnt = static_cast<uint32_t>(L.flows.size());
     enter_link(l);
@@ -333,10 +381,7 @@ double FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
       comp_flows_.push_back(id);
       enter_flow<true>(id, smallest);
       for (uint32_t l2 : route_of(f))
-        if (links_[l2].mark != visit) {
-          links_[l2].mark = visit;
-          stack_.push_back(l2);
-        }
+        if (reach(l2, visit)) stack_.push_back(l2);
     }
   }
   return smallest;
@@ -344,34 +389,35 @@ double FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
 
 void FlowNetwork::solve_component(size_t flows_begin, double private_min) {
   const std::span<const FlowId> flows(comp_flows_.data() + flows_begin, comp_flows_.size() - flows_begin);
-  if (flows.empty()) return;
   if (flows.size() == 1) {
     fill_single(flows[0]);  // the entries the walk made are not needed
     ++counters_.refilled_flows;
     return;
   }
-  // The whole component: its links and flows entered the filling during the walk.
+  // The whole region: its links and flows entered the filling during the walk.
   fill_run(private_min, flows.size());
   counters_.refilled_flows += flows.size();
   ++counters_.full_fills;
 }
 
 void FlowNetwork::fill_single(FlowId id) {
-  // The tightest of its cap and its links' capacities, as progressive filling would find.
+  // The tightest of its cap and its links' capacities, as progressive filling would find. A link
+  // it shares is slack (a binding one would have brought its other flows into the region).
   Flow& f = flows_[id];
   double v = f.cap;
-  for (uint32_t l : route_of(f)) v = std::min(v, share(links_[l].capacity, 1));
+  for (uint32_t l : route_of(f))
+    if (links_[l].flows.size() == 1) v = std::min(v, share(links_[l].capacity, 1));
   f.new_rate = v;
   f.stamp = ++action_seq_;
 }
 
-void FlowNetwork::flush_unwalked(uint64_t visit) {
+void FlowNetwork::flush_components() {
   // A timeline's bins add each stretch of constant load on its own, so their bits depend on where
-  // a link's time is cut: every link of a changed component is brought up to date, as when the
-  // component was walked.
+  // a link's time is cut: every link of a changed component (through every link) is brought up
+  // to date at its old load, whatever part of it is re-filled.
   const uint64_t flushed = ++epoch_;
   for (uint32_t seed : dirty_links_) {
-    if (links_[seed].mark == visit || links_[seed].mark == flushed) continue;
+    if (links_[seed].mark == flushed) continue;
     links_[seed].mark = flushed;
     stack_.push_back(seed);
     while (!stack_.empty()) {
@@ -388,28 +434,34 @@ void FlowNetwork::flush_unwalked(uint64_t visit) {
   }
 }
 
-void FlowNetwork::select_refill(uint32_t seed, uint64_t threshold) {
-  // The flows at or above the threshold connected to `seed` through such flows, and their links.
+bool FlowNetwork::select_refill(uint32_t seed, uint64_t threshold) {
+  // The flows at or above the threshold connected to `seed` through such flows and binding links,
+  // and those links. False if it meets a link found binding in this solve although it was slack:
+  // that link's flows were stamped by separate fillings, so it has no checkpoint.
   refill_links_.clear();
   refill_flows_.clear();
-  links_[seed].refill_mark = refill_epoch_;
+  slack_links_.clear();
+  heap_.clear();
+  const uint64_t visit = refill_visit_ = ++epoch_;
+  links_[seed].mark = visit;
   stack_.push_back(seed);
+  bool ok = true;
   while (!stack_.empty()) {
     const uint32_t l = stack_.back();
     stack_.pop_back();
+    ok = ok && links_[l].forced != solve_id_;
+    links_[l].cover = solve_id_;
     refill_links_.push_back(l);
     for (FlowId id : links_[l].flows) {
       Flow& f = flows_[id];
-      if (f.refill_mark == refill_epoch_ || f.stamp < threshold) continue;
-      f.refill_mark = refill_epoch_;
+      if (f.mark == visit || f.stamp < threshold) continue;
+      f.mark = visit;
       refill_flows_.push_back(id);
       for (uint32_t l2 : route_of(f))
-        if (links_[l2].refill_mark != refill_epoch_) {
-          links_[l2].refill_mark = refill_epoch_;
-          stack_.push_back(l2);
-        }
+        if (reach(l2, visit)) stack_.push_back(l2);
     }
   }
+  return ok;
 }
 
 void FlowNetwork::set_checkpoint() {
@@ -421,7 +473,7 @@ void FlowNetwork::set_checkpoint() {
     L.cnt = 0;
     for (FlowId id : L.flows) {
       const Flow& f = flows_[id];
-      if (f.refill_mark == refill_epoch_) {
+      if (f.mark == refill_visit_) {
         ++L.cnt;
       } else {
         below_.emplace_back(f.stamp, f.rate);
@@ -452,13 +504,13 @@ void FlowNetwork::apply_rates() {
   for (uint32_t l : dirty_links_) add_link(l);
   for (FlowId id : comp_flows_) {
     Flow& f = flows_[id];
+    if (f.mark == mark) continue;  // re-filled by two regions of this solve (a widened one took the other in)
+    f.mark = mark;
     CCSIM_CHECK(f.new_rate > 0, "flow {} got rate {}", id, f.new_rate);
     if (f.new_rate == f.rate && f.due_ps >= 0) continue;
     changed_flows_.push_back(id);
     for (uint32_t l : route_of(f)) add_link(l);
   }
-  if (bin_ > Duration::zero())
-    for (uint32_t l : comp_links_) flush_link(links_[l]);
   for (uint32_t l : load_links_) {
     LinkState& L = links_[l];
     flush_link(L);

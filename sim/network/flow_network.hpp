@@ -7,34 +7,48 @@
 /// injection limits).
 ///
 /// Rates are re-solved once per simulated instant in which flows started or finished (driven by
-/// the engine's instant-end hook) and only over the connected part of the flow–link graph that the
-/// changes touch: max-min rates of one connected component do not depend on any other; each
-/// component is filled on its own. A flow's completion time is recomputed only when its rate
-/// changes; completions (and deliveries, one latency later) due at the same picosecond share one
-/// engine event, so a synchronous step of n flows costs O(1) events, not O(n). A flow's bytes drain at
-/// its changing rate; its completion is reported one route latency after the last byte leaves
+/// the engine's instant-end hook) and only over the part of the flow–link graph that the changes
+/// can reach. A flow's completion time is recomputed only when its rate changes; completions (and
+/// deliveries, one latency later) due at the same picosecond share one engine event, so a
+/// synchronous step of n flows costs O(1) events, not O(n). A flow's bytes drain at its changing
+/// rate; its completion is reported one route latency after the last byte leaves
 /// (store-and-forward of the last bit, no queueing).
 ///
 /// Ties between constraints are broken by (rate, caps before links, link index), so the
 /// incremental solver and the from-scratch reference max_min_rates() give bit-identical rates.
 ///
-/// Inside a component, a re-solve after removals alone re-fills only the part whose rates can
+/// Slack links are left out. A link shared by flows whose load is below (1 - 2^-10) of its
+/// capacity is slack. A link that acts in a filling (freezes its flows at its share) ends
+/// saturated to within (2n + 2) rounding units of its capacity (n: its flows), so a slack link
+/// never acted in the filling that gave the current rates; leaving out a constraint that never acts
+/// changes no action, and the flows left out of a region keep the rates their own filling gave
+/// them. So a re-solve walks and fills only the flows reached from the changed links through
+/// binding links (and the links crossed by an arriving flow): max-min rates of one such region do
+/// not depend on any other. After a region is filled, each slack link its flows cross is summed at
+/// the new rates; one that would no longer be slack is marked binding for the rest of the solve and
+/// the region is walked and filled again, wider. A slack link that the new rates leave slack cannot
+/// act in the new filling either: the flows it would freeze get, without it, no less than the
+/// share it would give them, less the filling's rounding (ulps per action), which its margin covers
+/// many times over.
+///
+/// Inside a region, a re-solve after removals alone re-fills only the part whose rates can
 /// change. Every action of a filling (a constraint freezing its flows) takes a stamp from one
 /// increasing counter, and each flow keeps the stamp that froze it, so the stamps list a valid
-/// filling order. Removing a flow leaves every action stamped before its own unchanged (the links
-/// it crossed only get larger shares, never winning earlier), so only the flows stamped at or
-/// after the lowest removed stamp that are connected to the changed links through such flows are
-/// re-filled, from each link's remaining capacity at that point: its capacity less the rates of
-/// its flows stamped before it, subtracted in stamp order (the filling's own arithmetic; flows
-/// frozen by one action subtract the same value). A component where a flow arrived is re-filled whole.
-/// The changed links of an instant that no arrival's component reached are not walked at all. In
-/// the order of their lowest removed stamp, each one not yet reached grows a region from itself:
-/// the flows stamped at or above that stamp connected to it through such flows. A region that
-/// reaches a later changed link covers its removals too (their stamps are higher); one that does
-/// not shares no link with it, only flows stamped below its threshold, which keep their rates. So
-/// a removal costs what it re-fills, not its component. Link counters do not depend on when a link
-/// is brought up to date: busy time is kept in exact picoseconds (a timeline, whose bins add each
-/// stretch of constant load, has every link of a changed component brought up to date, as before).
+/// filling order on every binding link (a link found binding although it was slack had its flows
+/// stamped by separate fillings: a region meeting one is filled whole). Removing a flow leaves
+/// every action stamped before its own unchanged (the links it crossed only get larger shares,
+/// never winning earlier), so only the flows stamped at or after the lowest removed stamp that are
+/// connected to the changed links through such flows and binding links are re-filled, from each
+/// link's remaining capacity at that point: its capacity less the rates of its flows stamped before
+/// it, subtracted in stamp order (the filling's own arithmetic; flows frozen by one action subtract
+/// the same value). A region where a flow arrived is re-filled whole. In the order of their lowest
+/// removed stamp, each changed binding link not yet reached grows a region from itself. A region
+/// that reaches a later changed link covers its removals too (their stamps are higher); one that
+/// does not shares no binding link with it, only flows stamped below its threshold, which keep
+/// their rates. So a removal costs what it re-fills. Link counters do not depend on when a link is
+/// brought up to date: busy time is kept in exact picoseconds (a timeline, whose bins add each
+/// stretch of constant load, has every link of a changed component, through every link, brought up
+/// to date).
 ///
 /// Rounding can leave a link's share an ulp below its previous one after a freeze; the filling
 /// then gives that link a fresh heap entry, so the order of actions is exactly the eager one of
@@ -82,6 +96,7 @@ struct FlowNetworkCounters {
                                   ///< arrived, flows at or above the threshold after removals)
   uint64_t full_fills = 0;        ///< multi-flow components re-filled whole (a flow arrived)
   uint64_t partial_fills = 0;     ///< re-fills after removals alone (no component walked)
+  uint64_t widenings = 0;         ///< regions filled again because a slack link they left out would bind
   uint64_t rate_changes = 0;      ///< completion events scheduled or rescheduled
   size_t peak_active_flows = 0;
 };
@@ -124,7 +139,6 @@ class FlowNetwork {
     uint32_t route_off = 0;
     uint32_t route_len = 0;
     uint64_t mark = 0;
-    uint64_t refill_mark = 0;
     double new_rate = 0;   // solver scratch (< 0: not frozen yet)
     double rate = 0;
     uint64_t stamp = 0;    // the filling action that froze it (increasing along the filling order)
@@ -141,14 +155,16 @@ class FlowNetwork {
   struct LinkState {
     uint64_t mark = 0;
     std::vector<FlowId> flows;  // active flows crossing the link
-    uint64_t refill_mark = 0;
     double rem = 0;             // solver scratch
     double heap_key = 0;        // solver scratch: the key of the link's newest heap entry
     uint32_t cnt = 0;
     uint32_t version = 0;
     double capacity = 0;
     uint64_t removed = UINT64_MAX;  // the lowest stamp of the flows that left it since the last solve
+    uint64_t cover = 0;         // the last solve whose regions reached it through binding links
+    uint64_t forced = 0;        // the last solve that found it binding although it was slack
     bool dirty = false;
+    bool arrived = false;       // a flow started on it since the last solve
     double load = 0;            // sum of their rates
     SimTime last_change;
     LinkStats stats;            // peak sharing; busy time and bytes are filled in by link_stats()
@@ -163,12 +179,15 @@ class FlowNetwork {
   void mark_dirty(uint32_t link);
   void flush_link(LinkState& l);
   void solve();
+  bool slack(const LinkState& L) const;
+  bool reach(uint32_t l, uint64_t visit);
+  void solve_whole(uint32_t seed);
   double walk_component(uint32_t seed, uint64_t visit);
   void solve_component(size_t flows_begin, double private_min);
-  bool has_arrival(uint32_t link) const;
-  void refill_removals(uint64_t visit);
-  void flush_unwalked(uint64_t visit);
-  void select_refill(uint32_t seed, uint64_t threshold);
+  bool widen();
+  void refill_removals();
+  void flush_components();
+  bool select_refill(uint32_t seed, uint64_t threshold);
   void fill_single(FlowId id);
   void set_checkpoint();
   void fill(std::span<const uint32_t> links, std::span<const FlowId> flows);
@@ -191,17 +210,19 @@ class FlowNetwork {
   uint64_t action_seq_ = 0;  // stamps handed out so far
   size_t active_count_ = 0;
   uint64_t epoch_ = 0;
+  uint64_t solve_id_ = 0;
   FlowNetworkCounters counters_;
   double max_link_load_ = 0;
   Duration bin_ = Duration::zero();
   std::vector<std::vector<double>> timeline_;
   // Solver scratch, kept to avoid reallocation.
-  std::vector<uint32_t> comp_links_, comp_flows_, stack_;
+  std::vector<uint32_t> comp_flows_, stack_;
+  std::vector<uint32_t> slack_links_;                    // the slack links a region's flows cross
   std::vector<uint32_t> refill_links_, refill_flows_;  // the part of a component re-filled
   std::vector<std::pair<uint64_t, uint32_t>> removal_seeds_;  // (removed stamp, link) of a re-solve
   std::vector<uint32_t> load_links_, changed_flows_;           // what apply_rates() updates
   std::vector<std::pair<uint64_t, double>> below_;       // a link's flows under the threshold
-  uint64_t refill_epoch_ = 0;
+  uint64_t refill_visit_ = 0;  // the mark of the flows and links of the removal region being re-filled
   /// A heap entry: a flow's cap or a link's share. 16 bytes: the kind is the top bit of `key`
   /// (caps 0, links 1) above the flow or link index, so (value, key) is the heap order.
   struct Constraint {
