@@ -17,8 +17,8 @@
 /// Ties between constraints are broken by (rate, caps before links, link index), so the
 /// incremental solver and the from-scratch reference max_min_rates() give bit-identical rates.
 ///
-/// Slack links are left out. A link shared by flows whose load is below (1 - 2^-10) of its
-/// capacity is slack. A link that acts in a filling (freezes its flows at its share) ends
+/// Slack links are left out. A link shared by two to four flows whose load is below (1 - 2^-10)
+/// of its capacity is slack (links shared by more flows come back to saturation too often to pay). A link that acts in a filling (freezes its flows at its share) ends
 /// saturated to within (2n + 2) rounding units of its capacity (n: its flows), so a slack link
 /// never acted in the filling that gave the current rates; leaving out a constraint that never acts
 /// changes no action, and the flows left out of a region keep the rates their own filling gave
