@@ -75,6 +75,7 @@ Result<BenchResult> run_bench_case(const BenchCase& c, const topo::Topology& top
   r.ops = t.ops;
   r.events = engine.events_processed();
   r.solves = network.counters().solves;
+  r.filled_flows = network.counters().refilled_flows;
   r.simulated_s = t.duration().seconds();
   r.wall_s = std::chrono::duration<double>(t1 - t0).count();
   r.peak_active_flows = network.counters().peak_active_flows;

@@ -33,6 +33,7 @@ struct BenchResult {
   uint64_t ops = 0;            ///< schedule ops executed (transfers + kernels)
   uint64_t events = 0;         ///< engine events processed
   uint64_t solves = 0;         ///< max-min re-solves (instants with changes)
+  uint64_t filled_flows = 0;   ///< flows the re-solves filled, summed over them
   double simulated_s = 0;      ///< collective time in simulated seconds
   double wall_s = 0;           ///< wall time of generation + simulation
   size_t peak_active_flows = 0;

@@ -163,6 +163,7 @@ FlowId FlowNetwork::start_flow(std::span<const uint32_t> route, double bytes, Du
     L.stats.max_flows = std::max(L.stats.max_flows, static_cast<uint32_t>(L.flows.size()));
     mark_dirty(l);
     L.arrived = true;
+    L.slack = false;
   }
   ++active_count_;
   counters_.peak_active_flows = std::max(counters_.peak_active_flows, active_count_);
@@ -258,12 +259,21 @@ void FlowNetwork::fire_batch(uint32_t b) {
 void FlowNetwork::solve() {
   ++counters_.solves;
   ++solve_id_;
+  forced_any_ = false;
+  // Marks compare equal to one walk's epoch, and covered() to this solve's: a solve takes far fewer
+  // than 2^31 epochs, so starting again from 0 between solves, every mark cleared, keeps them apart.
+  if (epoch_ > (1u << 31)) {
+    for (LinkState& L : links_) L.mark = 0;
+    for (Flow& f : flows_) f.mark = 0;
+    epoch_ = 0;
+  }
   comp_flows_.clear();
   if (bin_ > Duration::zero()) flush_components();
+  solve_base_ = epoch_;
   // A region where a flow arrived is walked and filled whole: one per changed link crossed by an
   // arriving flow that no earlier region reached.
   for (uint32_t seed : dirty_links_)
-    if (links_[seed].arrived && links_[seed].cover != solve_id_) solve_whole(seed);
+    if (links_[seed].arrived && !covered(seed)) solve_whole(seed);
   refill_removals();
   apply_rates();
   for (uint32_t l : dirty_links_) {
@@ -274,21 +284,13 @@ void FlowNetwork::solve() {
   dirty_links_.clear();
 }
 
-bool FlowNetwork::slack(const LinkState& L) const {
-  // A link shared by flows that its load leaves short of its capacity by more than kSlackMargin of
-  // it never binds (see the header), so the filling leaves it out. Links where a flow arrived, and
-  // those found binding in this solve, are never left out.
-  if (L.flows.size() < 2 || L.flows.size() > kMaxSlackFlows || L.arrived || L.forced == solve_id_) return false;
-  return L.load < L.capacity * (1 - kSlackMargin);
-}
-
-bool FlowNetwork::reach(uint32_t l, uint64_t visit) {
+bool FlowNetwork::reach(uint32_t l, uint32_t visit) {
   // Whether a walk marked `visit` goes on through link l: a binding link not yet reached. A slack
   // one is noted for widen(); its state only keeps freeze() from ever giving it a heap entry.
   LinkState& L = links_[l];
   if (L.mark == visit) return false;
   L.mark = visit;
-  if (!slack(L)) return true;
+  if (!L.slack) return true;
   L.rem = L.capacity;
   L.cnt = static_cast<uint32_t>(L.flows.size());
   L.heap_key = -1;
@@ -319,6 +321,8 @@ bool FlowNetwork::widen() {
     for (FlowId id : L.flows) load += flows_[id].new_rate;
     if (!(load < L.capacity * (1 - kSlackMargin))) {
       L.forced = solve_id_;
+      L.slack = false;
+      forced_any_ = true;
       widened = true;
     }
   }
@@ -338,11 +342,11 @@ void FlowNetwork::refill_removals() {
     const LinkState& L = links_[l];
     // A link left without flows has nothing to re-fill (apply_rates() zeroes its load), and a slack
     // one stays slack.
-    if (L.cover != solve_id_ && !L.flows.empty() && !slack(L)) removal_seeds_.emplace_back(L.removed, l);
+    if (!covered(l) && !L.flows.empty() && !L.slack) removal_seeds_.emplace_back(L.removed, l);
   }
   std::sort(removal_seeds_.begin(), removal_seeds_.end());
   for (const auto& [removed, seed] : removal_seeds_) {
-    if (links_[seed].cover == solve_id_) continue;
+    if (covered(seed)) continue;
     if (!select_refill(seed, removed == UINT64_MAX ? 0 : removed)) {
       solve_whole(seed);
       continue;
@@ -363,7 +367,7 @@ void FlowNetwork::refill_removals() {
   }
 }
 
-double FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
+double FlowNetwork::walk_component(uint32_t seed, uint32_t visit) {
   // The region is filled whole, from its links' capacities: each binding link and flow enters the
   // filling as the walk reaches it. Returns the smallest private key.
   heap_.clear();
@@ -376,7 +380,6 @@ double FlowNetwork::walk_component(uint32_t seed, uint64_t visit) {
     const uint32_t l = stack_.back();
     stack_.pop_back();
     LinkState& L = links_[l];
-    L.cover = solve_id_;
     L.rem = L.capacity;
     L.cnt = static_cast<uint32_t>(L.flows.size());
     enter_link(l);
@@ -421,7 +424,7 @@ void FlowNetwork::flush_components() {
   // A timeline's bins add each stretch of constant load on its own, so their bits depend on where
   // a link's time is cut: every link of a changed component (through every link) is brought up
   // to date at its old load, whatever part of it is re-filled.
-  const uint64_t flushed = ++epoch_;
+  const uint32_t flushed = ++epoch_;
   for (uint32_t seed : dirty_links_) {
     if (links_[seed].mark == flushed) continue;
     links_[seed].mark = flushed;
@@ -448,15 +451,14 @@ bool FlowNetwork::select_refill(uint32_t seed, uint64_t threshold) {
   refill_flows_.clear();
   slack_links_.clear();
   heap_.clear();
-  const uint64_t visit = refill_visit_ = ++epoch_;
+  const uint32_t visit = refill_visit_ = ++epoch_;
   links_[seed].mark = visit;
   stack_.push_back(seed);
   bool ok = true;
   while (!stack_.empty()) {
     const uint32_t l = stack_.back();
     stack_.pop_back();
-    ok = ok && links_[l].forced != solve_id_;
-    links_[l].cover = solve_id_;
+    ok = ok && !(forced_any_ && links_[l].forced == solve_id_);
     refill_links_.push_back(l);
     for (FlowId id : links_[l].flows) {
       Flow& f = flows_[id];
@@ -499,7 +501,7 @@ void FlowNetwork::apply_rates() {
   // need nothing; a timeline, whose bins add each stretch of constant load on its own, still has
   // every link of the component brought up to date.
   const SimTime now = engine_.now();
-  const uint64_t mark = ++epoch_;
+  const uint32_t mark = ++epoch_;
   load_links_.clear();
   changed_flows_.clear();
   auto add_link = [&](uint32_t l) {
@@ -523,6 +525,10 @@ void FlowNetwork::apply_rates() {
     double load = 0;
     for (FlowId id : L.flows) load += flows_[id].new_rate;
     L.load = load;
+    // Slack: shared by two to kMaxSlackFlows flows, its load short of its capacity by more than
+    // kSlackMargin of it (the header says why such a link never binds). An arrival, or finding it
+    // binding in a solve (widen()), clears it until its load is summed again.
+    L.slack = L.flows.size() >= 2 && L.flows.size() <= kMaxSlackFlows && load < L.capacity * (1 - kSlackMargin);
     const double ratio = load / L.capacity;
     max_link_load_ = std::max(max_link_load_, ratio);
     CCSIM_CHECK(ratio <= 1 + 1e-9, "link {} carries {} of its capacity", l, ratio);

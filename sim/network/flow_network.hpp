@@ -138,7 +138,7 @@ class FlowNetwork {
   struct Flow {
     uint32_t route_off = 0;
     uint32_t route_len = 0;
-    uint64_t mark = 0;
+    uint64_t mark = 0;     // the epoch of the last walk that reached it
     double new_rate = 0;   // solver scratch (< 0: not frozen yet)
     double rate = 0;
     uint64_t stamp = 0;    // the filling action that froze it (increasing along the filling order)
@@ -153,7 +153,8 @@ class FlowNetwork {
   };
   // The walk's and the filling's fields first (one cache line), the counters after.
   struct LinkState {
-    uint64_t mark = 0;
+    uint32_t mark = 0;          // the epoch of the last walk that reached it
+    bool slack = false;         // left out of re-solves (set where its load is summed)
     std::vector<FlowId> flows;  // active flows crossing the link
     double rem = 0;             // solver scratch
     double heap_key = 0;        // solver scratch: the key of the link's newest heap entry
@@ -161,7 +162,6 @@ class FlowNetwork {
     uint32_t version = 0;
     double capacity = 0;
     uint64_t removed = UINT64_MAX;  // the lowest stamp of the flows that left it since the last solve
-    uint64_t cover = 0;         // the last solve whose regions reached it through binding links
     uint64_t forced = 0;        // the last solve that found it binding although it was slack
     bool dirty = false;
     bool arrived = false;       // a flow started on it since the last solve
@@ -179,10 +179,10 @@ class FlowNetwork {
   void mark_dirty(uint32_t link);
   void flush_link(LinkState& l);
   void solve();
-  bool slack(const LinkState& L) const;
-  bool reach(uint32_t l, uint64_t visit);
+  bool covered(uint32_t link) const { return links_[link].mark > solve_base_; }
+  bool reach(uint32_t l, uint32_t visit);
   void solve_whole(uint32_t seed);
-  double walk_component(uint32_t seed, uint64_t visit);
+  double walk_component(uint32_t seed, uint32_t visit);
   void solve_component(size_t flows_begin, double private_min);
   bool widen();
   void refill_removals();
@@ -209,8 +209,10 @@ class FlowNetwork {
   std::vector<uint32_t> dirty_links_;
   uint64_t action_seq_ = 0;  // stamps handed out so far
   size_t active_count_ = 0;
-  uint64_t epoch_ = 0;
+  uint32_t epoch_ = 0;       // walks' marks; started again from 0 before it could wrap
+  uint32_t solve_base_ = 0;  // the epoch before this solve's first walk
   uint64_t solve_id_ = 0;
+  bool forced_any_ = false;  // a slack link was found binding in this solve
   FlowNetworkCounters counters_;
   double max_link_load_ = 0;
   Duration bin_ = Duration::zero();
@@ -222,7 +224,7 @@ class FlowNetwork {
   std::vector<std::pair<uint64_t, uint32_t>> removal_seeds_;  // (removed stamp, link) of a re-solve
   std::vector<uint32_t> load_links_, changed_flows_;           // what apply_rates() updates
   std::vector<std::pair<uint64_t, double>> below_;       // a link's flows under the threshold
-  uint64_t refill_visit_ = 0;  // the mark of the flows and links of the removal region being re-filled
+  uint32_t refill_visit_ = 0;  // the mark of the flows and links of the removal region being re-filled
   /// A heap entry: a flow's cap or a link's share. 16 bytes: the kind is the top bit of `key`
   /// (caps 0, links 1) above the flow or link index, so (value, key) is the heap order.
   struct Constraint {

@@ -249,14 +249,16 @@ int cmd_bench(const std::vector<std::string>& args) {
                            "single-threaded\n\n",
                            app::ccsim_version(), format_quantity(*bytes, UnitKind::kBytes),
                            format_quantity(*bw, UnitKind::kBandwidth), format_quantity(*lat, UnitKind::kTime));
-  std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12} {:>9} {:>11} {:>8} {:>9} {:>8}\n", "topology",
-                           "ranks", "algorithm", "flows", "events", "solves", "simulated", "wall", "flows/s",
-                           "active", "window", "RSS MiB");
+  std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12} {:>12} {:>9} {:>11} {:>8} {:>9} {:>8}\n",
+                           "topology", "ranks", "algorithm", "flows", "events", "solves", "filled/solve", "simulated",
+                           "wall", "flows/s", "active", "window", "RSS MiB");
   for (const sim::BenchCase& c : cases) {
     auto r = sim::run_bench_case(c);
     if (!r.ok()) return report(r.status());
-    std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12} {:>8.3f}s {:>11.3e} {:>8} {:>9} {:>8.1f}\n",
-                             c.topology, r->ranks, c.algorithm, r->flows, r->events, r->solves,
+    const double filled = r->solves > 0 ? static_cast<double>(r->filled_flows) / static_cast<double>(r->solves) : 0.0;
+    std::cout << fmt::format("{:<10} {:>6} {:<10} {:>10} {:>9} {:>8} {:>12.1f} {:>12} {:>8.3f}s {:>11.3e} {:>8} {:>9} "
+                             "{:>8.1f}\n",
+                             c.topology, r->ranks, c.algorithm, r->flows, r->events, r->solves, filled,
                              format_quantity(r->simulated_s, UnitKind::kTime), r->wall_s,
                              static_cast<double>(r->flows) / r->wall_s, r->peak_active_flows, r->peak_window_ops,
                              r->peak_rss_mib)
