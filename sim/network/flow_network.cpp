@@ -450,7 +450,6 @@ bool FlowNetwork::select_refill(uint32_t seed, uint64_t threshold) {
   refill_links_.clear();
   refill_flows_.clear();
   slack_links_.clear();
-  heap_.clear();
   const uint32_t visit = refill_visit_ = ++epoch_;
   links_[seed].mark = visit;
   stack_.push_back(seed);

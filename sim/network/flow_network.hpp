@@ -179,6 +179,7 @@ class FlowNetwork {
   void mark_dirty(uint32_t link);
   void flush_link(LinkState& l);
   void solve();
+  /// For a binding link: whether a walk of this solve went through it (a slack one is marked too).
   bool covered(uint32_t link) const { return links_[link].mark > solve_base_; }
   bool reach(uint32_t l, uint32_t visit);
   void solve_whole(uint32_t seed);
