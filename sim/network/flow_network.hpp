@@ -21,8 +21,8 @@
 /// of its capacity is slack (links shared by more flows come back to saturation too often to
 /// pay). A link that acts in a filling (freezes its flows at its share) ends saturated to within
 /// (2n + 2)·2^-53 of its capacity (n: its flows), so a slack link never acted in the filling that
-/// gave the current rates; leaving out a constraint that never acts changes no action, and the flows left out of a region keep the rates their own filling gave
-/// them. So a re-solve walks and fills only the flows reached from the changed links through
+/// gave the current rates; leaving out a constraint that never acts changes no action, and the
+/// flows left out of a region keep the rates their own filling gave them. So a re-solve walks and fills only the flows reached from the changed links through
 /// binding links (and the links crossed by an arriving flow): max-min rates of one such region do
 /// not depend on any other. After a region is filled, each slack link its flows cross is summed at
 /// the new rates; one that would no longer be slack is marked binding for the rest of the solve and
