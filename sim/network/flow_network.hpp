@@ -17,19 +17,19 @@
 /// Ties between constraints are broken by (rate, caps before links, link index), so the
 /// incremental solver and the from-scratch reference max_min_rates() give bit-identical rates.
 ///
-/// Slack links are left out. A link shared by two to four flows whose load is below (1 - 2^-10)
-/// of its capacity is slack (links shared by more flows come back to saturation too often to
-/// pay). A link that acts in a filling (freezes its flows at its share) ends saturated to within
-/// (2n + 2)·2^-53 of its capacity (n: its flows), so a slack link never acted in the filling that
+/// Slack links are left out. A link shared by two to four flows whose load is below (1 - 2^-10) of
+/// its capacity is slack (links shared by more flows come back to saturation too often to pay). A
+/// link that acts in a filling (freezes its flows at its share) ends saturated to within
+/// (2n+2)·2^-53 of its capacity (n: its flows), so a slack link never acted in the filling that
 /// gave the current rates; leaving out a constraint that never acts changes no action, and the
-/// flows left out of a region keep the rates their own filling gave them. So a re-solve walks and fills only the flows reached from the changed links through
-/// binding links (and the links crossed by an arriving flow): max-min rates of one such region do
-/// not depend on any other. After a region is filled, each slack link its flows cross is summed at
-/// the new rates; one that would no longer be slack is marked binding for the rest of the solve and
-/// the region is walked and filled again, wider. A slack link that the new rates leave slack cannot
-/// act in the new filling either: the flows it would freeze get, without it, no less than the
-/// share it would give them, less the filling's rounding (ulps per action), which its margin covers
-/// many times over.
+/// flows left out of a region keep the rates their own filling gave them. So a re-solve walks and
+/// fills only the flows reached from the changed links through binding links (and the links crossed
+/// by an arriving flow): max-min rates of one such region do not depend on any other. After a
+/// region is filled, each slack link its flows cross is summed at the new rates; one that would no
+/// longer be slack is marked binding for the rest of the solve and the region is walked and filled
+/// again, wider. A slack link that the new rates leave slack cannot act in the new filling either:
+/// the flows it would freeze get, without it, no less than the share it would give them, less the
+/// filling's rounding (ulps per action), which its margin covers many times over.
 ///
 /// Inside a region, a re-solve after removals alone re-fills only the part whose rates can
 /// change. Every action of a filling (a constraint freezing its flows) takes a stamp from one
