@@ -17,6 +17,9 @@ constexpr double kSlackMargin = 1.0 / 1024;
 /// slack links found binding, 93 % carried five flows or more; the fat-tree butterfly: 0.4 %).
 constexpr size_t kMaxSlackFlows = 4;
 
+/// Whether a load leaves a link slack: short of its capacity by more than kSlackMargin of it.
+bool leaves_slack(double load, double capacity) { return load < capacity * (1 - kSlackMargin); }
+
 /// A constraint's fair share; a link whose remaining capacity went below zero by rounding shares 0.
 double share(double rem, uint32_t cnt) { return std::max(0.0, rem) / cnt; }
 }  // namespace
@@ -312,14 +315,19 @@ void FlowNetwork::solve_whole(uint32_t seed) {
   }
 }
 
+double FlowNetwork::new_load(const LinkState& L) const {
+  // Outside the regions re-filled in this solve, a flow's new rate is its rate.
+  double load = 0;
+  for (FlowId id : L.flows) load += flows_[id].new_rate;
+  return load;
+}
+
 bool FlowNetwork::widen() {
   // Marks the slack links the last region crossed that its new rates leave binding; true if any.
   bool widened = false;
   for (uint32_t l : slack_links_) {
     LinkState& L = links_[l];
-    double load = 0;
-    for (FlowId id : L.flows) load += flows_[id].new_rate;
-    if (!(load < L.capacity * (1 - kSlackMargin))) {
+    if (!leaves_slack(new_load(L), L.capacity)) {
       L.forced = solve_id_;
       L.slack = false;
       forced_any_ = true;
@@ -521,13 +529,12 @@ void FlowNetwork::apply_rates() {
   for (uint32_t l : load_links_) {
     LinkState& L = links_[l];
     flush_link(L);
-    double load = 0;
-    for (FlowId id : L.flows) load += flows_[id].new_rate;
+    const double load = new_load(L);
     L.load = load;
     // Slack: shared by two to kMaxSlackFlows flows, its load short of its capacity by more than
     // kSlackMargin of it (the header says why such a link never binds). An arrival, or finding it
     // binding in a solve (widen()), clears it until its load is summed again.
-    L.slack = L.flows.size() >= 2 && L.flows.size() <= kMaxSlackFlows && load < L.capacity * (1 - kSlackMargin);
+    L.slack = L.flows.size() >= 2 && L.flows.size() <= kMaxSlackFlows && leaves_slack(load, L.capacity);
     const double ratio = load / L.capacity;
     max_link_load_ = std::max(max_link_load_, ratio);
     CCSIM_CHECK(ratio <= 1 + 1e-9, "link {} carries {} of its capacity", l, ratio);

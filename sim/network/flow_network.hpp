@@ -186,6 +186,7 @@ class FlowNetwork {
   double walk_component(uint32_t seed, uint32_t visit);
   void solve_component(size_t flows_begin, double private_min);
   bool widen();
+  double new_load(const LinkState& L) const;
   void refill_removals();
   void flush_components();
   bool select_refill(uint32_t seed, uint64_t threshold);
