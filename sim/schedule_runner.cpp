@@ -24,6 +24,16 @@ void bind_uncompressed(topo::Schedule& schedule, topo::OpId first, topo::OpId en
   }
 }
 
+Duration place_transfer(const topo::Topology& topology, topo::Rank src, topo::Rank dst, topo::OpId id, uint64_t salt,
+                        std::vector<topo::LinkId>& route) {
+  topology.route(src, dst, topo::ecmp_hash(src, dst, id ^ salt), route);
+  return Duration::from_seconds(topology.latency_s(route));
+}
+
+Duration kernel_duration(const KernelCostModel& costs, const topo::Schedule& schedule, const topo::Op& op) {
+  return costs.ideal() ? Duration::zero() : costs.cost(op.kernel, schedule.op_elements(op), op.bytes);
+}
+
 topo::Schedule ScheduleReplay::begin() {
   topo::Schedule s(schedule_.name(), schedule_.operation(), schedule_.num_ranks(), schedule_.elements());
   for (const auto& c : schedule_.chunks()) s.add_chunk(c.offset, c.count);
@@ -114,6 +124,7 @@ bool ScheduleRunner::generate_step() {
                 step, step - 1);
   }
   timing_.peak_window_ops = std::max<size_t>(timing_.peak_window_ops, sched_.id_end() - sched_.id_base());
+  if (options_.on_step) options_.on_step(sched_, first, end);
   for (OpId id = first; id < end; ++id)
     if (state(id).pending == 0) make_ready(id);
   return true;
@@ -161,9 +172,7 @@ void ScheduleRunner::dispatch(OpId id) {
   const topo::Op& op = sched_.op(id);
   if (op.kind == OpKind::kTransfer) {
     if (options_.record_ops) timing_.op_start[id] = engine_.now();
-    const topo::Rank src = place(op.rank), dst = place(op.peer);
-    topology_.route(src, dst, topo::ecmp_hash(src, dst, id ^ options_.ecmp_salt), route_);
-    const Duration latency = Duration::from_seconds(topology_.latency_s(route_));
+    const Duration latency = place_transfer(topology_, place(op.rank), place(op.peer), id, options_.ecmp_salt, route_);
     network_.start_flow(route_, static_cast<double>(op.bytes), latency, [this, id] {
       finish(id);
       drain();
@@ -180,7 +189,7 @@ void ScheduleRunner::pump_stream(uint32_t rank) {
     const OpId id = s.queue.front();
     s.queue.pop_front();
     const topo::Op& op = sched_.op(id);
-    const Duration d = costs_.ideal() ? Duration::zero() : costs_.cost(op.kernel, sched_.op_elements(op), op.bytes);
+    const Duration d = kernel_duration(costs_, sched_, op);
     if (options_.record_ops) timing_.op_start[id] = engine_.now();
     if (d == Duration::zero()) {
       finish(id);

@@ -61,7 +61,16 @@ struct RunnerOptions {
   /// cost and (group rank, false) when it finishes it (the worker model tracks compression time
   /// and its interference with compute).
   std::function<void(uint32_t, bool)> on_kernel;
+  /// Called with each step's ops [first, end) once they are generated and bound (before any runs).
+  std::function<void(const topo::Schedule&, topo::OpId, topo::OpId)> on_step;
 };
+
+/// Where the runner sends transfer `id` from topology rank `src` to `dst`: its route (into `route`)
+/// and its latency. `salt` is RunnerOptions::ecmp_salt.
+Duration place_transfer(const topo::Topology& topology, topo::Rank src, topo::Rank dst, topo::OpId id, uint64_t salt,
+                        std::vector<topo::LinkId>& route);
+/// How long kernel `op` of `schedule` occupies its rank's stream under `costs`.
+Duration kernel_duration(const KernelCostModel& costs, const topo::Schedule& schedule, const topo::Op& op);
 
 /// Runs one schedule inside an existing engine and network (so several can share them).
 class ScheduleRunner {

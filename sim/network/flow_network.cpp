@@ -214,6 +214,105 @@ const std::vector<LinkStats>& FlowNetwork::link_stats() {
   return stats_out_;
 }
 
+IdleMark FlowNetwork::idle_mark() {
+  CCSIM_CHECK(idle(), "idle_mark with {} flows in flight", active_count_);
+  IdleMark m;
+  m.bytes.resize(links_.size());
+  m.busy_ps.resize(links_.size());
+  for (size_t l = 0; l < links_.size(); ++l) {
+    flush_link(links_[l]);
+    m.bytes[l] = links_[l].done_bytes;
+    m.busy_ps[l] = links_[l].busy_ps;
+  }
+  m.counters = counters_;
+  return m;
+}
+
+namespace {
+/// Whether a byte count is an integer that doubles hold exactly, with room to add.
+bool exact_bytes(double b) { return b >= 0 && b < 0x1p53 && b == std::floor(b); }
+}  // namespace
+
+std::optional<NetworkDelta> FlowNetwork::delta_since(const IdleMark& mark) {
+  CCSIM_CHECK(idle() && bin_ == Duration::zero(), "delta_since needs an idle network without a timeline");
+  const IdleMark now = idle_mark();
+  NetworkDelta d;
+  for (uint32_t l = 0; l < links_.size(); ++l) {
+    if (now.bytes[l] == mark.bytes[l] && now.busy_ps[l] == mark.busy_ps[l]) continue;
+    if (!exact_bytes(now.bytes[l]) || !exact_bytes(mark.bytes[l])) return std::nullopt;
+    d.links.push_back({l, now.bytes[l] - mark.bytes[l], now.busy_ps[l] - mark.busy_ps[l], links_[l].stats.max_flows});
+  }
+  const FlowNetworkCounters& a = mark.counters;
+  FlowNetworkCounters& c = d.counters;
+  c = counters_;
+  c.flows_started -= a.flows_started;
+  c.solves -= a.solves;
+  c.solved_flows -= a.solved_flows;
+  c.refilled_flows -= a.refilled_flows;
+  c.full_fills -= a.full_fills;
+  c.partial_fills -= a.partial_fills;
+  c.widenings -= a.widenings;
+  c.rate_changes -= a.rate_changes;
+  d.max_link_load = max_link_load_;
+  return d;
+}
+
+bool FlowNetwork::can_add(const NetworkDelta& d) const {
+  for (const NetworkDelta::Link& x : d.links)
+    if (!exact_bytes(links_[x.link].done_bytes + x.bytes)) return false;
+  return true;
+}
+
+void FlowNetwork::add_delta(const NetworkDelta& d) {
+  CCSIM_CHECK(idle() && bin_ == Duration::zero() && can_add(d), "add_delta needs an idle network without a timeline");
+  for (const NetworkDelta::Link& x : d.links) {
+    LinkState& L = links_[x.link];
+    flush_link(L);
+    L.done_bytes += x.bytes;
+    L.busy_ps += x.busy_ps;
+    L.stats.max_flows = std::max(L.stats.max_flows, x.max_flows);
+  }
+  const FlowNetworkCounters& a = d.counters;
+  FlowNetworkCounters& c = counters_;
+  c.flows_started += a.flows_started;
+  c.solves += a.solves;
+  c.solved_flows += a.solved_flows;
+  c.refilled_flows += a.refilled_flows;
+  c.full_fills += a.full_fills;
+  c.partial_fills += a.partial_fills;
+  c.widenings += a.widenings;
+  c.rate_changes += a.rate_changes;
+  c.peak_active_flows = std::max(c.peak_active_flows, a.peak_active_flows);
+  max_link_load_ = std::max(max_link_load_, d.max_link_load);
+}
+
+bool FlowNetwork::detach_batches() {
+  if (!idle()) return false;
+  std::vector<char> is_free(batches_.size(), 0);
+  for (uint32_t b : free_batches_) is_free[b] = 1;
+  for (size_t b = 0; b < batches_.size(); ++b)
+    if (!is_free[b] && !batches_[b].detached && !batches_[b].deliveries.empty()) return false;
+  for (size_t b = 0; b < batches_.size(); ++b) {
+    Batch& B = batches_[b];
+    if (is_free[b] || B.detached) continue;
+    batch_index_.erase(B.time_ps);
+    B.completions.clear();  // every one stale: no flow is in flight
+    B.detached = true;
+  }
+  last_batch_time_ = -1;
+  return true;
+}
+
+std::vector<int64_t> FlowNetwork::stale_batch_times() const {
+  CCSIM_CHECK(idle(), "stale_batch_times with {} flows in flight", active_count_);
+  std::vector<char> is_free(batches_.size(), 0);
+  for (uint32_t b : free_batches_) is_free[b] = 1;
+  std::vector<int64_t> t;
+  for (size_t b = 0; b < batches_.size(); ++b)
+    if (!is_free[b] && !batches_[b].detached) t.push_back(batches_[b].time_ps);
+  return t;
+}
+
 uint32_t FlowNetwork::batch_at(int64_t t_ps) {
   if (t_ps == last_batch_time_) return last_batch_;
   uint32_t b = batch_index_.find(t_ps);
@@ -239,6 +338,11 @@ void FlowNetwork::fire_batch(uint32_t b) {
   // cache miss) lets the index's probe and the batch's load overlap.
   const int64_t t = engine_.now().ps();
   CCSIM_CHECK(batches_[b].time_ps == t, "batch {} due at {} ps fired at {} ps", b, batches_[b].time_ps, t);
+  if (batches_[b].detached) {  // stale, and no longer in the index (another batch may hold its time)
+    batches_[b].detached = false;
+    free_batches_.push_back(b);
+    return;
+  }
   batch_index_.erase(t);
   if (last_batch_time_ == t) last_batch_time_ = -1;
   // Take the contents out first: callbacks may create new batches (and reuse this one).

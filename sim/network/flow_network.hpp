@@ -57,6 +57,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -101,6 +102,28 @@ struct FlowNetworkCounters {
   size_t peak_active_flows = 0;
 };
 
+/// A network's counters at an idle point (no flow in flight): FlowNetwork::idle_mark().
+struct IdleMark {
+  std::vector<double> bytes;       ///< per link: sizes of the flows completed across it
+  std::vector<int64_t> busy_ps;    ///< per link: time with a flow on it
+  FlowNetworkCounters counters;
+};
+
+/// What the flows between two idle points added to a network's counters, to be added again later
+/// without running them (FlowNetwork::add_delta). Every figure is a sum of integers or a maximum,
+/// so adding it gives the same bits as running the flows again would.
+struct NetworkDelta {
+  struct Link {
+    uint32_t link = 0;
+    double bytes = 0;       ///< an integer: the sizes of the flows completed across the link
+    int64_t busy_ps = 0;
+    uint32_t max_flows = 0; ///< the link's peak sharing after the run (a maximum)
+  };
+  std::vector<Link> links;        ///< the links whose counters moved
+  FlowNetworkCounters counters;   ///< sums; peak_active_flows is the peak after the run
+  double max_link_load = 0;       ///< after the run
+};
+
 /// The flow network, bound to an engine.
 class FlowNetwork {
  public:
@@ -124,6 +147,28 @@ class FlowNetwork {
   /// Largest ratio of a link's summed flow rates to its capacity after any solve (≤ 1 + 1e-9).
   double max_link_load() const { return max_link_load_; }
   size_t num_links() const { return links_.size(); }
+
+  /// Whether no flow is in flight.
+  bool idle() const { return active_count_ == 0; }
+  /// The counters now, brought up to date. REQUIRES: idle().
+  IdleMark idle_mark();
+  /// What the network's counters gained since `mark` (REQUIRES: idle(), no timeline), or nothing
+  /// when a link's byte count is not an integer below 2^53 (flows of fractional sizes), since such
+  /// a sum could not be added again with the same rounding.
+  std::optional<NetworkDelta> delta_since(const IdleMark& mark);
+  /// Whether add_delta(d) keeps every byte count an exact integer (below 2^53).
+  bool can_add(const NetworkDelta& d) const;
+  /// Adds a delta as if its flows had run again from now. REQUIRES: idle(), no timeline, can_add(d).
+  void add_delta(const NetworkDelta& d);
+  /// Detaches the pending completion batches, all stale while no flow is in flight: a flow started
+  /// later gets a batch of its own even when due at the same picosecond as a stale one, so the
+  /// order of what follows does not depend on the flows that came before. Their engine events
+  /// still fire, doing nothing. Returns false, changing nothing, when not idle or when a batch
+  /// still holds deliveries (completions whose latency has not passed).
+  bool detach_batches();
+  /// The times of the pending completion batches not detached, all stale while no flow is in
+  /// flight: engine events still to fire, doing nothing but moving the clock.
+  std::vector<int64_t> stale_batch_times() const;
 
   /// Records, from now on, each link's carried bytes in consecutive bins of width `bin` starting
   /// at time zero (utilization over time). REQUIRES: bin > 0; call before the first flow.
@@ -256,6 +301,7 @@ class FlowNetwork {
   /// Completions and deliveries due at one instant (stale completions are skipped when fired).
   struct Batch {
     int64_t time_ps = 0;
+    bool detached = false;  // left by detach_batches(): fires as a no-op, not in the index
     std::vector<FlowId> completions;
     std::vector<Engine::Callback> deliveries;
   };

@@ -29,6 +29,7 @@ void append_sync_phases(std::span<const topo::SchedulePhase> phases, const std::
     phase.name = name_all || p.kind == topo::PhaseKind::kCollective ? collective
                                                                      : std::string(topo::phase_kind_name(p.kind));
     phase.generator = p.make();
+    phase.make = p.make;
     phase.binder = p.bind;
     phase.costs = costs.scheme(p.scheme, p.params);
     out.push_back(std::move(phase));
@@ -54,8 +55,28 @@ BucketCollectiveSync::BucketCollectiveSync(std::vector<GradientBucket> buckets, 
       description_(std::move(description)),
       salt_(ecmp_salt) {}
 
+// A recorded run: the network's counters at its start, its kernel periods and its fingerprint
+// (taken before it ran, or computed as its steps are generated).
+struct BucketCollectiveSync::Recording {
+  SimTime start;
+  IdleMark mark;
+  KernelPeriods periods;
+  std::optional<PhaseDigest> digest;
+  std::optional<PhaseFingerprint> fingerprint;
+};
+
+BucketCollectiveSync::~BucketCollectiveSync() = default;
+
 void BucketCollectiveSync::attach(TrainingJob& job) {
   job_ = &job;
+  if (job.kernels_slow_compute() || job.network().timeline_bin() > Duration::zero()) replay_ = false;
+  // With replay, a phase ends after every event of its last instant (see phase_end()).
+  if (replay_)
+    job.engine().on_instant_end([this] {
+      if (!phase_ended_) return;
+      phase_ended_ = false;
+      job_->engine().schedule_in(Duration::zero(), [this] { phase_done(); });
+    });
   bucket_of_layer_.assign(job.layers().size(), UINT32_MAX);
   layers_in_bucket_.assign(buckets_.size(), 0);
   for (uint32_t b = 0; b < buckets_.size(); ++b)
@@ -102,14 +123,98 @@ void BucketCollectiveSync::start_phase() {
   ro.ecmp_salt = salt_ + records_[active_].bucket;
   ro.on_kernel = [this](uint32_t rank, bool begin) { begin ? job_->kernel_begin(rank) : job_->kernel_end(rank); };
   SyncPhase& p = phases_[phase_];
+  const KernelCostModel& costs = p.costs ? *p.costs : costs_;
+  if (replay_ && job_->network().detach_batches()) {
+    if (const PhaseRecord* r = replayable(p, costs, ro)) {
+      replaying_ = r;
+      replay_start_ = job_->engine().now();
+      replay_next_ = 0;
+      return replay_edges();
+    }
+  }
   runner_ = std::make_unique<ScheduleRunner>(job_->engine(), job_->network(), job_->topology(), *p.generator, p.binder,
-                                             p.costs ? *p.costs : costs_, std::move(ro));
-  // Continue in a fresh event: the runner must not be destroyed inside its own callback.
-  runner_->start([this](const ScheduleTiming&) { job_->engine().schedule_in(Duration::zero(), [this] { phase_done(); }); });
+                                             costs, std::move(ro));
+  runner_->start([this](const ScheduleTiming&) { phase_end(); });
+}
+
+void BucketCollectiveSync::phase_end() {
+  // Continue in a fresh event: the runner must not be destroyed inside its own callback. With
+  // replay, that event is scheduled once the instant's events are done, so what else happens in
+  // that instant (a worker's zero-length op after one that ended then) comes first whether the
+  // phase was simulated or replayed: its last event's place among them differs between the two.
+  if (replay_) {
+    phase_ended_ = true;
+    return;
+  }
+  job_->engine().schedule_in(Duration::zero(), [this] { phase_done(); });
+}
+
+// The record this phase's run would repeat, or nullptr; then the run is set up to be recorded.
+const PhaseRecord* BucketCollectiveSync::replayable(SyncPhase& p, const KernelCostModel& costs, RunnerOptions& ro) {
+  const uint64_t kind =
+      topo::ecmp_hash(phase_, std::hash<std::string>{}(p.name), buckets_[records_[active_].bucket].params);
+  FlowNetwork& net = job_->network();
+  auto rec = std::make_unique<Recording>(
+      Recording{job_->engine().now(), {}, KernelPeriods(job_->engine().now(), static_cast<uint32_t>(ro.rank_map.size())),
+                std::nullopt, std::nullopt});
+  if (p.make && memo_.worth_checking(kind)) {
+    rec->digest = fingerprint_schedule(*p.generator, p.binder,
+                                       PhaseFingerprint(job_->topology(), ro.rank_map, ro.ecmp_salt, costs));
+    const PhaseRecord* r = memo_.find(kind, *rec->digest);
+    if (r && net.can_add(r->network)) return r;
+    p.generator = p.make();
+  }
+  memo_.ran(kind);
+  rec->mark = net.idle_mark();
+  if (!rec->digest) {
+    rec->fingerprint.emplace(job_->topology(), ro.rank_map, ro.ecmp_salt, costs);
+    ro.on_step = [fp = &*rec->fingerprint](const topo::Schedule& s, topo::OpId first, topo::OpId end) {
+      fp->step(s, first, end);
+    };
+  }
+  ro.on_kernel = [this, periods = &rec->periods](uint32_t rank, bool begin) {
+    periods->on_kernel(rank, begin, job_->engine().now());
+    begin ? job_->kernel_begin(rank) : job_->kernel_end(rank);
+  };
+  recording_ = std::move(rec);
+  return nullptr;
+}
+
+// Applies the replayed phase's kernel edges due now, then waits for the next or ends the phase.
+void BucketCollectiveSync::replay_edges() {
+  const PhaseRecord& r = *replaying_;
+  const int64_t t = (job_->engine().now() - replay_start_).ps();
+  for (; replay_next_ < r.edges.size() && r.edges[replay_next_].t_ps == t; ++replay_next_) {
+    const KernelEdge& e = r.edges[replay_next_];
+    e.up ? job_->kernel_begin(e.rank) : job_->kernel_end(e.rank);
+  }
+  if (t == r.duration.ps()) {
+    job_->network().add_delta(r.network);
+    for (int64_t s : r.stale_ps) job_->engine().schedule_at(replay_start_ + Duration::from_ps(s), [] {});
+    return phase_end();
+  }
+  const int64_t next = replay_next_ < r.edges.size() ? std::min(r.edges[replay_next_].t_ps, r.duration.ps())
+                                                     : r.duration.ps();
+  job_->engine().schedule_at(replay_start_ + Duration::from_ps(next), [this] { replay_edges(); });
 }
 
 void BucketCollectiveSync::phase_done() {
-  records_[active_].wire_bytes += runner_->timing().wire_bytes;
+  const uint64_t wire = replaying_ ? replaying_->wire_bytes : runner_->timing().wire_bytes;
+  if (recording_) {
+    Recording& rec = *recording_;
+    FlowNetwork& net = job_->network();
+    std::optional<NetworkDelta> delta;
+    if (net.idle()) delta = net.delta_since(rec.mark);
+    if (delta && rec.periods.periods() * 2 <= PhaseMemo::kMaxEdges) {
+      std::vector<int64_t> stale = net.stale_batch_times();
+      for (int64_t& s : stale) s -= rec.start.ps();
+      memo_.keep(PhaseRecord{rec.digest ? *rec.digest : rec.fingerprint->digest(), job_->engine().now() - rec.start,
+                             wire, rec.periods.edges(), std::move(*delta), std::move(stale)});
+    }
+    recording_.reset();
+  }
+  replaying_ = nullptr;
+  records_[active_].wire_bytes += wire;
   records_[active_].phase_end_s.push_back(job_->engine().now().seconds());
   runner_.reset();
   if (++phase_ < phases_.size()) return start_phase();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sim/kernel_cost.hpp"
+#include "sim/phase_replay.hpp"
 #include "sim/schedule_runner.hpp"
 #include "sim/training/training_job.hpp"
 #include "traces/ddp_buckets.hpp"
@@ -38,6 +39,9 @@ std::vector<GradientBucket> make_buckets(const std::vector<TrainingLayer>& layer
 struct SyncPhase {
   std::string name;
   std::unique_ptr<topo::ScheduleGenerator> generator;
+  /// A fresh generator of the same schedule (optional: lets the sync fingerprint a phase before
+  /// running it, see BucketCollectiveSync::replay_repeated_phases).
+  std::function<std::unique_ptr<topo::ScheduleGenerator>()> make;
   ScheduleBinder binder;
   std::optional<KernelCostModel> costs;  ///< this phase's kernel costs (its scheme's); default: the sync's
 };
@@ -74,6 +78,18 @@ class BucketCollectiveSync final : public GradientSync {
  public:
   BucketCollectiveSync(std::vector<GradientBucket> buckets, BucketPhaseFactory factory, KernelCostModel costs,
                        std::string description, uint64_t ecmp_salt = 0);
+  ~BucketCollectiveSync() override;
+  /// Replays a phase whose run would repeat an earlier one instead of simulating it again
+  /// (sim/phase_replay.hpp): the second and later phases of a kind (their place in the bucket, name
+  /// and bucket size) are fingerprinted first, and one whose fingerprint has a record is replayed:
+  /// the same kernel periods, network counters and duration, every figure bit for bit. REQUIRES:
+  /// the job's network carries nothing but this sync's phases (no tenants, no other job), records
+  /// no link timeline, and the run has no horizon. The sync replays nothing when the job's
+  /// compression kernels slow its compute (the order of those events with compute's matters).
+  void replay_repeated_phases() { replay_ = true; }
+  /// Phases replayed and fingerprinted without a record.
+  uint64_t replayed_phases() const { return memo_.hits(); }
+  uint64_t fingerprint_misses() const { return memo_.misses(); }
   void attach(TrainingJob& job) override;
   void gradient_ready(uint32_t round, uint32_t worker, uint32_t layer) override;
   std::string describe() const override { return description_; }
@@ -82,8 +98,12 @@ class BucketCollectiveSync final : public GradientSync {
   const std::vector<BucketRecord>& records() const { return records_; }
 
  private:
+  struct Recording;
   void try_start();
   void start_phase();
+  const PhaseRecord* replayable(SyncPhase& p, const KernelCostModel& costs, RunnerOptions& ro);
+  void replay_edges();
+  void phase_end();
   void phase_done();
 
   std::vector<GradientBucket> buckets_;
@@ -102,6 +122,13 @@ class BucketCollectiveSync final : public GradientSync {
   size_t phase_ = 0;
   std::unique_ptr<ScheduleRunner> runner_;
   std::vector<BucketRecord> records_;
+  bool replay_ = false;
+  bool phase_ended_ = false;                // the phase ended in this instant (with replay)
+  PhaseMemo memo_;
+  std::unique_ptr<Recording> recording_;    // the running phase's, when it is recorded
+  const PhaseRecord* replaying_ = nullptr;  // the phase being replayed
+  SimTime replay_start_;
+  size_t replay_next_ = 0;                  // its next kernel edge
 };
 
 }  // namespace ccsim::sim

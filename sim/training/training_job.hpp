@@ -133,6 +133,8 @@ class TrainingJob {
   /// Communication involving `worker` starts / ends (nested calls count).
   void comm_begin(uint32_t worker);
   void comm_end(uint32_t worker);
+  /// Whether compression kernels slow the worker's compute (TrainingOptions::interference > 0).
+  bool kernels_slow_compute() const { return options_.interference > 0; }
   /// A compression kernel on `worker`'s GPU starts / ends.
   void kernel_begin(uint32_t worker);
   void kernel_end(uint32_t worker);
