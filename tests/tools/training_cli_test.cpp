@@ -558,6 +558,43 @@ TEST_F(Training, ShardedRoundsTimeGradientAndWeightCollectivesSeparately) {
   EXPECT_LT(q["round_s"].get<double>(), base["round_s"].get<double>());
 }
 
+// A bucket phase that repeats an earlier run is replayed; --simulate-all simulates every one. Every
+// output must be the same bytes: sharded two-level all-to-alls with weight all-gathers on two
+// nodes, all-reduces of several schemes, kernels charged by a roofline, stragglers; and the shipped
+// digits proxy scenario (ResNet-50's 18 layers on 8 workers).
+TEST_F(Training, ReplayedPhasesWriteWhatSimulatedOnesWrite) {
+  json sharded = small_scenario();
+  sharded["cluster"] = {{"topology", "star"}, {"nodes", 2}, {"gpus_per_node", 2}, {"nic_bandwidth", "10Gbps"},
+                        {"link_latency", "2us"}, {"intra_node", {{"bandwidth", "100GB/s"}, {"latency", "1us"}}},
+                        {"gpu", {{"kernel_cost", "roofline"}, {"memory_bandwidth", "1TBps"}, {"kernel_launch", "5us"}}}};
+  sharded["stragglers"] = {{"model", "lognormal"}, {"sigma", 0.2}};
+  sharded["sync"] = {{"mode", "sharded"}, {"bucket", "600KB"}};
+  sharded["collective"] = {{"operation", "reduce_scatter"}, {"algorithm", "two_level"}, {"segments", 2}};
+  sharded["compression"] = json::parse(R"([
+      {"scheme": "fp32", "algorithm": "hierarchical_ring", "weights": {"algorithm": "hierarchical_ring"}},
+      {"scheme": "sdp4bit_tlq", "params": {"hadamard": true},
+       "weights": {"scheme": "sdp4bit_qwd", "algorithm": "hierarchical_ring"}}])");
+  json allreduce = small_scenario();
+  allreduce["cluster"]["gpu"] = sharded["cluster"]["gpu"];
+  allreduce["stragglers"] = sharded["stragglers"];
+  allreduce["compression"] = json::parse(R"([{"scheme": "int8"}, {"scheme": "dynamiq"}, {"scheme": "mxfp8"}])");
+  const std::vector<fs::path> files = {write_scenario("replay_sharded", sharded),
+                                       write_scenario("replay_allreduce", allreduce),
+                                       fs::path(CCSIM_SOURCE_DIR) / "scenarios" / "tta" / "digits-proxy-ring8.json"};
+  for (size_t i = 0; i < files.size(); ++i) {
+    SCOPED_TRACE(files[i].filename().string());
+    std::vector<fs::path> outs;
+    for (const char* flag : {"", " --simulate-all"}) {
+      outs.push_back(tmp_ / fmt::format("replay{}{}", i, outs.size()));
+      const Outcome o = run(fmt::format("run {} --out {}{}", quote(files[i].string()), quote(outs.back().string()), flag));
+      ASSERT_EQ(o.code, 0) << show(o);
+    }
+    ASSERT_FALSE(files_under(outs[0]).empty());
+    ASSERT_EQ(files_under(outs[1]), files_under(outs[0]));
+    for (const auto& f : files_under(outs[0])) EXPECT_EQ(read_file(outs[1] / f), read_file(outs[0] / f)) << f;
+  }
+}
+
 // The weights' kernels are described apart from the gradients' unless they use the same scheme with
 // the same parameters (whose kernels are charged alike).
 TEST_F(Training, ShardedWeightsKernelsAreDescribedApartWhenTheirParamsDiffer) {

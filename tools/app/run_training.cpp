@@ -151,7 +151,8 @@ std::unique_ptr<sim::BroadcastControl> broadcast_control(const Scenario& s, cons
 }
 
 // One scheme's data-parallel run.
-Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, EntryCodecs codecs,
+// `replay`: RunHooks::replay_phases.
+Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, EntryCodecs codecs, bool replay,
                                     std::string& tenants_desc) {
   const Scenario& s = loaded.scenario;
   const RunPlan& plan = *loaded.plan;
@@ -179,7 +180,7 @@ Result<TrainingResult> train_scheme(const LoadedScenario& loaded, size_t ci, Ent
     bucketed = make_bucketed(loaded, ci, std::move(codecs), job_ptr, res.bytes);
     // The sync's phases alone use the network, and every one runs to its end: a phase that would
     // repeat an earlier run is replayed (no tenants, no horizon, no link timeline).
-    if (s.network.tenants.empty() && wl.duration_s <= 0 && s.outputs.link_timeline_bin_s <= 0)
+    if (replay && s.network.tenants.empty() && wl.duration_s <= 0 && s.outputs.link_timeline_bin_s <= 0)
       bucketed->sync->replay_repeated_phases();
     res.bits_per_element = algo::RoundBytes::bits(res.bytes.total(), plan.trace->params());
     sync = bucketed->sync.get();
@@ -253,7 +254,7 @@ Result<std::vector<TrainingResult>> train_schemes(const LoadedScenario& loaded, 
         const std::lock_guard<std::mutex> lock(progress);
         hooks.progress(ci, n, loaded.scenario.compression[ci].scheme);
       }
-      done[ci] = train_scheme(loaded, ci, std::move(codecs[ci]), tenants[ci]);
+      done[ci] = train_scheme(loaded, ci, std::move(codecs[ci]), hooks.replay_phases, tenants[ci]);
     } catch (...) {
       thrown[ci] = std::current_exception();
     }

@@ -36,6 +36,9 @@ using Progress = std::function<void(size_t index, size_t count, const std::strin
 struct RunHooks {
   Progress progress;
   NumericsCache* numerics = nullptr;
+  /// Replay a data-parallel bucket phase that repeats an earlier run instead of simulating it
+  /// again (sim/phase_replay.hpp); the outputs are the same either way.
+  bool replay_phases = true;
 };
 
 /// The most transfers a run may simulate unless --max-flows allows more: a ring all-reduce over

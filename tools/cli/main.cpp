@@ -75,11 +75,13 @@ int cmd_run(const std::vector<std::string>& args) {
       ("seed", po::value<int64_t>(), "override the scenario's seed")
       ("max-flows", po::value<std::string>(), "most transfers the run may simulate (default 2e8); a larger run is "
                                               "refused with its estimate")
-      ("threads", po::value<int>(), "worker threads for the numerics (results do not depend on it)");
+      ("threads", po::value<int>(), "worker threads for the numerics (results do not depend on it)")
+      ("simulate-all", "simulate every bucket phase of a training run, even one that repeats an earlier run, "
+                       "instead of replaying it (the outputs are the same; for checking)");
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  if (!parse(args, desc, pos, vm, "usage: ccsim run SCENARIO [--out DIR] [--set PATH=VALUE ...] [--seed N] [--max-flows N]"))
+  if (!parse(args, desc, pos, vm, "usage: ccsim run SCENARIO [--out DIR] [--set PATH=VALUE ...] [--seed N] [--max-flows N] [--simulate-all]"))
     return kExitOk;
   if (vm.count("threads")) kern::set_worker_threads(vm["threads"].as<int>());
 
@@ -97,6 +99,7 @@ int cmd_run(const std::vector<std::string>& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   app::RunHooks hooks;
+  hooks.replay_phases = vm.count("simulate-all") == 0;
   if (tty)
     hooks.progress = [&](size_t i, size_t n, const std::string& scheme) {
       const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
