@@ -114,7 +114,12 @@ std::vector<KernelEdge> KernelPeriods::edges() const {
 
 bool PhaseMemo::worth_checking(uint64_t kind) const {
   const auto it = kinds_.find(kind);
-  return it != kinds_.end() && it->second.runs > 0 && it->second.misses < 4 * (it->second.hits + 1);
+  return it != kinds_.end() && it->second.runs > 0 && !given_up(kind);
+}
+
+bool PhaseMemo::given_up(uint64_t kind) const {
+  const auto it = kinds_.find(kind);
+  return it != kinds_.end() && it->second.misses >= 4 * (it->second.hits + 1);
 }
 
 const PhaseRecord* PhaseMemo::find(uint64_t kind, const PhaseDigest& digest) {
@@ -131,8 +136,11 @@ const PhaseRecord* PhaseMemo::find(uint64_t kind, const PhaseDigest& digest) {
 }
 
 void PhaseMemo::keep(PhaseRecord record) {
-  if (records_.count(record.digest) || edges_ + record.edges.size() > kMaxEdges) return;
-  edges_ += record.edges.size();
+  const size_t bytes = sizeof(PhaseRecord) + record.edges.size() * sizeof(KernelEdge) +
+                       record.network.links.size() * sizeof(NetworkDelta::Link) +
+                       record.stale_ps.size() * sizeof(int64_t);
+  if (records_.count(record.digest) || bytes_ + bytes > max_bytes_) return;
+  bytes_ += bytes;
   const PhaseDigest d = record.digest;
   records_.emplace(d, std::make_unique<PhaseRecord>(std::move(record)));
 }

@@ -101,14 +101,18 @@ class KernelPeriods {
 /// A phase kind (the caller's key, e.g. the phase's place in a bucket and the bucket's size) is
 /// fingerprinted the second time it comes and after, as long as its fingerprints have missed fewer
 /// than four times for each time they found a record, plus four (a fingerprint costs a fraction of
-/// a run; phases that change every time stop paying for it); other runs are only recorded.
+/// a run; phases that change every time stop paying for it, and are no longer recorded).
 class PhaseMemo {
  public:
-  /// Records hold at most this many kernel edges in all (16 bytes each); runs beyond are not kept.
-  static constexpr size_t kMaxEdges = size_t{1} << 22;
+  /// Records hold at most this many bytes in all (kernel edges, link deltas, stale batches); runs
+  /// beyond are not kept.
+  static constexpr size_t kMaxBytes = size_t{256} << 20;
+  explicit PhaseMemo(size_t max_bytes = kMaxBytes) : max_bytes_(max_bytes) {}
 
   /// Whether to fingerprint a phase of kind `kind` before running it.
   bool worth_checking(uint64_t kind) const;
+  /// Whether fingerprinting `kind` was given up (its runs are no longer worth recording either).
+  bool given_up(uint64_t kind) const;
   /// The record of `digest`, or nullptr. Counts a hit or a miss for `kind`.
   const PhaseRecord* find(uint64_t kind, const PhaseDigest& digest);
   /// Notes that a phase of `kind` ran (so the next one is worth checking).
@@ -127,7 +131,8 @@ class PhaseMemo {
   };
   std::unordered_map<uint64_t, Kind> kinds_;
   std::unordered_map<PhaseDigest, std::unique_ptr<PhaseRecord>, DigestHash> records_;
-  size_t edges_ = 0;
+  size_t max_bytes_;
+  size_t bytes_ = 0;
   uint64_t hits_ = 0, misses_ = 0;
 };
 

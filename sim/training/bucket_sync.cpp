@@ -165,6 +165,7 @@ const PhaseRecord* BucketCollectiveSync::replayable(SyncPhase& p, const KernelCo
     p.generator = p.make();
   }
   memo_.ran(kind);
+  if (memo_.given_up(kind)) return nullptr;
   rec->mark = net.idle_mark();
   if (!rec->digest) {
     rec->fingerprint.emplace(job_->topology(), ro.rank_map, ro.ecmp_salt, costs);
@@ -205,7 +206,7 @@ void BucketCollectiveSync::phase_done() {
     FlowNetwork& net = job_->network();
     std::optional<NetworkDelta> delta;
     if (net.idle()) delta = net.delta_since(rec.mark);
-    if (delta && rec.periods.periods() * 2 <= PhaseMemo::kMaxEdges) {
+    if (delta) {
       std::vector<int64_t> stale = net.stale_batch_times();
       for (int64_t& s : stale) s -= rec.start.ps();
       memo_.keep(PhaseRecord{rec.digest ? *rec.digest : rec.fingerprint->digest(), job_->engine().now() - rec.start,

@@ -237,6 +237,46 @@ struct Incast {
   }
 };
 
+TEST(PhaseMemo, GivesUpOnKindsWhoseFingerprintsKeepMissing) {
+  PhaseMemo memo;
+  const PhaseDigest d1{1, 2}, d2{3, 4};
+  EXPECT_FALSE(memo.worth_checking(7));  // never ran: its first run is recorded as it goes
+  memo.ran(7);
+  for (int miss = 0; miss < 4; ++miss) {
+    EXPECT_TRUE(memo.worth_checking(7)) << miss;
+    EXPECT_EQ(memo.find(7, d1), nullptr);
+  }
+  EXPECT_FALSE(memo.worth_checking(7));
+  EXPECT_TRUE(memo.given_up(7));
+  // A kind that found a record once may miss eight times before it is given up.
+  memo.ran(8);
+  PhaseRecord r;
+  r.digest = d2;
+  r.duration = Duration::from_ps(5);
+  memo.keep(r);
+  const PhaseRecord* found = memo.find(8, d2);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->duration, Duration::from_ps(5));
+  for (int miss = 0; miss < 8; ++miss) {
+    EXPECT_TRUE(memo.worth_checking(8)) << miss;
+    EXPECT_EQ(memo.find(8, d1), nullptr);
+  }
+  EXPECT_TRUE(memo.given_up(8));
+  EXPECT_EQ(memo.hits(), 1u);
+  EXPECT_EQ(memo.misses(), 12u);
+  // Records beyond the memory budget are not kept.
+  PhaseMemo small(sizeof(PhaseRecord) + 100 * sizeof(KernelEdge));
+  PhaseRecord fits, big;
+  fits.digest = d1;
+  fits.edges.resize(100);
+  big.digest = d2;
+  big.edges.resize(101);
+  small.keep(std::move(big));
+  small.keep(std::move(fits));
+  EXPECT_EQ(small.find(1, d2), nullptr);
+  EXPECT_NE(small.find(1, d1), nullptr);
+}
+
 // A bucketed data-parallel run: layers of equal size (so buckets of equal size), ring all-reduces
 // of their fp32 gradients with kernels charged by a roofline, random stragglers, on `topo`.
 struct BucketRun {
