@@ -7,21 +7,15 @@
 
 namespace ccsim::sim {
 namespace {
-// SplitMix64's finalizer with two sets of constants: one per lane of the digest.
-uint64_t mix_a(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+// A 64-bit finalizer (xor-shift, multiply, twice): SplitMix64's constants for one lane of the
+// digest, MurmurHash3's for the other.
+uint64_t finalize(uint64_t x, uint64_t m1, uint64_t m2, int s1, int s2, int s3) {
+  x = (x ^ (x >> s1)) * m1;
+  x = (x ^ (x >> s2)) * m2;
+  return x ^ (x >> s3);
 }
-uint64_t mix_b(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xFF51AFD7ED558CCDull;
-  x ^= x >> 33;
-  x *= 0xC4CEB9FE1A85EC53ull;
-  return x ^ (x >> 33);
-}
+uint64_t mix_a(uint64_t x) { return finalize(x, 0xBF58476D1CE4E5B9ull, 0x94D049BB133111EBull, 30, 27, 31); }
+uint64_t mix_b(uint64_t x) { return finalize(x, 0xFF51AFD7ED558CCDull, 0xC4CEB9FE1A85EC53ull, 33, 33, 33); }
 // Word tags, so that different fields never hash alike.
 constexpr uint64_t kStep = 0x5354455000000000ull, kTransfer = 1, kKernel = 2;
 }  // namespace

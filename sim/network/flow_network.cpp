@@ -231,6 +231,12 @@ IdleMark FlowNetwork::idle_mark() {
 namespace {
 /// Whether a byte count is an integer that doubles hold exactly, with room to add.
 bool exact_bytes(double b) { return b >= 0 && b < 0x1p53 && b == std::floor(b); }
+
+/// The counters that are sums (peak_active_flows is a maximum).
+constexpr uint64_t FlowNetworkCounters::*kSummedCounters[] = {
+    &FlowNetworkCounters::flows_started,  &FlowNetworkCounters::solves,        &FlowNetworkCounters::solved_flows,
+    &FlowNetworkCounters::refilled_flows, &FlowNetworkCounters::full_fills,    &FlowNetworkCounters::partial_fills,
+    &FlowNetworkCounters::widenings,      &FlowNetworkCounters::rate_changes};
 }  // namespace
 
 std::optional<NetworkDelta> FlowNetwork::delta_since(const IdleMark& mark) {
@@ -242,17 +248,8 @@ std::optional<NetworkDelta> FlowNetwork::delta_since(const IdleMark& mark) {
     if (!exact_bytes(now.bytes[l]) || !exact_bytes(mark.bytes[l])) return std::nullopt;
     d.links.push_back({l, now.bytes[l] - mark.bytes[l], now.busy_ps[l] - mark.busy_ps[l], links_[l].stats.max_flows});
   }
-  const FlowNetworkCounters& a = mark.counters;
-  FlowNetworkCounters& c = d.counters;
-  c = counters_;
-  c.flows_started -= a.flows_started;
-  c.solves -= a.solves;
-  c.solved_flows -= a.solved_flows;
-  c.refilled_flows -= a.refilled_flows;
-  c.full_fills -= a.full_fills;
-  c.partial_fills -= a.partial_fills;
-  c.widenings -= a.widenings;
-  c.rate_changes -= a.rate_changes;
+  d.counters = counters_;
+  for (auto m : kSummedCounters) d.counters.*m -= mark.counters.*m;
   d.max_link_load = max_link_load_;
   return d;
 }
@@ -272,17 +269,8 @@ void FlowNetwork::add_delta(const NetworkDelta& d) {
     L.busy_ps += x.busy_ps;
     L.stats.max_flows = std::max(L.stats.max_flows, x.max_flows);
   }
-  const FlowNetworkCounters& a = d.counters;
-  FlowNetworkCounters& c = counters_;
-  c.flows_started += a.flows_started;
-  c.solves += a.solves;
-  c.solved_flows += a.solved_flows;
-  c.refilled_flows += a.refilled_flows;
-  c.full_fills += a.full_fills;
-  c.partial_fills += a.partial_fills;
-  c.widenings += a.widenings;
-  c.rate_changes += a.rate_changes;
-  c.peak_active_flows = std::max(c.peak_active_flows, a.peak_active_flows);
+  for (auto m : kSummedCounters) counters_.*m += d.counters.*m;
+  counters_.peak_active_flows = std::max(counters_.peak_active_flows, d.counters.peak_active_flows);
   max_link_load_ = std::max(max_link_load_, d.max_link_load);
 }
 
