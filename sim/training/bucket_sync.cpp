@@ -67,6 +67,11 @@ struct BucketCollectiveSync::Recording {
 
 BucketCollectiveSync::~BucketCollectiveSync() = default;
 
+void BucketCollectiveSync::replay_repeated_phases() {
+  CCSIM_CHECK(job_ == nullptr, "replay_repeated_phases after the job started");
+  replay_ = true;
+}
+
 void BucketCollectiveSync::attach(TrainingJob& job) {
   job_ = &job;
   if (job.kernels_slow_compute() || job.network().timeline_bin() > Duration::zero()) replay_ = false;

@@ -86,7 +86,8 @@ class BucketCollectiveSync final : public GradientSync {
   /// the job's network carries nothing but this sync's phases (no tenants, no other job), records
   /// no link timeline, and the run has no horizon. The sync replays nothing when the job's
   /// compression kernels slow its compute (the order of those events with compute's matters).
-  void replay_repeated_phases() { replay_ = true; }
+  /// REQUIRES: the job has not started (call before TrainingJob::start).
+  void replay_repeated_phases();
   /// Phases replayed and fingerprinted without a record.
   uint64_t replayed_phases() const { return memo_.hits(); }
   uint64_t fingerprint_misses() const { return memo_.misses(); }
