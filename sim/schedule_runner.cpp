@@ -24,16 +24,6 @@ void bind_uncompressed(topo::Schedule& schedule, topo::OpId first, topo::OpId en
   }
 }
 
-Duration place_transfer(const topo::Topology& topology, topo::Rank src, topo::Rank dst, topo::OpId id, uint64_t salt,
-                        std::vector<topo::LinkId>& route) {
-  topology.route(src, dst, topo::ecmp_hash(src, dst, id ^ salt), route);
-  return Duration::from_seconds(topology.latency_s(route));
-}
-
-Duration kernel_duration(const KernelCostModel& costs, const topo::Schedule& schedule, const topo::Op& op) {
-  return costs.ideal() ? Duration::zero() : costs.cost(op.kernel, schedule.op_elements(op), op.bytes);
-}
-
 topo::Schedule ScheduleReplay::begin() {
   topo::Schedule s(schedule_.name(), schedule_.operation(), schedule_.num_ranks(), schedule_.elements());
   for (const auto& c : schedule_.chunks()) s.add_chunk(c.offset, c.count);

@@ -67,10 +67,15 @@ struct RunnerOptions {
 
 /// Where the runner sends transfer `id` from topology rank `src` to `dst`: its route (into `route`)
 /// and its latency. `salt` is RunnerOptions::ecmp_salt.
-Duration place_transfer(const topo::Topology& topology, topo::Rank src, topo::Rank dst, topo::OpId id, uint64_t salt,
-                        std::vector<topo::LinkId>& route);
+inline Duration place_transfer(const topo::Topology& topology, topo::Rank src, topo::Rank dst, topo::OpId id,
+                               uint64_t salt, std::vector<topo::LinkId>& route) {
+  topology.route(src, dst, topo::ecmp_hash(src, dst, id ^ salt), route);
+  return Duration::from_seconds(topology.latency_s(route));
+}
 /// How long kernel `op` of `schedule` occupies its rank's stream under `costs`.
-Duration kernel_duration(const KernelCostModel& costs, const topo::Schedule& schedule, const topo::Op& op);
+inline Duration kernel_duration(const KernelCostModel& costs, const topo::Schedule& schedule, const topo::Op& op) {
+  return costs.ideal() ? Duration::zero() : costs.cost(op.kernel, schedule.op_elements(op), op.bytes);
+}
 
 /// Runs one schedule inside an existing engine and network (so several can share them).
 class ScheduleRunner {
