@@ -10,11 +10,15 @@
 ///  * each rank's busy periods of non-zero-cost kernels (the worker's compression time), as the
 ///    union of its kernels' [start, end), since a rank's stream runs one kernel at a time;
 ///  * the network's counters: bytes per link (sums of integer flow sizes, exact in doubles below
-///    2^53), busy picoseconds, peak sharing and the solver's counters (NetworkDelta).
+///    2^53), busy picoseconds, peak sharing and the solver's counters (NetworkDelta);
+///  * the stale completion batches it leaves pending, whose events move the clock when they fire.
+/// The caller makes a run repeatable (BucketCollectiveSync): the network's pending batches are
+/// detached before it starts (FlowNetwork::detach_batches), and it ends after every other event of
+/// its last instant, where a replayed run ends too.
 ///
-/// A PhaseFingerprint hashes what the runner sees, step by step, into 128 bits; PhaseMemo keeps the
-/// effects of runs by fingerprint (PhaseRecord) and decides which phases are worth fingerprinting
-/// before they run.
+/// A PhaseFingerprint hashes what the runner sees, step by step, into 128 bits (two 64-bit lanes;
+/// two different runs collide with probability about 2^-128); PhaseMemo keeps the effects of runs
+/// by fingerprint (PhaseRecord) and decides which phases are worth fingerprinting before they run.
 
 #include <cstdint>
 #include <memory>
