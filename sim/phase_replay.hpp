@@ -90,6 +90,8 @@ class KernelPeriods {
  public:
   KernelPeriods(SimTime start, uint32_t ranks) : start_(start), open_(ranks, -1), spans_(ranks) {}
   void on_kernel(uint32_t rank, bool begin, SimTime now);
+  /// The run's start, from which the edges' times count.
+  SimTime start() const { return start_; }
   /// Every period's edges in time order. REQUIRES: no kernel running.
   std::vector<KernelEdge> edges() const;
   size_t periods() const { return periods_; }

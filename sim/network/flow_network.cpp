@@ -274,15 +274,22 @@ void FlowNetwork::add_delta(const NetworkDelta& d) {
   max_link_load_ = std::max(max_link_load_, d.max_link_load);
 }
 
-bool FlowNetwork::detach_batches() {
-  if (!idle()) return false;
+std::vector<uint32_t> FlowNetwork::attached_batches() const {
   std::vector<char> is_free(batches_.size(), 0);
   for (uint32_t b : free_batches_) is_free[b] = 1;
-  for (size_t b = 0; b < batches_.size(); ++b)
-    if (!is_free[b] && !batches_[b].detached && !batches_[b].deliveries.empty()) return false;
-  for (size_t b = 0; b < batches_.size(); ++b) {
+  std::vector<uint32_t> out;
+  for (uint32_t b = 0; b < batches_.size(); ++b)
+    if (!is_free[b] && !batches_[b].detached) out.push_back(b);
+  return out;
+}
+
+bool FlowNetwork::detach_batches() {
+  if (!idle()) return false;
+  const std::vector<uint32_t> pending = attached_batches();
+  for (uint32_t b : pending)
+    if (!batches_[b].deliveries.empty()) return false;
+  for (uint32_t b : pending) {
     Batch& B = batches_[b];
-    if (is_free[b] || B.detached) continue;
     batch_index_.erase(B.time_ps);
     B.completions.clear();  // every one stale: no flow is in flight
     B.detached = true;
@@ -293,11 +300,8 @@ bool FlowNetwork::detach_batches() {
 
 std::vector<int64_t> FlowNetwork::stale_batch_times() const {
   CCSIM_CHECK(idle(), "stale_batch_times with {} flows in flight", active_count_);
-  std::vector<char> is_free(batches_.size(), 0);
-  for (uint32_t b : free_batches_) is_free[b] = 1;
   std::vector<int64_t> t;
-  for (size_t b = 0; b < batches_.size(); ++b)
-    if (!is_free[b] && !batches_[b].detached) t.push_back(batches_[b].time_ps);
+  for (uint32_t b : attached_batches()) t.push_back(batches_[b].time_ps);
   return t;
 }
 

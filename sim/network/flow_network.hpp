@@ -243,6 +243,8 @@ class FlowNetwork {
   void complete(FlowId id);
   /// The batch due at `t_ps`, created (with its engine event) if needed.
   uint32_t batch_at(int64_t t_ps);
+  /// The pending batches still in the index (not free, not detached).
+  std::vector<uint32_t> attached_batches() const;
   void fire_batch(uint32_t b);
 
   Engine& engine_;

@@ -58,7 +58,6 @@ BucketCollectiveSync::BucketCollectiveSync(std::vector<GradientBucket> buckets, 
 // A recorded run: the network's counters at its start, its kernel periods and its fingerprint
 // (taken before it ran, or computed as its steps are generated).
 struct BucketCollectiveSync::Recording {
-  SimTime start;
   IdleMark mark;
   KernelPeriods periods;
   std::optional<PhaseDigest> digest;
@@ -159,19 +158,19 @@ const PhaseRecord* BucketCollectiveSync::replayable(SyncPhase& p, const KernelCo
   const uint64_t kind =
       topo::ecmp_hash(phase_, std::hash<std::string>{}(p.name), buckets_[records_[active_].bucket].params);
   FlowNetwork& net = job_->network();
-  auto rec = std::make_unique<Recording>(
-      Recording{job_->engine().now(), {}, KernelPeriods(job_->engine().now(), static_cast<uint32_t>(ro.rank_map.size())),
-                std::nullopt, std::nullopt});
+  std::optional<PhaseDigest> digest;
   if (p.make && memo_.worth_checking(kind)) {
-    rec->digest = fingerprint_schedule(*p.generator, p.binder,
-                                       PhaseFingerprint(job_->topology(), ro.rank_map, ro.ecmp_salt, costs));
-    const PhaseRecord* r = memo_.find(kind, *rec->digest);
+    digest = fingerprint_schedule(*p.generator, p.binder,
+                                  PhaseFingerprint(job_->topology(), ro.rank_map, ro.ecmp_salt, costs));
+    const PhaseRecord* r = memo_.find(kind, *digest);
     if (r && net.can_add(r->network)) return r;
     p.generator = p.make();
   }
   memo_.ran(kind);
   if (memo_.given_up(kind)) return nullptr;
-  rec->mark = net.idle_mark();
+  const SimTime now = job_->engine().now();
+  auto rec = std::make_unique<Recording>(Recording{
+      net.idle_mark(), KernelPeriods(now, static_cast<uint32_t>(ro.rank_map.size())), digest, std::nullopt});
   if (!rec->digest) {
     rec->fingerprint.emplace(job_->topology(), ro.rank_map, ro.ecmp_salt, costs);
     ro.on_step = [fp = &*rec->fingerprint](const topo::Schedule& s, topo::OpId first, topo::OpId end) {
@@ -213,8 +212,9 @@ void BucketCollectiveSync::phase_done() {
     if (net.idle()) delta = net.delta_since(rec.mark);
     if (delta) {
       std::vector<int64_t> stale = net.stale_batch_times();
-      for (int64_t& s : stale) s -= rec.start.ps();
-      memo_.keep(PhaseRecord{rec.digest ? *rec.digest : rec.fingerprint->digest(), job_->engine().now() - rec.start,
+      const SimTime start = rec.periods.start();
+      for (int64_t& s : stale) s -= start.ps();
+      memo_.keep(PhaseRecord{rec.digest ? *rec.digest : rec.fingerprint->digest(), job_->engine().now() - start,
                              wire, rec.periods.edges(), std::move(*delta), std::move(stale)});
     }
     recording_.reset();

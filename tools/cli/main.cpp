@@ -467,8 +467,8 @@ namespace {
 // schedule per collective then had the same pages mapped again and again, or not, depending on
 // which allocation happened to sit above them: a 3D-parallel round's fp32 rings took 256 k page
 // faults in one build and 41 k in the next for the same work. Fixed thresholds (blocks under
-// 32 MiB from the heap; its top kept until 64 MiB are free) take 8 k in both; the peak resident
-// memory is unchanged (freed pages kept were counted at their use).
+// 32 MiB from the heap; its top kept until 64 MiB are free) take 8 k in both. The peak resident
+// memory can grow by the freed blocks the heap keeps (EDGC's 3D scenarios: docs/performance.md).
 void set_allocator_thresholds() {
 #ifdef __GLIBC__
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
