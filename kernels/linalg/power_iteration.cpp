@@ -1,5 +1,7 @@
 #include "kernels/linalg/power_iteration.hpp"
 
+#include "kernels/linalg/skinny_product.hpp"
+
 #include <Eigen/Core>
 
 #include <cmath>
@@ -44,11 +46,13 @@ double term(A a, B b, bool absolute) {
 
 void lowrank_project(const float* m, uint64_t rows, uint64_t cols, const float* q, uint32_t rank, float* p) {
   fix_cache_sizes();
+  if (skinny_product(q, rank, m, cols, rows, true, p)) return;
   Map(p, ix(rows), rank).noalias() = ConstMap(m, ix(rows), ix(cols)) * ConstMap(q, ix(cols), rank);
 }
 
 void lowrank_project_transposed(const float* m, uint64_t rows, uint64_t cols, const float* p, uint32_t rank, float* q) {
   fix_cache_sizes();
+  if (skinny_product(p, rank, m, rows, cols, false, q)) return;
   Map(q, ix(cols), rank).noalias() = ConstMap(m, ix(rows), ix(cols)).transpose() * ConstMap(p, ix(rows), rank);
 }
 

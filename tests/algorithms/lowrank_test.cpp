@@ -22,6 +22,7 @@
 #include "algorithms/lowrank/powersgd.hpp"
 #include "algorithms/numerics.hpp"
 #include "kernels/linalg/power_iteration.hpp"
+#include "kernels/linalg/skinny_product.hpp"
 #include "kernels/parallel.hpp"
 #include "topology/collectives/collectives.hpp"
 
@@ -217,6 +218,51 @@ TEST(LowRankKernels, ProductsDoNotDependOnTheMachinesCacheSizes) {
   EXPECT_NE(std::memcmp(plain_before.data(), plain_after.data(), 4 * plain_before.size()), 0);
   ASSERT_EQ(before.size(), after.size());
   EXPECT_EQ(std::memcmp(before.data(), after.data(), 4 * before.size()), 0);
+}
+
+// The projections run through kern::skinny_product, which adds Eigen's products in Eigen's orders
+// without packing M: equal bits to a plain Eigen product, over ranks that reach every row case
+// (groups of eight rows, a group of four, one to three rows left), depths past Eigen's blocking of
+// the sums (688 terms at these cache sizes), and column counts that leave columns out of Eigen's
+// four-column panels. Summing in the plain order instead would change many entries.
+TEST(LowRankKernels, SkinnyProductsEqualEigensBitForBit) {
+  if (!kern::skinny_product_available()) GTEST_SKIP() << "no AVX2, or Eigen built for other packets";
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Map = Eigen::Map<const RowMat>;
+  std::mt19937 gen(11);
+  std::student_t_distribution<float> heavy(3.0f);
+  uint64_t shapes = 0, plain_differs = 0;
+  auto check = [&](uint64_t rows, uint64_t cols, uint32_t r) {
+    std::vector<float> m(rows * cols), q(cols * r), p(rows * r);
+    for (float* v : {m.data(), q.data(), p.data()}) {
+      const uint64_t len = v == m.data() ? m.size() : v == q.data() ? q.size() : p.size();
+      for (uint64_t i = 0; i < len; ++i) v[i] = heavy(gen);
+    }
+    std::vector<float> got_p(rows * r), got_q(cols * r);
+    kern::lowrank_project(m.data(), rows, cols, q.data(), r, got_p.data());  // fixes the cache sizes
+    kern::lowrank_project_transposed(m.data(), rows, cols, p.data(), r, got_q.data());
+    const RowMat want_p = Map(m.data(), rows, cols) * Map(q.data(), cols, r);
+    const RowMat want_q = Map(m.data(), rows, cols).transpose() * Map(p.data(), rows, r);
+    ASSERT_EQ(std::memcmp(got_p.data(), want_p.data(), 4 * got_p.size()), 0) << rows << " x " << cols << ", rank " << r;
+    ASSERT_EQ(std::memcmp(got_q.data(), want_q.data(), 4 * got_q.size()), 0) << rows << " x " << cols << ", rank " << r;
+    std::vector<float> direct(rows * r);
+    ASSERT_TRUE(kern::skinny_product(q.data(), r, m.data(), cols, rows, true, direct.data()));
+    ASSERT_EQ(std::memcmp(direct.data(), want_p.data(), 4 * direct.size()), 0);
+    for (uint64_t i = 0; i < rows; ++i)
+      for (uint32_t k = 0; k < r; ++k) {
+        float s = 0.0f;
+        for (uint64_t j = 0; j < cols; ++j) s += m[i * cols + j] * q[j * r + k];
+        plain_differs += s != want_p(static_cast<Eigen::Index>(i), k);
+      }
+    ++shapes;
+  };
+  for (uint32_t r : {2u, 3u, 4u, 5u, 7u, 8u, 11u, 12u, 13u, 16u})
+    for (uint64_t rows : {9u, 37u, 300u})
+      for (uint64_t cols : {13u, 250u, 1500u}) check(rows, cols, r);
+  check(2048, 700, 4);
+  check(700, 2048, 4);
+  ASSERT_EQ(shapes, 92u);
+  EXPECT_GT(plain_differs, 1000u);
 }
 
 TEST(LowRankKernels, OrthonormalizeKeepsTheSpanAndZeroesDependentColumns) {

@@ -1,0 +1,46 @@
+#pragma once
+/// \file
+/// The two projections of a low-rank step, P = M Q and Q' = M^T P, computed without Eigen's
+/// packing and with the bits of Eigen's GEMM (kernels/linalg/power_iteration.cpp).
+///
+/// Both are C = A B with a skinny A: c[j * r + i] = Σ_k a[k * r + i] B(k, j) for i < r, j < n,
+/// k < depth, where B(k, j) is m[k * n + j] (`b_transposed` false: P' = M^T P with k the rows of M)
+/// or m[j * depth + k] (true: P = M Q with j the rows of M).
+///
+/// Eigen evaluates such a product (row-major result, baseline x86-64 build: four-float packets, no
+/// fused multiply-add) as a zeroed result plus blocks of the depth, each block's sums started
+/// from zero and added to the result. Within a block of d terms the order of one sum depends on
+/// where its row i and column j fall in Eigen's register blocking (mr = 8, nr = 4, a peeling of
+/// eight; GeneralBlockPanelKernel.h of Eigen 3.4):
+///   - rows in the leading multiple of eight rows of a row block, and columns past the last
+///     multiple of four columns of a column block: the terms in order;
+///   - the next four rows: the terms at even and at odd places (up to the last multiple of eight)
+///     summed apart, then added, then the remaining terms in order;
+///   - the last rows (fewer than four): the terms at places 0, 1, 2 and 3 modulo four (up to the
+///     last multiple of four) summed apart, added as (s0 + s1) + (s2 + s3), then the rest in order.
+/// This kernel adds the same products in the same orders, eight columns at a time, so its results
+/// equal Eigen's bit for bit (tests compare the two over shapes that reach every case).
+///
+/// The blocking comes from Eigen (`computeProductBlockingSizes`, with the cache sizes the caller
+/// fixed: power_iteration.cpp's). Shapes Eigen evaluates some other way (a single row or column,
+/// or the coefficient-based product of tiny shapes), machines without AVX2 and builds whose Eigen
+/// uses other packets or fused multiply-adds are not taken: skinny_product() returns false and the
+/// caller uses Eigen.
+///
+/// Speed: P = M Q reads eight rows of M at a time and transposes them in registers; M^T P streams
+/// M a row at a time into sums of 256 columns held in the first-level cache. Neither packs M.
+
+#include <cstdint>
+
+namespace ccsim::kern {
+
+/// c (n x r, row-major) = the product described in the file comment, blocked as Eigen blocks it.
+/// Returns false, writing nothing, where the file comment says it is not taken.
+/// REQUIRES: c does not overlap a or m.
+bool skinny_product(const float* a, uint32_t r, const float* m, uint64_t depth, uint64_t n, bool b_transposed,
+                    float* c);
+
+/// Whether skinny_product() runs in this build on this machine.
+bool skinny_product_available();
+
+}  // namespace ccsim::kern
