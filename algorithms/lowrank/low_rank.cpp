@@ -145,14 +145,9 @@ void LowRankCompressor::ensure_q(size_t layer, const LayerShape& shape, uint64_t
   q_round_[layer] = rounds_;
 }
 
-const float* LowRankCompressor::with_residual(std::span<const float> x, uint32_t rank, const LayerShape& shape,
-                                             UninitVector<float>& m) const {
-  const float* src = x.data() + shape.offset;
+const float* LowRankCompressor::residual(uint32_t rank, const LayerShape& shape) const {
   const bool has_residual = error_feedback_ && rank < residuals_.size() && !residuals_[rank].empty();
-  if (!has_residual) return src;
-  m.resize(shape.count);
-  add_into(src, residuals_[rank].data() + shape.offset, shape.count, m.data());
-  return m.data();
+  return has_residual ? residuals_[rank].data() + shape.offset : nullptr;
 }
 
 void LowRankCompressor::add_into(const float* x, const float* e, uint64_t count, float* m) {
@@ -173,14 +168,17 @@ void LowRankCompressor::plan_local(std::span<const float> x, uint32_t rank, cons
   for (size_t l = 0; l < layer_slots.size(); ++l)
     if (layer_slots[l].compressed) ensure_q(l, layer_slots[l].shape, key.seed);
   kern::parallel_for(layer_slots.size(), 1, [&](uint64_t l0, uint64_t l1) {
-    UninitVector<float> m;
     std::vector<float> p;
     for (uint64_t l = l0; l < l1; ++l) {
       const Slot& s = layer_slots[l];
       if (!s.compressed) continue;
       p.resize(s.shape.rows * rank_);
-      kern::lowrank_project(with_residual(x, rank, s.shape, m), s.shape.rows, s.shape.cols, q_[l].data(), rank_,
-                            p.data());
+      // M = x + e where the rank has a residual, summed as the product reads it.
+      const float* src = x.data() + s.shape.offset;
+      if (const float* e = residual(rank, s.shape))
+        kern::lowrank_project_sum(src, e, s.shape.rows, s.shape.cols, q_[l].data(), rank_, p.data());
+      else
+        kern::lowrank_project(src, s.shape.rows, s.shape.cols, q_[l].data(), rank_, p.data());
       std::copy(p.begin(), p.end(), out.sum.begin() + static_cast<std::ptrdiff_t>(s.p_offset));
     }
   });
@@ -224,7 +222,6 @@ void LowRankCompressor::prepare(std::span<const float> x, std::span<float> out, 
     if (residuals_[rank].size() != x.size()) residuals_[rank].assign(x.size(), 0.0f);
   }
   kern::parallel_for(layer_slots.size(), 1, [&](uint64_t l0, uint64_t l1) {
-    UninitVector<float> m;
     for (uint64_t l = l0; l < l1; ++l) {
       const Slot& s = layer_slots[l];
       float* e = error_feedback_ ? residuals_[rank].data() + s.shape.offset : nullptr;
@@ -240,13 +237,14 @@ void LowRankCompressor::prepare(std::span<const float> x, std::span<float> out, 
       }
       float* q = out.data() + s.reduced_offset;
       if (!e) {
-        kern::lowrank_project_transposed(with_residual(x, rank, s.shape, m), s.shape.rows, s.shape.cols,
-                                         p_hat_[l].data(), rank_, q);
+        kern::lowrank_project_transposed(x.data() + s.shape.offset, s.shape.rows, s.shape.cols, p_hat_[l].data(),
+                                         rank_, q);
         continue;
       }
-      // M = x + e formed in the residual itself, projected, then what the round sends taken from it.
-      add_into(x.data() + s.shape.offset, e, s.shape.count, e);
-      kern::lowrank_project_transposed(e, s.shape.rows, s.shape.cols, p_hat_[l].data(), rank_, q);
+      // M = x + e formed in the residual itself as it is projected, then what the round sends taken
+      // from it.
+      kern::lowrank_add_project_transposed(x.data() + s.shape.offset, e, s.shape.rows, s.shape.cols, p_hat_[l].data(),
+                                           rank_, q);
       kern::lowrank_subtract(p_hat_[l].data(), q, s.shape.rows, s.shape.cols, rank_, e);
     }
   });

@@ -44,7 +44,6 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
-#include "sim/base/uninit_vector.hpp"
 
 namespace ccsim::algo {
 
@@ -155,10 +154,8 @@ class LowRankCompressor : public UnfusedHopCompressor {
   std::vector<Slot> slots(uint64_t elements) const;
   /// Makes layer `layer`'s Q (cols x rank_) ready, drawing what is missing from `key`'s seed.
   void ensure_q(size_t layer, const LayerShape& shape, uint64_t seed) const;
-  /// One layer's M = x + e (the residual of `rank` if error feedback has one): the layer of `x`
-  /// itself where the rank has no residual, else `m` holding the sum.
-  const float* with_residual(std::span<const float> x, uint32_t rank, const LayerShape& shape,
-                             UninitVector<float>& m) const;
+  /// One layer's part of rank `rank`'s residual, or nullptr where error feedback has none for it.
+  const float* residual(uint32_t rank, const LayerShape& shape) const;
 
   uint32_t rank_;
   bool error_feedback_;

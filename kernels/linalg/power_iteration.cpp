@@ -56,13 +56,32 @@ void lowrank_project_transposed(const float* m, uint64_t rows, uint64_t cols, co
   Map(q, ix(cols), rank).noalias() = ConstMap(m, ix(rows), ix(cols)).transpose() * ConstMap(p, ix(rows), rank);
 }
 
+void lowrank_project_sum(const float* x, const float* e, uint64_t rows, uint64_t cols, const float* q, uint32_t rank,
+                         float* p) {
+  fix_cache_sizes();
+  if (skinny_product(q, rank, x, cols, rows, true, p, e)) return;
+  std::vector<float> m(rows * cols);
+  for (uint64_t i = 0; i < m.size(); ++i) m[i] = x[i] + e[i];
+  lowrank_project(m.data(), rows, cols, q, rank, p);
+}
+
+void lowrank_add_project_transposed(const float* x, float* e, uint64_t rows, uint64_t cols, const float* p,
+                                    uint32_t rank, float* q) {
+  fix_cache_sizes();
+  if (skinny_product(p, rank, x, rows, cols, false, q, e, e)) return;
+  for (uint64_t i = 0; i < rows * cols; ++i) e[i] = x[i] + e[i];
+  lowrank_project_transposed(e, rows, cols, p, rank, q);
+}
+
 void lowrank_expand(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t rank, float* out) {
   fix_cache_sizes();
+  if (skinny_outer(p, q, rows, cols, rank, false, out)) return;
   Map(out, ix(rows), ix(cols)).noalias() = ConstMap(p, ix(rows), rank) * ConstMap(q, ix(cols), rank).transpose();
 }
 
 void lowrank_subtract(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t rank, float* inout) {
   fix_cache_sizes();
+  if (skinny_outer(p, q, rows, cols, rank, true, inout)) return;
   Map(inout, ix(rows), ix(cols)).noalias() -= ConstMap(p, ix(rows), rank) * ConstMap(q, ix(cols), rank).transpose();
 }
 

@@ -10,10 +10,12 @@
 /// A distributed step all-reduces P between the first two, and Q' before the reconstruction.
 ///
 /// Layout: every matrix is dense and row-major (M[i][j] at m[i * cols + j]; P[i][k] at
-/// p[i * rank + k]; Q[j][k] at q[j * rank + k]). Products run in fp32 through Eigen's GEMM, whose
-/// summation order depends only on the shapes and the build: the cache sizes Eigen blocks by are
-/// fixed rather than read from the CPU (hence the same bits on every machine with one build, not
-/// bitwise equal to a GPU's). Orthonormalization accumulates in double.
+/// p[i * rank + k]; Q[j][k] at q[j * rank + k]). Products run in fp32 with the bits of Eigen's
+/// GEMM, whose summation order depends only on the shapes and the build: the cache sizes Eigen
+/// blocks by are fixed rather than read from the CPU (hence the same bits on every machine with one
+/// build, not bitwise equal to a GPU's). Where the build and the machine allow, they run through
+/// kernels/linalg/skinny_product.hpp, which adds the same products in the same orders without
+/// Eigen's packing. Orthonormalization accumulates in double.
 ///
 /// Thread safety: functions write only to their outputs and run serially (the first product also
 /// sets Eigen's process-wide cache sizes, once); callers parallelize over independent matrices
@@ -33,6 +35,16 @@ void lowrank_project(const float* m, uint64_t rows, uint64_t cols, const float* 
 /// q = M^T p: (cols x rows) times (rows x rank) into cols x rank.
 /// REQUIRES: q does not overlap m or p.
 void lowrank_project_transposed(const float* m, uint64_t rows, uint64_t cols, const float* p, uint32_t rank, float* q);
+
+/// p = (x + e) q: lowrank_project of M = x + e, each entry of M one fp32 addition (x's first),
+/// without storing M. REQUIRES: p does not overlap x, e or q.
+void lowrank_project_sum(const float* x, const float* e, uint64_t rows, uint64_t cols, const float* q, uint32_t rank,
+                         float* p);
+
+/// e = x + e (each entry one fp32 addition, x's first), then q = e^T p: lowrank_project_transposed
+/// of M = x + e formed in place. REQUIRES: q does not overlap x, e or p.
+void lowrank_add_project_transposed(const float* x, float* e, uint64_t rows, uint64_t cols, const float* p,
+                                    uint32_t rank, float* q);
 
 /// out = p q^T (rows x cols), the rank-`rank` reconstruction.
 /// REQUIRES: out does not overlap p or q.

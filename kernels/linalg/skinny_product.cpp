@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/check.hpp"
+
 namespace ccsim::kern {
 namespace {
 
@@ -103,8 +105,11 @@ void rows_sums(int split, uint64_t rows, const float* a, uint32_t r, const float
   }
 }
 
-// bt[k * 8 + l] = src[l * ld + k] for k < d: eight rows of M as a panel of eight columns.
-void transpose_panel(const float* src, uint64_t ld, uint64_t d, float* bt) {
+// bt[k * 8 + l] = src[l * ld + k] (+ add[l * ld + k], when given) for k < d: eight rows of M as a
+// panel of eight columns.
+constexpr uint64_t kPanelAhead = 128;  // floats of each row prefetched ahead of the eight transposed
+
+void transpose_panel(const float* src, const float* add, uint64_t ld, uint64_t d, float* bt) {
   const I8 lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};
   const I8 even{0, 1, 8, 9, 4, 5, 12, 13}, odd{2, 3, 10, 11, 6, 7, 14, 15};
   const I8 low{0, 1, 2, 3, 8, 9, 10, 11}, high{4, 5, 6, 7, 12, 13, 14, 15};
@@ -112,6 +117,12 @@ void transpose_panel(const float* src, uint64_t ld, uint64_t d, float* bt) {
   for (; k + 8 <= d; k += 8) {
     V8 x[8], t[8], u[8];
     for (int l = 0; l < 8; ++l) x[l] = load<V8>(src + l * ld + k);
+    for (int l = 0; l < 8; ++l) __builtin_prefetch(src + l * ld + k + kPanelAhead);
+    if (add)
+      for (int l = 0; l < 8; ++l) {
+        x[l] = x[l] + load<V8>(add + l * ld + k);
+        __builtin_prefetch(add + l * ld + k + kPanelAhead);
+      }
     for (int p = 0; p < 4; ++p) {
       t[2 * p] = __builtin_shuffle(x[2 * p], x[2 * p + 1], lo);
       t[2 * p + 1] = __builtin_shuffle(x[2 * p], x[2 * p + 1], hi);
@@ -128,18 +139,26 @@ void transpose_panel(const float* src, uint64_t ld, uint64_t d, float* bt) {
     }
   }
   for (; k < d; ++k)
-    for (int l = 0; l < 8; ++l) bt[k * 8 + l] = src[l * ld + k];
+    for (int l = 0; l < 8; ++l) bt[k * 8 + l] = add ? src[l * ld + k] + add[l * ld + k] : src[l * ld + k];
 }
 
 // One block's sums of G rows split S ways over `w` columns whose terms are rows of M (b[k * ld + j]),
 // a row of M at a time; acc holds G * S * w floats. Added to t[g * tstride + j].
+constexpr uint64_t kAhead = 8;  // rows of M prefetched ahead of the one summed
+
 template <int G, int S>
 void stream_sums(const float* a, uint32_t r, const float* __restrict b, uint64_t ld, uint64_t d, uint64_t w,
                  float* __restrict acc, float* __restrict t, uint64_t tstride) {
   std::fill(acc, acc + G * S * w, 0.0f);
   const uint64_t split_end = S == 1 ? 0 : S == 2 ? (d & ~uint64_t{7}) : (d & ~uint64_t{3});
   uint64_t k = 0;
+  // Rows of M a tile apart in memory defeat the hardware's prefetching: ask for a row ahead.
+  auto prefetch = [&](uint64_t kk) {
+    if (kk + kAhead < d)
+      for (uint64_t j = 0; j < w; j += 16) __builtin_prefetch(b + (kk + kAhead) * ld + j);
+  };
   for (; k < split_end; ++k) {
+    prefetch(k);
     const float* __restrict row = b + k * ld;
     float* __restrict part = acc + (k % S) * w;  // acc[(g * S + s) * w + j]
     float c[G];
@@ -155,6 +174,7 @@ void stream_sums(const float* a, uint32_t r, const float* __restrict b, uint64_t
       for (uint64_t j = 0; j < w; ++j) p[j] = (p[j] + p[w + j]) + (p[2 * w + j] + p[3 * w + j]);
   }
   for (; k < d; ++k) {
+    prefetch(k);
     const float* __restrict row = b + k * ld;
     float c[G];
     for (int g = 0; g < G; ++g) c[g] = a[k * r + g];
@@ -195,70 +215,150 @@ std::vector<RowRun> row_runs(uint64_t i2, uint64_t rows) {
   return runs;
 }
 
-// Columns [j0, j1) of Eigen's four-column panels (all of them packed), for one block of terms.
-void packed_columns(const float* a, uint32_t r, const float* m, uint64_t depth, uint64_t n, bool b_transposed,
-                    uint64_t k2, uint64_t d, const std::vector<RowRun>& runs, uint64_t j0, uint64_t j1, float* t,
-                    std::vector<float>& scratch) {
-  constexpr uint64_t kTile = 256;
-  uint64_t j = j0;
-  if (b_transposed) {
-    scratch.resize(d * 8);
-    for (; j + 8 <= j1; j += 8) {
-      transpose_panel(m + j * depth + k2, depth, d, scratch.data());
-      for (const RowRun& run : runs)
-        rows_sums<V8>(run.split, run.count, a + k2 * r + run.i, r, scratch.data(), 8, d, t + run.i * n + j, n);
+// Which columns Eigen packs: those before the last multiple of four of each column block (nc);
+// the rest are summed in order. Runs of packed columns may span column blocks: the blocks change no
+// order otherwise.
+struct ColumnRuns {
+  std::vector<std::pair<uint64_t, uint64_t>> packed;  // [begin, end)
+  std::vector<uint64_t> in_order;
+};
+ColumnRuns column_runs(uint64_t n, uint64_t nc) {
+  ColumnRuns runs;
+  for (uint64_t j2 = 0; j2 < n; j2 += nc) {
+    const uint64_t ncols = std::min(nc, n - j2), end4 = j2 + ncols / 4 * 4;
+    if (end4 > j2) {
+      if (!runs.packed.empty() && runs.packed.back().second == j2) runs.packed.back().second = end4;
+      else runs.packed.emplace_back(j2, end4);
     }
-  } else {
-    scratch.resize(4 * 4 * kTile);
-    while (j + 8 <= j1) {
-      const uint64_t w = std::min(kTile, (j1 - j) / 8 * 8);
-      for (const RowRun& run : runs) {
-        const float* ar = a + k2 * r + run.i;
-        float* tr = t + run.i * n + j;
-        const float* b = m + k2 * n + j;
-        if (run.split == 1) stream_group<1>(run.count, ar, r, b, n, d, w, scratch.data(), tr, n);
-        else if (run.split == 2) stream_group<2>(run.count, ar, r, b, n, d, w, scratch.data(), tr, n);
-        else stream_group<4>(run.count, ar, r, b, n, d, w, scratch.data(), tr, n);
-      }
-      j += w;
-    }
+    for (uint64_t j = end4; j < j2 + ncols; ++j) runs.in_order.push_back(j);
   }
-  for (; j < j1; ++j) {
-    const float* b = b_transposed ? m + j * depth + k2 : m + k2 * n + j;
-    const uint64_t stride = b_transposed ? 1 : n;
-    for (const RowRun& run : runs)
-      rows_sums<float>(run.split, run.count, a + k2 * r + run.i, r, b, stride, d, t + run.i * n + j, n);
+  return runs;
+}
+
+// Transposed B (P = M Q): column j's terms are row j of M (+ add). Eight rows of M at a time go
+// through every block of terms in order, so that each row is read from start to end.
+void transposed_sums(const float* a, uint32_t r, const float* m, const float* add, uint64_t depth, uint64_t n,
+                     uint64_t kc, const ColumnRuns& cols, const std::vector<RowRun>& runs, const RowRun& whole, float* t) {
+  std::vector<float> panel(std::min(kc, depth) * 8);
+  // Column j's terms [k2, k2 + d) at stride 1, summed into `buf` when there is an addition.
+  auto column = [&](uint64_t j, uint64_t k2, uint64_t d) {
+    const float* x = m + j * depth + k2;
+    if (!add) return x;
+    const float* e = add + j * depth + k2;
+    for (uint64_t k = 0; k < d; ++k) panel[k] = x[k] + e[k];
+    return static_cast<const float*>(panel.data());
+  };
+  auto in_order = [&](uint64_t j, const std::vector<RowRun>& rs) {
+    for (uint64_t k2 = 0; k2 < depth; k2 += kc) {
+      const uint64_t d = std::min(kc, depth - k2);
+      const float* b = column(j, k2, d);
+      for (const RowRun& run : rs) rows_sums<float>(run.split, run.count, a + k2 * r + run.i, r, b, 1, d, t + run.i * n + j, n);
+    }
+  };
+  for (const auto& [j0, j1] : cols.packed) {
+    uint64_t j = j0;
+    for (; j + 8 <= j1; j += 8)
+      for (uint64_t k2 = 0; k2 < depth; k2 += kc) {
+        const uint64_t d = std::min(kc, depth - k2), at = j * depth + k2;
+        transpose_panel(m + at, add ? add + at : nullptr, depth, d, panel.data());
+        for (const RowRun& run : runs)
+          rows_sums<V8>(run.split, run.count, a + k2 * r + run.i, r, panel.data(), 8, d, t + run.i * n + j, n);
+      }
+    for (; j < j1; ++j) in_order(j, runs);
+  }
+  for (uint64_t j : cols.in_order) in_order(j, {whole});
+}
+
+// B as stored (M^T P): column j's terms are column j of M (+ add). A block of terms at a time, its
+// rows of M streamed into sums of up to kTile columns held in the first-level cache. With `add`,
+// the block's rows of m + add are formed in sum_out first (once: in the first row block).
+void streamed_sums(const float* a, uint32_t r, const float* m, const float* add, float* sum_out, uint64_t depth,
+                   uint64_t n, uint64_t kc, bool first_rows, const ColumnRuns& cols, const std::vector<RowRun>& runs,
+                   const RowRun& whole, float* t) {
+  constexpr uint64_t kTile = 512;
+  std::vector<float> scratch(4 * 4 * kTile);
+  for (uint64_t k2 = 0; k2 < depth; k2 += kc) {
+    const uint64_t d = std::min(kc, depth - k2);
+    const float* rows = m + k2 * n;
+    if (add) {
+      float* dst = sum_out + k2 * n;
+      if (first_rows)
+        for (uint64_t e = 0; e < d * n; ++e) dst[e] = m[k2 * n + e] + add[k2 * n + e];
+      rows = dst;
+    }
+    const float* ak = a + k2 * r;
+    for (const auto& [j0, j1] : cols.packed) {
+      uint64_t j = j0;
+      for (uint64_t w; (w = std::min(kTile, (j1 - j) / 8 * 8)) > 0; j += w)
+        for (const RowRun& run : runs) {
+          float* tr = t + run.i * n + j;
+          if (run.split == 1) stream_group<1>(run.count, ak + run.i, r, rows + j, n, d, w, scratch.data(), tr, n);
+          else if (run.split == 2) stream_group<2>(run.count, ak + run.i, r, rows + j, n, d, w, scratch.data(), tr, n);
+          else stream_group<4>(run.count, ak + run.i, r, rows + j, n, d, w, scratch.data(), tr, n);
+        }
+      for (; j < j1; ++j)
+        for (const RowRun& run : runs)
+          rows_sums<float>(run.split, run.count, ak + run.i, r, rows + j, n, d, t + run.i * n + j, n);
+    }
+    for (uint64_t j : cols.in_order)
+      rows_sums<float>(1, whole.count, ak + whole.i, r, rows + j, n, d, t + whole.i * n + j, n);
   }
 }
 
-// The product (header comment) into t[i * n + j], which holds zeros.
-void blocked_sums(const float* a, uint32_t r, const float* m, uint64_t depth, uint64_t n, bool b_transposed,
-                  const Blocking& bl, float* t) {
-  // Columns past the last multiple of four of a column block are summed in order; the others are
-  // packed. Runs of packed columns may span column blocks: the blocks change no order otherwise.
-  std::vector<std::pair<uint64_t, uint64_t>> packed;  // [begin, end)
-  std::vector<uint64_t> in_order;
-  for (uint64_t j2 = 0; j2 < n; j2 += bl.nc) {
-    const uint64_t ncols = std::min(bl.nc, n - j2), end4 = j2 + ncols / 4 * 4;
-    if (end4 > j2) {
-      if (!packed.empty() && packed.back().second == j2) packed.back().second = end4;
-      else packed.emplace_back(j2, end4);
-    }
-    for (uint64_t j = end4; j < j2 + ncols; ++j) in_order.push_back(j);
-  }
-  std::vector<float> scratch;
+// The product (header comment) into t[i * n + j], which holds zeros; B = m + add when add is given,
+// and then, not transposed, sum_out (which may be m or add) receives that sum.
+void blocked_sums(const float* a, uint32_t r, const float* m, const float* add, float* sum_out, uint64_t depth,
+                  uint64_t n, bool b_transposed, const Blocking& bl, float* t) {
+  const ColumnRuns cols = column_runs(n, bl.nc);
   for (uint64_t i2 = 0; i2 < r; i2 += bl.mc) {
     const uint64_t rows = std::min(bl.mc, r - i2);
     const std::vector<RowRun> runs = row_runs(i2, rows);
-    const std::vector<RowRun> whole{{i2, rows, 1}};
-    for (uint64_t k2 = 0; k2 < depth; k2 += bl.kc) {
-      const uint64_t d = std::min(bl.kc, depth - k2);
-      for (const auto& [j0, j1] : packed) packed_columns(a, r, m, depth, n, b_transposed, k2, d, runs, j0, j1, t, scratch);
-      for (uint64_t j : in_order) {
-        const float* b = b_transposed ? m + j * depth + k2 : m + k2 * n + j;
-        rows_sums<float>(1, rows, a + k2 * r + i2, r, b, b_transposed ? 1 : n, d, t + i2 * n + j, n);
+    const RowRun whole{i2, rows, 1};
+    if (b_transposed) transposed_sums(a, r, m, add, depth, n, bl.kc, cols, runs, whole, t);
+    else streamed_sums(a, r, m, add, sum_out, depth, n, bl.kc, i2 == 0, cols, runs, whole, t);
+  }
+}
+
+// One entry of P Q^T's block of d terms: Σ_k q[k] p[k] split `split` ways (row_split).
+inline float outer_entry(int split, const float* p, const float* q, uint64_t d) {
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const uint64_t ways = static_cast<uint64_t>(split);
+  const uint64_t split_end = split == 1 ? 0 : split == 2 ? (d & ~uint64_t{7}) : (d & ~uint64_t{3});
+  uint64_t k = 0;
+  for (; k < split_end; ++k) part[k % ways] = part[k % ways] + q[k] * p[k];
+  float sum = split == 1 ? part[0] : split == 2 ? part[0] + part[1] : (part[0] + part[1]) + (part[2] + part[3]);
+  for (; k < d; ++k) sum = sum + q[k] * p[k];
+  return sum;
+}
+
+// Rows [i, i + G) of out = alpha P Q^T + (first ? 0 : out), for the block of terms [k2, k2 + d),
+// with Eigen's orders: entry j is summed in order unless its row is packed (the first `packed`
+// rows) and j is in the last eight rows of its row block of Q (mc), where row_split applies.
+// qt[k * cols + j] = Q[j][k]; p and out point at row i.
+template <int G>
+void outer_rows(const float* p, const float* q, const float* qt, uint64_t cols, uint32_t r, uint64_t k2, uint64_t d,
+                uint64_t mc, uint64_t packed, float alpha, bool first, float* out) {
+  for (uint64_t jb = 0; jb < cols; jb += mc) {
+    const uint64_t rows = std::min(mc, cols - jb), vec_end = jb + rows / 8 * 8;
+    for (uint64_t j = jb; j < vec_end; j += 8) {
+      V8 acc[G];
+      for (int l = 0; l < G; ++l) acc[l] = V8{};
+      for (uint64_t k = 0; k < d; ++k) {
+        const V8 qv = load<V8>(qt + (k2 + k) * cols + j);
+        for (int l = 0; l < G; ++l) acc[l] = acc[l] + qv * p[l * r + k2 + k];
+      }
+      for (int l = 0; l < G; ++l) {
+        float* o = out + l * cols + j;
+        store<V8>(o, acc[l] * alpha + (first ? V8{} : load<V8>(o)));
       }
     }
+    for (uint64_t l = 0; l < G; ++l)
+      for (uint64_t j = vec_end; j < jb + rows; ++j) {
+        const int split = l < packed ? row_split(j - jb, rows) : 1;
+        const float acc = outer_entry(split, p + l * r + k2, q + j * r + k2, d);
+        float& o = out[l * cols + j];
+        o = acc * alpha + (first ? 0.0f : o);
+      }
   }
 }
 
@@ -280,15 +380,40 @@ constexpr bool kEigenAsReplicated =
 bool skinny_product_available() { return kEigenAsReplicated && __builtin_cpu_supports("avx2"); }
 
 bool skinny_product(const float* a, uint32_t r, const float* m, uint64_t depth, uint64_t n, bool b_transposed,
-                    float* c) {
+                    float* c, const float* add, float* sum_out) {
   // Eigen's other evaluations: GEMV for a single row or column of the result, the coefficient-based
   // product below its threshold (rhs rows + result rows + result columns < 20), nothing when empty.
+  CCSIM_CHECK(b_transposed ? sum_out == nullptr : (add == nullptr) == (sum_out == nullptr),
+              "skinny_product: a sum is stored exactly when B is not transposed and has an addition");
   if (r <= 1 || n <= 1 || depth == 0 || depth + n + r < 20 || !skinny_product_available()) return false;
   const Blocking bl = eigen_blocking(r, depth, n);
   std::vector<float> t(static_cast<size_t>(r) * n, 0.0f);
-  blocked_sums(a, r, m, depth, n, b_transposed, bl, t.data());
+  blocked_sums(a, r, m, add, sum_out, depth, n, b_transposed, bl, t.data());
   for (uint64_t j = 0; j < n; ++j)
     for (uint32_t i = 0; i < r; ++i) c[j * r + i] = t[i * n + j];
+  return true;
+}
+
+bool skinny_outer(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t r, bool subtract, float* out) {
+  // Eigen's other evaluations (as in skinny_product); its GEMM has Q's rows as its rows, P's as its
+  // columns and the rank as its depth.
+  if (r == 0 || rows <= 1 || cols <= 1 || r + rows + cols < 20 || !skinny_product_available()) return false;
+  const Blocking bl = eigen_blocking(cols, r, rows);
+  std::vector<float> qt(static_cast<size_t>(r) * cols);
+  for (uint64_t j = 0; j < cols; ++j)
+    for (uint32_t k = 0; k < r; ++k) qt[k * cols + j] = q[j * r + k];
+  const float alpha = subtract ? -1.0f : 1.0f;
+  for (uint64_t i2 = 0; i2 < rows; i2 += bl.nc) {
+    const uint64_t block = std::min(bl.nc, rows - i2), packed_end = i2 + block / 4 * 4;
+    for (uint64_t i = i2; i < i2 + block; i += 4) {
+      const uint64_t g = std::min<uint64_t>(4, i2 + block - i), packed = packed_end > i ? packed_end - i : 0;
+      for (uint64_t k2 = 0; k2 < r; k2 += bl.kc) {
+        auto* rows_of = g == 4 ? outer_rows<4> : g == 3 ? outer_rows<3> : g == 2 ? outer_rows<2> : outer_rows<1>;
+        rows_of(p + i * r, q, qt.data(), cols, r, k2, std::min<uint64_t>(bl.kc, r - k2), bl.mc, packed, alpha,
+                !subtract && k2 == 0, out + i * cols);
+      }
+    }
+  }
   return true;
 }
 

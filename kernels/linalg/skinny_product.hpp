@@ -35,12 +35,22 @@
 namespace ccsim::kern {
 
 /// c (n x r, row-major) = the product described in the file comment, blocked as Eigen blocks it.
-/// Returns false, writing nothing, where the file comment says it is not taken.
-/// REQUIRES: c does not overlap a or m.
+/// With `add`, B is taken from m + add, each entry one fp32 addition (m's entry first); when not
+/// `b_transposed`, that sum is also stored in `sum_out` (which may be m or add: M = x + e formed in
+/// place). Returns false, writing nothing, where the file comment says it is not taken.
+/// REQUIRES: c does not overlap a, m, add or sum_out; sum_out is given exactly when add is and B is
+/// not transposed.
 bool skinny_product(const float* a, uint32_t r, const float* m, uint64_t depth, uint64_t n, bool b_transposed,
-                    float* c);
+                    float* c, const float* add = nullptr, float* sum_out = nullptr);
 
-/// Whether skinny_product() runs in this build on this machine.
+/// out = P Q^T (`subtract` false) or out -= P Q^T (true), P rows x r and Q cols x r row-major, out
+/// rows x cols: the reconstruction and the error-feedback residual, with Eigen's bits (its GEMM
+/// runs with Q's rows as its rows and the rank as its depth; the same cases apply). Returns false,
+/// writing nothing, where skinny_product() would.
+/// REQUIRES: out does not overlap p or q.
+bool skinny_outer(const float* p, const float* q, uint64_t rows, uint64_t cols, uint32_t r, bool subtract, float* out);
+
+/// Whether skinny_product() and skinny_outer() run in this build on this machine.
 bool skinny_product_available();
 
 }  // namespace ccsim::kern

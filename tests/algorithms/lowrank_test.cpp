@@ -220,11 +220,13 @@ TEST(LowRankKernels, ProductsDoNotDependOnTheMachinesCacheSizes) {
   EXPECT_EQ(std::memcmp(before.data(), after.data(), 4 * before.size()), 0);
 }
 
-// The projections run through kern::skinny_product, which adds Eigen's products in Eigen's orders
-// without packing M: equal bits to a plain Eigen product, over ranks that reach every row case
-// (groups of eight rows, a group of four, one to three rows left), depths past Eigen's blocking of
-// the sums (688 terms at these cache sizes), and column counts that leave columns out of Eigen's
-// four-column panels. Summing in the plain order instead would change many entries.
+// The products run through kern::skinny_product and kern::skinny_outer, which add Eigen's products
+// in Eigen's orders without packing: equal bits to plain Eigen products, over ranks that reach every
+// row case (groups of eight rows, a group of four, one to three rows left; for the reconstruction,
+// ranks of eight and more split their sums), depths past Eigen's blocking of the sums (688 terms at
+// these cache sizes), and column counts that leave columns out of Eigen's four-column panels; and
+// the projections of M = x + e that form the sum as they read it. Summing in the plain order
+// instead would change many entries.
 TEST(LowRankKernels, SkinnyProductsEqualEigensBitForBit) {
   if (!kern::skinny_product_available()) GTEST_SKIP() << "no AVX2, or Eigen built for other packets";
   using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -245,6 +247,26 @@ TEST(LowRankKernels, SkinnyProductsEqualEigensBitForBit) {
     const RowMat want_q = Map(m.data(), rows, cols).transpose() * Map(p.data(), rows, r);
     ASSERT_EQ(std::memcmp(got_p.data(), want_p.data(), 4 * got_p.size()), 0) << rows << " x " << cols << ", rank " << r;
     ASSERT_EQ(std::memcmp(got_q.data(), want_q.data(), 4 * got_q.size()), 0) << rows << " x " << cols << ", rank " << r;
+    std::vector<float> got_e(rows * cols), got_s(m);
+    kern::lowrank_expand(p.data(), q.data(), rows, cols, r, got_e.data());
+    kern::lowrank_subtract(p.data(), q.data(), rows, cols, r, got_s.data());
+    const RowMat want_e = Map(p.data(), rows, r) * Map(q.data(), cols, r).transpose();
+    RowMat want_s = Map(m.data(), rows, cols);
+    want_s.noalias() -= Map(p.data(), rows, r) * Map(q.data(), cols, r).transpose();
+    ASSERT_EQ(std::memcmp(got_e.data(), want_e.data(), 4 * got_e.size()), 0) << rows << " x " << cols << ", rank " << r;
+    ASSERT_EQ(std::memcmp(got_s.data(), want_s.data(), 4 * got_s.size()), 0) << rows << " x " << cols << ", rank " << r;
+    // The fused forms: M = m + e summed as the products read it (and, transposed, stored in e).
+    std::vector<float> e(rows * cols), sum(rows * cols);
+    for (uint64_t i = 0; i < e.size(); ++i) e[i] = heavy(gen) * 0.01f;
+    for (uint64_t i = 0; i < e.size(); ++i) sum[i] = m[i] + e[i];
+    std::vector<float> got_ps(rows * r), got_qs(cols * r);
+    kern::lowrank_project_sum(m.data(), e.data(), rows, cols, q.data(), r, got_ps.data());
+    kern::lowrank_add_project_transposed(m.data(), e.data(), rows, cols, p.data(), r, got_qs.data());
+    const RowMat want_ps = Map(sum.data(), rows, cols) * Map(q.data(), cols, r);
+    const RowMat want_qs = Map(sum.data(), rows, cols).transpose() * Map(p.data(), rows, r);
+    ASSERT_EQ(std::memcmp(got_ps.data(), want_ps.data(), 4 * got_ps.size()), 0) << rows << " x " << cols << ", rank " << r;
+    ASSERT_EQ(std::memcmp(got_qs.data(), want_qs.data(), 4 * got_qs.size()), 0) << rows << " x " << cols << ", rank " << r;
+    ASSERT_EQ(std::memcmp(e.data(), sum.data(), 4 * e.size()), 0) << rows << " x " << cols << ", rank " << r;
     std::vector<float> direct(rows * r);
     ASSERT_TRUE(kern::skinny_product(q.data(), r, m.data(), cols, rows, true, direct.data()));
     ASSERT_EQ(std::memcmp(direct.data(), want_p.data(), 4 * direct.size()), 0);
@@ -256,12 +278,12 @@ TEST(LowRankKernels, SkinnyProductsEqualEigensBitForBit) {
       }
     ++shapes;
   };
-  for (uint32_t r : {2u, 3u, 4u, 5u, 7u, 8u, 11u, 12u, 13u, 16u})
+  for (uint32_t r : {2u, 3u, 4u, 5u, 7u, 8u, 11u, 12u, 13u, 16u, 19u})
     for (uint64_t rows : {9u, 37u, 300u})
       for (uint64_t cols : {13u, 250u, 1500u}) check(rows, cols, r);
   check(2048, 700, 4);
   check(700, 2048, 4);
-  ASSERT_EQ(shapes, 92u);
+  ASSERT_EQ(shapes, 101u);
   EXPECT_GT(plain_differs, 1000u);
 }
 
