@@ -106,22 +106,25 @@ void rows_sums(int split, uint64_t rows, const float* a, uint32_t r, const float
 }
 
 // bt[k * 8 + l] = src[l * ld + k] (+ add[l * ld + k], when given) for k < d: eight rows of M as a
-// panel of eight columns.
+// panel of eight columns. Each row's next floats are prefetched while they last (`left` of them
+// from src on, the rest of the row, which the next block of terms reads).
 constexpr uint64_t kPanelAhead = 128;  // floats of each row prefetched ahead of the eight transposed
 
-void transpose_panel(const float* src, const float* add, uint64_t ld, uint64_t d, float* bt) {
+void transpose_panel(const float* src, const float* add, uint64_t ld, uint64_t d, uint64_t left, float* bt) {
   const I8 lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};
   const I8 even{0, 1, 8, 9, 4, 5, 12, 13}, odd{2, 3, 10, 11, 6, 7, 14, 15};
   const I8 low{0, 1, 2, 3, 8, 9, 10, 11}, high{4, 5, 6, 7, 12, 13, 14, 15};
   uint64_t k = 0;
   for (; k + 8 <= d; k += 8) {
     V8 x[8], t[8], u[8];
+    const bool ahead = k + kPanelAhead < left;
     for (int l = 0; l < 8; ++l) x[l] = load<V8>(src + l * ld + k);
-    for (int l = 0; l < 8; ++l) __builtin_prefetch(src + l * ld + k + kPanelAhead);
+    if (ahead)
+      for (int l = 0; l < 8; ++l) __builtin_prefetch(src + l * ld + k + kPanelAhead);
     if (add)
       for (int l = 0; l < 8; ++l) {
         x[l] = x[l] + load<V8>(add + l * ld + k);
-        __builtin_prefetch(add + l * ld + k + kPanelAhead);
+        if (ahead) __builtin_prefetch(add + l * ld + k + kPanelAhead);
       }
     for (int p = 0; p < 4; ++p) {
       t[2 * p] = __builtin_shuffle(x[2 * p], x[2 * p + 1], lo);
@@ -260,7 +263,7 @@ void transposed_sums(const float* a, uint32_t r, const float* m, const float* ad
     for (; j + 8 <= j1; j += 8)
       for (uint64_t k2 = 0; k2 < depth; k2 += kc) {
         const uint64_t d = std::min(kc, depth - k2), at = j * depth + k2;
-        transpose_panel(m + at, add ? add + at : nullptr, depth, d, panel.data());
+        transpose_panel(m + at, add ? add + at : nullptr, depth, d, depth - k2, panel.data());
         for (const RowRun& run : runs)
           rows_sums<V8>(run.split, run.count, a + k2 * r + run.i, r, panel.data(), 8, d, t + run.i * n + j, n);
       }
