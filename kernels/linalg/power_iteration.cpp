@@ -1,6 +1,7 @@
 #include "kernels/linalg/power_iteration.hpp"
 
 #include "kernels/linalg/skinny_product.hpp"
+#include "sim/base/uninit_vector.hpp"
 
 #include <Eigen/Core>
 
@@ -60,7 +61,7 @@ void lowrank_project_sum(const float* x, const float* e, uint64_t rows, uint64_t
                          float* p) {
   fix_cache_sizes();
   if (skinny_product(q, rank, x, cols, rows, true, p, e)) return;
-  std::vector<float> m(rows * cols);
+  UninitVector<float> m(rows * cols);
   for (uint64_t i = 0; i < m.size(); ++i) m[i] = x[i] + e[i];
   lowrank_project(m.data(), rows, cols, q, rank, p);
 }

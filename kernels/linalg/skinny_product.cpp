@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::kern {
@@ -33,8 +34,10 @@ int row_split(uint64_t local_row, uint64_t block_rows) {
   return local_row < two_packets ? 1 : local_row < one_packet ? 2 : 4;
 }
 
+#if defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 
 typedef float V8 __attribute__((vector_size(32)));
 typedef int I8 __attribute__((vector_size(32)));
@@ -365,7 +368,9 @@ void outer_rows(const float* p, const float* q, const float* qt, uint64_t cols, 
   }
 }
 
+#if defined(__x86_64__)
 #pragma GCC pop_options
+#endif
 
 }  // namespace
 
@@ -380,7 +385,7 @@ constexpr bool kEigenFma = false;
 constexpr bool kEigenAsReplicated =
     EigenTraits::mr == 8 && EigenTraits::nr == 4 && EigenTraits::LhsProgress == 4 && !kEigenFma;
 
-bool skinny_product_available() { return kEigenAsReplicated && __builtin_cpu_supports("avx2"); }
+bool skinny_product_available() { return kEigenAsReplicated && hand_avx2(); }
 
 bool skinny_product(const float* a, uint32_t r, const float* m, uint64_t depth, uint64_t n, bool b_transposed,
                     float* c, const float* add, float* sum_out) {

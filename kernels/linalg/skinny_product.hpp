@@ -23,9 +23,9 @@
 ///
 /// The blocking comes from Eigen (`computeProductBlockingSizes`, with the cache sizes the caller
 /// fixed: power_iteration.cpp's). Shapes Eigen evaluates some other way (a single row or column,
-/// or the coefficient-based product of tiny shapes), machines without AVX2 and builds whose Eigen
-/// uses other packets or fused multiply-adds are not taken: skinny_product() returns false and the
-/// caller uses Eigen.
+/// or the coefficient-based product of tiny shapes), machines without AVX2 (or with the portable
+/// loops forced: kern::philox_batch_force_portable) and builds whose Eigen uses other packets or
+/// fused multiply-adds are not taken: skinny_product() returns false and the caller uses Eigen.
 ///
 /// Speed: P = M Q reads eight rows of M at a time and transposes them in registers; M^T P streams
 /// M a row at a time into sums of 256 columns held in the first-level cache. Neither packs M.

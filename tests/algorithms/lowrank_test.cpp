@@ -23,6 +23,7 @@
 #include "algorithms/numerics.hpp"
 #include "kernels/linalg/power_iteration.hpp"
 #include "kernels/linalg/skinny_product.hpp"
+#include "kernels/philox_batch.hpp"
 #include "kernels/parallel.hpp"
 #include "topology/collectives/collectives.hpp"
 
@@ -259,6 +260,7 @@ TEST(LowRankKernels, SkinnyProductsEqualEigensBitForBit) {
     std::vector<float> e(rows * cols), sum(rows * cols);
     for (uint64_t i = 0; i < e.size(); ++i) e[i] = heavy(gen) * 0.01f;
     for (uint64_t i = 0; i < e.size(); ++i) sum[i] = m[i] + e[i];
+    const std::vector<float> e_before = e;
     std::vector<float> got_ps(rows * r), got_qs(cols * r);
     kern::lowrank_project_sum(m.data(), e.data(), rows, cols, q.data(), r, got_ps.data());
     kern::lowrank_add_project_transposed(m.data(), e.data(), rows, cols, p.data(), r, got_qs.data());
@@ -267,6 +269,17 @@ TEST(LowRankKernels, SkinnyProductsEqualEigensBitForBit) {
     ASSERT_EQ(std::memcmp(got_ps.data(), want_ps.data(), 4 * got_ps.size()), 0) << rows << " x " << cols << ", rank " << r;
     ASSERT_EQ(std::memcmp(got_qs.data(), want_qs.data(), 4 * got_qs.size()), 0) << rows << " x " << cols << ", rank " << r;
     ASSERT_EQ(std::memcmp(e.data(), sum.data(), 4 * e.size()), 0) << rows << " x " << cols << ", rank " << r;
+    {  // The fused forms where Eigen computes (machines without AVX2): the same bits.
+      const bool was = kern::philox_batch_force_portable(true);
+      ASSERT_FALSE(kern::skinny_product_available());
+      std::vector<float> eigen_ps(rows * r), eigen_qs(cols * r), e2 = e_before;
+      kern::lowrank_project_sum(m.data(), e2.data(), rows, cols, q.data(), r, eigen_ps.data());
+      kern::lowrank_add_project_transposed(m.data(), e2.data(), rows, cols, p.data(), r, eigen_qs.data());
+      kern::philox_batch_force_portable(was);
+      ASSERT_EQ(std::memcmp(eigen_ps.data(), want_ps.data(), 4 * eigen_ps.size()), 0);
+      ASSERT_EQ(std::memcmp(eigen_qs.data(), want_qs.data(), 4 * eigen_qs.size()), 0);
+      ASSERT_EQ(std::memcmp(e2.data(), sum.data(), 4 * e2.size()), 0);
+    }
     std::vector<float> direct(rows * r);
     ASSERT_TRUE(kern::skinny_product(q.data(), r, m.data(), cols, rows, true, direct.data()));
     ASSERT_EQ(std::memcmp(direct.data(), want_p.data(), 4 * direct.size()), 0);
