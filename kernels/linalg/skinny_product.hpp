@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// The two projections of a low-rank step, P = M Q and Q' = M^T P, computed without Eigen's
-/// packing and with the bits of Eigen's GEMM (kernels/linalg/power_iteration.cpp).
+/// The products of a low-rank step (kernels/linalg/power_iteration.hpp), computed without Eigen's
+/// packing and with the bits of Eigen's GEMM: the two projections P = M Q and Q' = M^T P
+/// (skinny_product) and the reconstruction P Q^T or the residual M − P Q^T (skinny_outer).
 ///
 /// Both are C = A B with a skinny A: c[j * r + i] = Σ_k a[k * r + i] B(k, j) for i < r, j < n,
 /// k < depth, where B(k, j) is m[k * n + j] (`b_transposed` false: P' = M^T P with k the rows of M)
@@ -28,7 +29,8 @@
 /// fused multiply-adds are not taken: skinny_product() returns false and the caller uses Eigen.
 ///
 /// Speed: P = M Q reads eight rows of M at a time and transposes them in registers; M^T P streams
-/// M a row at a time into sums of 256 columns held in the first-level cache. Neither packs M.
+/// M a row at a time into sums of up to 512 columns held in the first-level cache, prefetching rows
+/// of M ahead. Neither packs M.
 
 #include <cstdint>
 
