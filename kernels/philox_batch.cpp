@@ -61,26 +61,63 @@ __attribute__((target("avx2"))) inline void philox8(__m256i (&c)[N][4], const Ro
 // philox8() with AVX-512VL on the same 256-bit registers, in fewer operations: a product's high and
 // low halves each come out of the two even-lane products by one masked dword shuffle, and each
 // word's two exclusive ors are one three-input logic operation (0x96: a ^ b ^ c).
-template <int N>
+// The high and low halves of the 64-bit products a[l] * m for all eight lanes with AVX-512VL: each
+// comes out of the two even-lane products by one masked dword shuffle (hi: odd lanes from o, whose
+// high dwords sit there, even lanes from e's high dwords, DDBB = dwords 1, 1, 3, 3; lo: even lanes
+// from e, odd lanes from o's low dwords, CCAA = dwords 0, 0, 2, 2).
+__attribute__((target("avx2,avx512f,avx512vl"))) inline void mul_split_vl(__m256i a, __m256i m, __m256i& hi,
+                                                                          __m256i& lo) {
+  constexpr __mmask8 kOdd = 0xAA, kEven = 0x55;
+  const __m256i e = _mm256_mul_epu32(a, m), o = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  hi = _mm256_mask_shuffle_epi32(o, kEven, e, _MM_PERM_DDBB);
+  lo = _mm256_mask_shuffle_epi32(e, kOdd, o, _MM_PERM_CCAA);
+}
+
+// philox8() with AVX-512VL on the same 256-bit registers, in fewer operations: the products split
+// by mul_split_vl(), and each word's two exclusive ors one three-input logic operation (0x96:
+// a ^ b ^ c). Rounds kFirst to 9 (the rounds before done by first_rounds_vl()).
+template <int N, int kFirst = 0>
 __attribute__((target("avx2,avx512f,avx512vl"))) inline void philox8_vl(__m256i (&c)[N][4], const RoundKeys& k) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  constexpr __mmask8 kOdd = 0xAA, kEven = 0x55;
-  for (int r = 0; r < 10; ++r)
+  for (int r = kFirst; r < 10; ++r)
     for (int g = 0; g < N; ++g) {
-      const __m256i e0 = _mm256_mul_epu32(c[g][0], m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(c[g][0], 32), m0);
-      const __m256i e1 = _mm256_mul_epu32(c[g][2], m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(c[g][2], 32), m1);
-      // hi: odd lanes from o (its high dwords sit there), even lanes from e's high dwords (0xF5:
-      // dwords 1, 1, 3, 3); lo: even lanes from e, odd lanes from o's low dwords (0xA0: 0, 0, 2, 2).
-      const __m256i hi0 = _mm256_mask_shuffle_epi32(o0, kEven, e0, _MM_PERM_DDBB);
-      const __m256i hi1 = _mm256_mask_shuffle_epi32(o1, kEven, e1, _MM_PERM_DDBB);
-      const __m256i lo0 = _mm256_mask_shuffle_epi32(e0, kOdd, o0, _MM_PERM_CCAA);
-      const __m256i lo1 = _mm256_mask_shuffle_epi32(e1, kOdd, o1, _MM_PERM_CCAA);
+      __m256i hi0, lo0, hi1, lo1;
+      mul_split_vl(c[g][0], m0, hi0, lo0);
+      mul_split_vl(c[g][2], m1, hi1, lo1);
       c[g][0] = _mm256_ternarylogic_epi32(hi1, c[g][1], k.k0[r], 0x96);
       c[g][2] = _mm256_ternarylogic_epi32(hi0, c[g][3], k.k1[r], 0x96);
       c[g][1] = lo1;
       c[g][3] = lo0;
     }
+}
+
+__attribute__((target("avx2"))) inline __m256i splat8(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+
+// Rounds 0 and 1 of N groups of eight blocks whose counters differ in word 0 only (lane l of c[g][0]
+// holds its block's word 0; words 1, 2 and 3 are w1, w2, w3 in every block), keys k0 and k1: a
+// product of words that are the same in every block is taken once, in scalars. Round 0 multiplies
+// the common word 2 (and leaves words 0 and 1 common), round 1 that common word 0, so each of the
+// two rounds has one vector product of the usual two.
+template <int N>
+__attribute__((target("avx2,avx512f,avx512vl"))) inline void first_rounds_vl(__m256i (&c)[N][4], uint32_t w1,
+                                                                             uint32_t w2, uint32_t w3, uint32_t k0,
+                                                                             uint32_t k1) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  const uint64_t p1 = uint64_t{kM1} * w2;  // round 0
+  const uint32_t a0 = static_cast<uint32_t>(p1 >> 32) ^ w1 ^ k0, a1 = static_cast<uint32_t>(p1);
+  const uint64_t p0 = uint64_t{kM0} * a0;  // round 1
+  const __m256i m0 = splat8(kM0), m1 = splat8(kM1), x2 = splat8(w3 ^ k1), x0 = splat8(a1 ^ (k0 + kW0));
+  const __m256i x3 = splat8(static_cast<uint32_t>(p0 >> 32) ^ (k1 + kW1)), lo_common = splat8(static_cast<uint32_t>(p0));
+  for (int g = 0; g < N; ++g) {
+    __m256i hi0, lo0, hi1, lo1;
+    mul_split_vl(c[g][0], m0, hi0, lo0);  // round 0: words (a0, a1, hi0 ^ w3 ^ k1, lo0) after it
+    mul_split_vl(_mm256_xor_si256(hi0, x2), m1, hi1, lo1);
+    c[g][0] = _mm256_xor_si256(hi1, x0);
+    c[g][1] = lo1;
+    c[g][2] = _mm256_xor_si256(lo0, x3);
+    c[g][3] = lo_common;
+  }
 }
 
 // Counter words 0 and 1 of blocks i4 .. i4 + 7: the index's low word plus the lane, and its bits
@@ -134,13 +171,24 @@ __attribute__((target("avx2"))) void blocks8(const RngKey& key, uint64_t i4, con
   for (int g = 0; g < N; ++g) store_blocks8(c[g], out + 32 * g);
 }
 
-// blocks8() by philox8_vl().
+// blocks8() by philox8_vl(), its first two rounds by first_rounds_vl() where the blocks' word 0 does
+// not wrap (their words 1 to 3 are then the same).
 template <int N>
 __attribute__((target("avx2,avx512f,avx512vl"))) void blocks8_vl(const RngKey& key, uint64_t i4, const RoundKeys& rk,
                                                                  uint32_t* out) {
   __m256i c[N][4];
-  counters<N>(key, i4, c);
-  philox8_vl<N>(c, rk);
+  if (static_cast<uint32_t>(i4) <= 0xFFFFFFFFu - (8u * N - 1u)) {
+    for (int g = 0; g < N; ++g)
+      c[g][0] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(i4) + 8u * g)),
+                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const uint32_t w1 = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
+    first_rounds_vl<N>(c, w1, key.rank, key.round, static_cast<uint32_t>(key.seed),
+                       static_cast<uint32_t>(key.seed >> 32));
+    philox8_vl<N, 2>(c, rk);
+  } else {
+    counters<N>(key, i4, c);
+    philox8_vl<N>(c, rk);
+  }
   for (int g = 0; g < N; ++g) store_blocks8(c[g], out + 32 * g);
 }
 

@@ -84,22 +84,17 @@ void EdgcCompressor::on_layout() {
 std::optional<double> EdgcCompressor::layer_entropy(std::span<const float> values, const LayerShape& l,
                                                     const kern::RngKey& key, EntropyScratch& scratch) const {
   CCSIM_CHECK(values.size() == l.count, "layer of {} entries given {}", l.count, values.size());
-  // kern::in_sample(key, index, beta) over the layout's indices, the uniforms drawn a tile at a time;
-  // the sample grows as it is kept (it never holds more than the layer).
-  const auto beta = static_cast<float>(options_.beta);
-  float u[kern::kUniformTile];
+  // kern::in_sample(key, l.offset + i, beta) over the layer, drawn, kept and ranged in one pass. The
+  // buffer grows to the layer without keeping what it held, and only the kept entries touch it.
   UninitVector<float>& sample = scratch.sample;
-  uint64_t kept = 0;
-  for (uint64_t t = 0; t < l.count; t += kern::kUniformTile) {
-    const uint64_t n = std::min<uint64_t>(kern::kUniformTile, l.count - t);
-    if (sample.size() < kept + n)
-      sample.resize(std::max<uint64_t>(kept + n, std::min<uint64_t>(l.count, 2 * sample.size())));
-    kern::uniform_fill(key, l.offset + t, n, u);
-    kept += kern::select_sampled(values.data() + t, u, n, beta, sample.data() + kept);
+  if (sample.size() < l.count) {
+    sample.clear();
+    sample.resize(l.count);
   }
+  float lo = INFINITY, hi = -INFINITY;
+  const uint64_t kept =
+      kern::sample_finite(key, l.offset, values.data(), l.count, static_cast<float>(options_.beta), sample.data(), lo, hi);
   if (kept < 2) return std::nullopt;
-  float lo, hi;  // the sample holds finite entries only
-  kern::finite_range(sample.data(), kept, lo, hi);
   if (!(hi > lo)) return std::nullopt;
   const double width = (static_cast<double>(hi) - lo) / options_.entropy_bins;
   scratch.counts.resize(options_.entropy_bins);
@@ -110,11 +105,14 @@ std::optional<double> EdgcCompressor::layer_entropy(std::span<const float> value
 std::optional<double> EdgcCompressor::entropy_estimate(std::span<const float> x, const kern::RngKey& key) const {
   double sum = 0;
   uint64_t layers_counted = 0;
-  EntropyScratch scratch;
+  // Kept on the thread from round to round, so that the sample's pages stay mapped; a buffer for
+  // layers past 2^24 entries is let go after the call.
+  thread_local EntropyScratch scratch;
   for (const LayerShape& l : layers_for(x.size())) {
     if (l.rows <= 1 || l.cols <= 1) continue;
     if (auto h = layer_entropy(x.subspan(l.offset, l.count), l, key, scratch)) sum += *h, ++layers_counted;
   }
+  if (scratch.sample.capacity() > (uint64_t{1} << 24)) scratch.sample = UninitVector<float>();
   if (layers_counted == 0) return std::nullopt;
   return sum / static_cast<double>(layers_counted);
 }

@@ -154,6 +154,10 @@ void LowRankCompressor::add_into(const float* x, const float* e, uint64_t count,
   for (uint64_t i = 0; i < count; ++i) m[i] = x[i] + e[i];
 }
 
+void LowRankCompressor::add_zero(const float* x, uint64_t count, float* dst) {
+  for (uint64_t i = 0; i < count; ++i) dst[i] = x[i] + 0.0f;
+}
+
 void LowRankCompressor::move_into(const float* x, float* e, uint64_t count, float* dst) {
   // One pass: each residual entry is read, summed and cleared while in cache.
   for (uint64_t i = 0; i < count; ++i) {
@@ -217,20 +221,27 @@ void LowRankCompressor::prepare(std::span<const float> x, std::span<float> out, 
   const bool any_compressed =
       std::any_of(layer_slots.begin(), layer_slots.end(), [](const Slot& s) { return s.compressed; });
   CCSIM_CHECK(!any_compressed || planned_, "{}: prepare() before the round's plan_commit()", name());
+  // A residual is all zeros until a round compresses a layer: it is allocated then, and an
+  // uncompressed round before sends x + 0 (x with -0 made +0, as x + e would).
+  bool has_residual = false;
   if (error_feedback_) {
     if (residuals_.size() < ranks) residuals_.resize(ranks);
-    if (residuals_[rank].size() != x.size()) residuals_[rank].assign(x.size(), 0.0f);
+    std::vector<float>& e = residuals_[rank];
+    if ((any_compressed || !e.empty()) && e.size() != x.size()) e.assign(x.size(), 0.0f);
+    has_residual = !e.empty();
   }
   kern::parallel_for(layer_slots.size(), 1, [&](uint64_t l0, uint64_t l1) {
     for (uint64_t l = l0; l < l1; ++l) {
       const Slot& s = layer_slots[l];
-      float* e = error_feedback_ ? residuals_[rank].data() + s.shape.offset : nullptr;
+      float* e = has_residual ? residuals_[rank].data() + s.shape.offset : nullptr;
       if (!s.compressed) {
         // Offsets agree when nothing is compressed, the one case where out may alias x.
         float* dst = out.data() + s.reduced_offset;
         const float* src = x.data() + s.shape.offset;
         if (e)
           move_into(src, e, s.shape.count, dst);
+        else if (error_feedback_)
+          add_zero(src, s.shape.count, dst);
         else if (dst != src)
           std::copy_n(src, s.shape.count, dst);
         continue;

@@ -101,7 +101,7 @@ class LowRankCompressor : public UnfusedHopCompressor {
   /// Rounds completed (finish() of the last rank).
   uint64_t rounds() const { return rounds_; }
   /// Rank `rank`'s error-feedback residual over the whole tensor (empty before its first prepare()
-  /// or without error feedback).
+  /// that compresses a layer, since it is all zeros until then, or without error feedback).
   std::span<const float> residual(uint32_t rank) const {
     return rank < residuals_.size() ? std::span<const float>(residuals_[rank]) : std::span<const float>();
   }
@@ -117,9 +117,11 @@ class LowRankCompressor : public UnfusedHopCompressor {
   }
   /// The elementwise steps of the round ops (public for the GPU kernels' tests): m = x + e over
   /// `count` entries (a compressed layer's M; m may be e), and an uncompressed layer's move with
-  /// error feedback, dst = x + e then e = 0 (dst may be x).
+  /// error feedback, dst = x + e then e = 0 (dst may be x), or dst = x + 0 while the residual is
+  /// not yet allocated (all zeros).
   static void add_into(const float* x, const float* e, uint64_t count, float* m);
   static void move_into(const float* x, float* e, uint64_t count, float* dst);
+  static void add_zero(const float* x, uint64_t count, float* dst);
   /// The layers in effect for a tensor of `elements` (the layout, or one 1-D layer).
   std::vector<LayerShape> layers_for(uint64_t elements) const;
 

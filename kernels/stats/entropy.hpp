@@ -94,6 +94,15 @@ double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, 
 /// `count` entries and may be written past the returned count (never past `count`).
 uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out);
 
+/// select_sampled() with the sample drawn in the same pass, and its range: writes to `out`, in index
+/// order, every finite x[i] of x[0, count) with in_sample(key, index_base + i, fraction), returns
+/// how many, and takes lo down and hi up to the smallest and largest of them (finite_range() of the
+/// kept entries when lo and hi come in as +inf and -inf; which zero, as there, is not fixed). `out`
+/// holds `count` entries and may be written past the returned count (never past `count`).
+/// REQUIRES (checked): 0 <= fraction <= 1.
+uint64_t sample_finite(const RngKey& key, uint64_t index_base, const float* x, uint64_t count, float fraction,
+                       float* out, float& lo, float& hi);
+
 /// max_abs() on the host, the same result by a row the compiler vectorizes.
 float host_max_abs(const float* x, uint64_t count);
 

@@ -166,6 +166,57 @@ TEST(SelectSampled, KeepsExactlyTheFiniteEntriesBelowTheFractionInOrder) {
   }
 }
 
+// sample_finite() against the separate steps it fuses (uniform_fill(), select_sampled(),
+// finite_range() of what was kept), with the AVX-512, AVX2 and portable paths, at index bases off a
+// Philox block and lengths either side of a tile, on data with NaN, infinities, signed zeros and
+// subnormals, and at fractions equal to uniforms the sample draws (kept only strictly below).
+TEST(SampleFinite, EqualsTheUniformsSelectionAndRange) {
+  const RngKey key{23, 4, 1, 9};
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f,
+                            -1e-40f, std::numeric_limits<float>::max()};
+  uint64_t checked_kept = 0;
+  for (const uint64_t base : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 33 | 6}) {
+    const float drawn = uniform_at(key, base + 5);  // a fraction some entry's uniform equals
+    for (const float fraction : {0.0f, 0x1p-24f, 0.25f, drawn, std::nextafter(drawn, 1.0f), 1.0f}) {
+      for (const uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{13}, uint64_t{511}, uint64_t{512}, uint64_t{1030}}) {
+        std::vector<float> x(n), u(n);
+        for (uint64_t i = 0; i < n; ++i) {
+          const uint32_t bits = random_bits_at(RngKey{5, 0, 0, 1}, i);
+          x[i] = bits % 6 == 0 ? specials[bits % 8] : std::ldexp(static_cast<float>(bits % 2001) - 1000.0f, -8);
+        }
+        uniform_fill(key, base, n, u.data());
+        std::vector<float> want(n + 1);
+        const uint64_t want_kept = select_sampled(x.data(), u.data(), n, fraction, want.data());
+        float want_lo, want_hi;
+        finite_range(want.data(), want_kept, want_lo, want_hi);
+        for (const char* path : {"widest", "avx2", "portable"}) {
+          SCOPED_TRACE(fmt::format("base {} fraction {} n {} path {}", base, fraction, n, path));
+          const bool saved = philox_batch_force_portable(path[0] == 'p');
+          const bool saved_avx2 = philox_batch_force_avx2(path[0] == 'a');
+          std::vector<float> got(n + 1, 7.0f);
+          float lo = INFINITY, hi = -INFINITY;
+          const uint64_t kept = sample_finite(key, base, x.data(), n, fraction, got.data(), lo, hi);
+          philox_batch_force_avx2(saved_avx2);
+          philox_batch_force_portable(saved);
+          ASSERT_EQ(kept, want_kept);
+          for (uint64_t k = 0; k < kept; ++k)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(want[k])) << "entry " << k;
+          EXPECT_EQ(got[n], 7.0f) << "written past count";
+          EXPECT_EQ(lo, want_lo);  // equal as numbers: which zero is not fixed
+          EXPECT_EQ(hi, want_hi);
+          checked_kept += kept;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked_kept, 8000u);
+  float lo = -1.0f, hi = 1.0f;  // lo and hi only widen
+  std::vector<float> one = {0.5f}, out(1);
+  EXPECT_EQ(sample_finite(key, 0, one.data(), 1, 1.0f, out.data(), lo, hi), 1u);
+  EXPECT_EQ(lo, -1.0f);
+  EXPECT_EQ(hi, 1.0f);
+}
+
 TEST(BlockStats, MaxAbsAndSumOfSquares) {
   const std::vector<float> x = {1, -3, 2, 0.5f, -0.25f, 4, -4, 1, 7};
   std::vector<float> m(3);
