@@ -9,6 +9,7 @@
 #include "algorithms/numerics.hpp"
 #include "kernels/linalg/power_iteration.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/vector_rows.hpp"
 #include "sim/base/check.hpp"
 
 namespace ccsim::algo {
@@ -150,15 +151,15 @@ const float* LowRankCompressor::residual(uint32_t rank, const LayerShape& shape)
   return has_residual ? residuals_[rank].data() + shape.offset : nullptr;
 }
 
-void LowRankCompressor::add_into(const float* x, const float* e, uint64_t count, float* m) {
+CCSIM_STREAM_ROW void LowRankCompressor::add_into(const float* x, const float* e, uint64_t count, float* m) {
   for (uint64_t i = 0; i < count; ++i) m[i] = x[i] + e[i];
 }
 
-void LowRankCompressor::add_zero(const float* x, uint64_t count, float* dst) {
+CCSIM_STREAM_ROW void LowRankCompressor::add_zero(const float* x, uint64_t count, float* dst) {
   for (uint64_t i = 0; i < count; ++i) dst[i] = x[i] + 0.0f;
 }
 
-void LowRankCompressor::move_into(const float* x, float* e, uint64_t count, float* dst) {
+CCSIM_STREAM_ROW void LowRankCompressor::move_into(const float* x, float* e, uint64_t count, float* dst) {
   // One pass: each residual entry is read, summed and cleared while in cache.
   for (uint64_t i = 0; i < count; ++i) {
     dst[i] = x[i] + e[i];
