@@ -10,6 +10,7 @@
 #include <Eigen/SVD>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -417,6 +418,39 @@ TEST(PowerSgd, WithoutALayoutEverythingTravelsUncompressed) {
   EXPECT_EQ(res.plan_bytes, 0u);
   EXPECT_EQ(res.wire_bytes, 8u * 2 * 1000);
   for (const auto& o : res.out) EXPECT_LT(rel_error(exact_sum(inputs), o), 1e-6);
+}
+
+// A residual is all zeros until a round compresses a layer, so it is allocated only then: a round
+// with error feedback that compresses nothing sends x + 0 (each -0 made +0, as x + e would), and
+// leaves no residual; the first round that compresses allocates the whole tensor's, zero outside
+// its compressed layers.
+TEST(PowerSgd, ResidualAllocatedAtTheFirstCompressedLayer) {
+  auto vectors = make("powersgd", {{"rank", 2}, {"error_feedback", true}});
+  ASSERT_TRUE(vectors);
+  vectors->set_layout(layout_of({{700, 1}, {1, 300}}));  // 1-D layers only: nothing compressed
+  std::vector<float> x(1000);
+  for (uint64_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -0.0f : static_cast<float>(i) - 500.0f;
+  const std::vector<std::span<const float>> ins = {x, x};
+  ASSERT_TRUE(plan_round(*vectors, ins, {3, 0}).ok());
+  std::vector<float> out(vectors->reduced_elements(x.size()), 7.0f);
+  ASSERT_EQ(out.size(), x.size());
+  vectors->prepare(x, out, 0, 2, {3, 0, 0, 0});
+  for (uint64_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(x[i] + 0.0f)) << i;
+  EXPECT_EQ(std::bit_cast<uint32_t>(out[0]), 0u) << "-0 sent as +0";
+  EXPECT_TRUE(dynamic_cast<const LowRankCompressor&>(*vectors).residual(0).empty());
+
+  auto mixed = make("powersgd", {{"rank", 2}, {"error_feedback", true}});
+  ASSERT_TRUE(mixed);
+  mixed->set_layout(layout_of({{20, 30}, {400, 1}}));
+  const std::vector<std::span<const float>> both = {x, x};
+  ASSERT_TRUE(plan_round(*mixed, both, {3, 0}).ok());
+  out.assign(mixed->reduced_elements(x.size()), 7.0f);
+  mixed->prepare(x, out, 0, 2, {3, 0, 0, 0});
+  const std::span<const float> e = dynamic_cast<const LowRankCompressor&>(*mixed).residual(0);
+  ASSERT_EQ(e.size(), x.size());
+  EXPECT_TRUE(std::any_of(e.begin(), e.begin() + 600, [](float v) { return v != 0.0f; }));
+  EXPECT_TRUE(std::all_of(e.begin() + 600, e.end(), [](float v) { return std::bit_cast<uint32_t>(v) == 0u; }));
 }
 
 // Feeding the same gradients T times: Σ_t out_t = T Σ_i x_i - Σ_i e_i (the residuals telescope). The
