@@ -58,9 +58,6 @@ __attribute__((target("avx2"))) inline void philox8(__m256i (&c)[N][4], const Ro
     }
 }
 
-// philox8() with AVX-512VL on the same 256-bit registers, in fewer operations: a product's high and
-// low halves each come out of the two even-lane products by one masked dword shuffle, and each
-// word's two exclusive ors are one three-input logic operation (0x96: a ^ b ^ c).
 // The high and low halves of the 64-bit products a[l] * m for all eight lanes with AVX-512VL: each
 // comes out of the two even-lane products by one masked dword shuffle (hi: odd lanes from o, whose
 // high dwords sit there, even lanes from e's high dwords, DDBB = dwords 1, 1, 3, 3; lo: even lanes
@@ -75,12 +72,12 @@ __attribute__((target("avx2,avx512f,avx512vl"))) inline void mul_split_vl(__m256
 
 // philox8() with AVX-512VL on the same 256-bit registers, in fewer operations: the products split
 // by mul_split_vl(), and each word's two exclusive ors one three-input logic operation (0x96:
-// a ^ b ^ c). Rounds kFirst to 9 (the rounds before done by first_rounds_vl()).
-template <int N, int kFirst = 0>
+// a ^ b ^ c).
+template <int N>
 __attribute__((target("avx2,avx512f,avx512vl"))) inline void philox8_vl(__m256i (&c)[N][4], const RoundKeys& k) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  for (int r = kFirst; r < 10; ++r)
+  for (int r = 0; r < 10; ++r)
     for (int g = 0; g < N; ++g) {
       __m256i hi0, lo0, hi1, lo1;
       mul_split_vl(c[g][0], m0, hi0, lo0);
@@ -92,32 +89,12 @@ __attribute__((target("avx2,avx512f,avx512vl"))) inline void philox8_vl(__m256i 
     }
 }
 
-__attribute__((target("avx2"))) inline __m256i splat8(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
-
-// Rounds 0 and 1 of N groups of eight blocks whose counters differ in word 0 only (lane l of c[g][0]
-// holds its block's word 0; words 1, 2 and 3 are w1, w2, w3 in every block), keys k0 and k1: a
-// product of words that are the same in every block is taken once, in scalars. Round 0 multiplies
-// the common word 2 (and leaves words 0 and 1 common), round 1 that common word 0, so each of the
-// two rounds has one vector product of the usual two.
-template <int N>
-__attribute__((target("avx2,avx512f,avx512vl"))) inline void first_rounds_vl(__m256i (&c)[N][4], uint32_t w1,
-                                                                             uint32_t w2, uint32_t w3, uint32_t k0,
-                                                                             uint32_t k1) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  const uint64_t p1 = uint64_t{kM1} * w2;  // round 0
-  const uint32_t a0 = static_cast<uint32_t>(p1 >> 32) ^ w1 ^ k0, a1 = static_cast<uint32_t>(p1);
-  const uint64_t p0 = uint64_t{kM0} * a0;  // round 1
-  const __m256i m0 = splat8(kM0), m1 = splat8(kM1), x2 = splat8(w3 ^ k1), x0 = splat8(a1 ^ (k0 + kW0));
-  const __m256i x3 = splat8(static_cast<uint32_t>(p0 >> 32) ^ (k1 + kW1)), lo_common = splat8(static_cast<uint32_t>(p0));
-  for (int g = 0; g < N; ++g) {
-    __m256i hi0, lo0, hi1, lo1;
-    mul_split_vl(c[g][0], m0, hi0, lo0);  // round 0: words (a0, a1, hi0 ^ w3 ^ k1, lo0) after it
-    mul_split_vl(_mm256_xor_si256(hi0, x2), m1, hi1, lo1);
-    c[g][0] = _mm256_xor_si256(hi1, x0);
-    c[g][1] = lo1;
-    c[g][2] = _mm256_xor_si256(lo0, x3);
-    c[g][3] = lo_common;
-  }
+// mul_split_vl() on sixteen lanes of a 512-bit register.
+__attribute__((target("avx2,avx512f"))) inline void mul_split_512(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  constexpr __mmask16 kOdd = 0xAAAA, kEven = 0x5555;
+  const __m512i e = _mm512_mul_epu32(a, m), o = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  hi = _mm512_mask_shuffle_epi32(o, kEven, e, _MM_PERM_DDBB);
+  lo = _mm512_mask_shuffle_epi32(e, kOdd, o, _MM_PERM_CCAA);
 }
 
 // Counter words 0 and 1 of blocks i4 .. i4 + 7: the index's low word plus the lane, and its bits
@@ -171,25 +148,72 @@ __attribute__((target("avx2"))) void blocks8(const RngKey& key, uint64_t i4, con
   for (int g = 0; g < N; ++g) store_blocks8(c[g], out + 32 * g);
 }
 
-// blocks8() by philox8_vl(), its first two rounds by first_rounds_vl() where the blocks' word 0 does
-// not wrap (their words 1 to 3 are then the same).
+// blocks8() by philox8_vl().
 template <int N>
 __attribute__((target("avx2,avx512f,avx512vl"))) void blocks8_vl(const RngKey& key, uint64_t i4, const RoundKeys& rk,
                                                                  uint32_t* out) {
   __m256i c[N][4];
-  if (static_cast<uint32_t>(i4) <= 0xFFFFFFFFu - (8u * N - 1u)) {
-    for (int g = 0; g < N; ++g)
-      c[g][0] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(i4) + 8u * g)),
-                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const uint32_t w1 = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
-    first_rounds_vl<N>(c, w1, key.rank, key.round, static_cast<uint32_t>(key.seed),
-                       static_cast<uint32_t>(key.seed >> 32));
-    philox8_vl<N, 2>(c, rk);
-  } else {
-    counters<N>(key, i4, c);
-    philox8_vl<N>(c, rk);
-  }
+  counters<N>(key, i4, c);
+  philox8_vl<N>(c, rk);
   for (int g = 0; g < N; ++g) store_blocks8(c[g], out + 32 * g);
+}
+
+// Rounds `first` to 9 of Philox4x32-10 (keys k0, k1 before round 0) on N groups of sixteen counters
+// held word-wise in 512-bit registers: philox8_vl()'s operations on sixteen lanes.
+template <int N>
+__attribute__((target("avx2,avx512f"))) inline void rounds_512(__m512i (&c)[N][4], int first, uint32_t k0,
+                                                               uint32_t k1) {
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  for (int r = first; r < 10; ++r) {
+    const __m512i ka = _mm512_set1_epi32(static_cast<int>(k0 + static_cast<uint32_t>(r) * 0x9E3779B9u));
+    const __m512i kb = _mm512_set1_epi32(static_cast<int>(k1 + static_cast<uint32_t>(r) * 0xBB67AE85u));
+    for (int g = 0; g < N; ++g) {
+      __m512i hi0, lo0, hi1, lo1;
+      mul_split_512(c[g][0], m0, hi0, lo0);
+      mul_split_512(c[g][2], m1, hi1, lo1);
+      c[g][0] = _mm512_ternarylogic_epi32(hi1, c[g][1], ka, 0x96);
+      c[g][2] = _mm512_ternarylogic_epi32(hi0, c[g][3], kb, 0x96);
+      c[g][1] = lo1;
+      c[g][3] = lo0;
+    }
+  }
+}
+
+// N groups of sixteen blocks from i4 on in 512-bit registers, where the blocks' counter word 0
+// does not wrap (words 1 to 3 are then the same in every block). Rounds 0 and 1 take the products
+// of those common words once, in scalars: round 0 multiplies the common word 2 and leaves words 0
+// and 1 common, round 1 multiplies that common word 0, so each has one vector product of the usual
+// two. Rounds 2 to 9 are rounds_512().
+template <int N>
+__attribute__((target("avx2,avx512f,avx512vl"))) void blocks16_512(const RngKey& key, uint64_t i4, uint32_t* out) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  const auto splat = [](uint32_t v) __attribute__((target("avx512f"))) { return _mm512_set1_epi32(static_cast<int>(v)); };
+  const uint32_t k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
+  const uint32_t w1 = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
+  const uint64_t p1 = uint64_t{kM1} * key.rank;  // round 0's common product
+  const uint32_t a0 = static_cast<uint32_t>(p1 >> 32) ^ w1 ^ k0, a1 = static_cast<uint32_t>(p1);
+  const uint64_t p0 = uint64_t{kM0} * a0;  // round 1's
+  const __m512i m0 = splat(kM0), m1 = splat(kM1), x2 = splat(key.round ^ k1), x0 = splat(a1 ^ (k0 + kW0));
+  const __m512i x3 = splat(static_cast<uint32_t>(p0 >> 32) ^ (k1 + kW1)), l3 = splat(static_cast<uint32_t>(p0));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i c[N][4];
+  for (int g = 0; g < N; ++g) {
+    __m512i hi0, lo0, hi1, lo1;
+    mul_split_512(_mm512_add_epi32(splat(static_cast<uint32_t>(i4) + 16u * g), lane), m0, hi0, lo0);
+    mul_split_512(_mm512_xor_si512(hi0, x2), m1, hi1, lo1);  // after round 0: (a0, a1, hi0 ^ w3 ^ k1, lo0)
+    c[g][0] = _mm512_xor_si512(hi1, x0);
+    c[g][1] = lo1;
+    c[g][2] = _mm512_xor_si512(lo0, x3);
+    c[g][3] = l3;
+  }
+  rounds_512<N>(c, 2, k0, k1);
+  for (int g = 0; g < N; ++g)
+    for (int h = 0; h < 2; ++h) {
+      const __m256i half[4] = {_mm512_extracti64x4_epi64(c[g][0], h), _mm512_extracti64x4_epi64(c[g][1], h),
+                               _mm512_extracti64x4_epi64(c[g][2], h), _mm512_extracti64x4_epi64(c[g][3], h)};
+      store_blocks8(half, out + 64 * g + 32 * h);
+    }
 }
 
 // Whole blocks [index4, index4 + returned), sixteen then eight at a time, written as consecutive
@@ -209,7 +233,13 @@ __attribute__((target("avx2,avx512f,avx512vl"))) uint64_t blocks_avx512vl(const 
                                                                          uint64_t blocks, uint32_t* out) {
   const RoundKeys rk = round_keys(static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
   uint64_t b = 0;
-  for (; b + 32 <= blocks; b += 32) blocks8_vl<4>(key, index4 + b, rk, out + 4 * b);
+  for (; b + 64 <= blocks && static_cast<uint32_t>(index4 + b) <= 0xFFFFFFFFu - 63u; b += 64)
+    blocks16_512<4>(key, index4 + b, out + 4 * b);
+  for (; b + 32 <= blocks; b += 32)
+    if (static_cast<uint32_t>(index4 + b) <= 0xFFFFFFFFu - 31u)
+      blocks16_512<2>(key, index4 + b, out + 4 * b);
+    else
+      blocks8_vl<4>(key, index4 + b, rk, out + 4 * b);
   for (; b + 16 <= blocks; b += 16) blocks8_vl<2>(key, index4 + b, rk, out + 4 * b);
   for (; b + 8 <= blocks; b += 8) blocks8_vl<1>(key, index4 + b, rk, out + 4 * b);
   return b;
@@ -255,6 +285,14 @@ __attribute__((target("avx2,avx512f,avx512vl"))) uint64_t words_avx512vl(uint32_
   const RoundKeys rk = round_keys(k0, k1);
   uint32_t* const w[4] = {w0, w1, w2, w3};
   uint64_t l = 0;
+  for (; l + 64 <= count; l += 64) {  // four groups of sixteen in 512-bit registers
+    __m512i c[4][4];
+    for (int g = 0; g < 4; ++g)
+      for (int j = 0; j < 4; ++j) c[g][j] = _mm512_loadu_si512(w[j] + l + 16 * g);
+    rounds_512<4>(c, 0, k0, k1);
+    for (int g = 0; g < 4; ++g)
+      for (int j = 0; j < 4; ++j) _mm512_storeu_si512(w[j] + l + 16 * g, c[g][j]);
+  }
   for (; l + 32 <= count; l += 32) {
     __m256i c[4][4];
     load_words<4>(w, l, c);

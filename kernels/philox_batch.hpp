@@ -7,9 +7,10 @@
 ///
 /// On x86-64 with AVX2 (checked at run time) eight blocks run in the lanes of 256-bit registers,
 /// two such groups' rounds interleaved, with the round keys broadcast once per call; where the
-/// machine also has AVX-512VL, the same rounds in fewer operations (masked shuffles split each
-/// product, three-input logic folds the exclusive ors), four groups at a time; elsewhere, a plain
-/// loop over philox_block(). Pure functions of their arguments: thread-safe.
+/// machine also has AVX-512 F and VL, the same rounds in fewer operations (masked shuffles split
+/// each product, three-input logic folds the exclusive ors) on sixteen lanes of 512-bit registers,
+/// four groups at a time (consecutive blocks take their first two rounds' products of the words
+/// common to the batch once, in scalars); elsewhere, a plain loop over philox_block(). Pure functions of their arguments: thread-safe.
 
 #include <cstdint>
 

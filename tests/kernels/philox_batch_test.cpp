@@ -59,7 +59,7 @@ TEST_P(PhiloxBatch, BitsEqualThePerElementGenerator) {
 TEST_P(PhiloxBatch, WordsEqualPhilox4x32OfEachCounter) {
   const ForceImpl force(GetParam());
   for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{16}, uint64_t{25},
-                         uint64_t{32}, uint64_t{41}, uint64_t{100}}) {
+                         uint64_t{32}, uint64_t{41}, uint64_t{64}, uint64_t{100}, uint64_t{130}}) {
     std::array<std::vector<uint32_t>, 4> w;
     for (auto& v : w) v.resize(count);
     for (uint64_t l = 0; l < count; ++l)
