@@ -89,6 +89,13 @@ __attribute__((target("avx2,avx512f,avx512vl"))) inline void philox8_vl(__m256i 
     }
 }
 
+// GCC 12 warns "may be used uninitialized" inside its own AVX-512 headers, whose intrinsics start
+// from an undefined register (_mm512_undefined_*); the warning is about the header, not this code.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 // mul_split_vl() on sixteen lanes of a 512-bit register.
 __attribute__((target("avx2,avx512f"))) inline void mul_split_512(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
   constexpr __mmask16 kOdd = 0xAAAA, kEven = 0x5555;
@@ -158,6 +165,10 @@ __attribute__((target("avx2,avx512f,avx512vl"))) void blocks8_vl(const RngKey& k
   for (int g = 0; g < N; ++g) store_blocks8(c[g], out + 32 * g);
 }
 
+__attribute__((target("avx2,avx512f"))) inline __m512i splat16(uint32_t v) {
+  return _mm512_set1_epi32(static_cast<int>(v));
+}
+
 // Rounds `first` to 9 of Philox4x32-10 (keys k0, k1 before round 0) on N groups of sixteen counters
 // held word-wise in 512-bit registers: philox8_vl()'s operations on sixteen lanes.
 template <int N>
@@ -188,19 +199,18 @@ __attribute__((target("avx2,avx512f"))) inline void rounds_512(__m512i (&c)[N][4
 template <int N>
 __attribute__((target("avx2,avx512f,avx512vl"))) void blocks16_512(const RngKey& key, uint64_t i4, uint32_t* out) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  const auto splat = [](uint32_t v) __attribute__((target("avx512f"))) { return _mm512_set1_epi32(static_cast<int>(v)); };
   const uint32_t k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
   const uint32_t w1 = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
   const uint64_t p1 = uint64_t{kM1} * key.rank;  // round 0's common product
   const uint32_t a0 = static_cast<uint32_t>(p1 >> 32) ^ w1 ^ k0, a1 = static_cast<uint32_t>(p1);
   const uint64_t p0 = uint64_t{kM0} * a0;  // round 1's
-  const __m512i m0 = splat(kM0), m1 = splat(kM1), x2 = splat(key.round ^ k1), x0 = splat(a1 ^ (k0 + kW0));
-  const __m512i x3 = splat(static_cast<uint32_t>(p0 >> 32) ^ (k1 + kW1)), l3 = splat(static_cast<uint32_t>(p0));
+  const __m512i m0 = splat16(kM0), m1 = splat16(kM1), x2 = splat16(key.round ^ k1), x0 = splat16(a1 ^ (k0 + kW0));
+  const __m512i x3 = splat16(static_cast<uint32_t>(p0 >> 32) ^ (k1 + kW1)), l3 = splat16(static_cast<uint32_t>(p0));
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i c[N][4];
   for (int g = 0; g < N; ++g) {
     __m512i hi0, lo0, hi1, lo1;
-    mul_split_512(_mm512_add_epi32(splat(static_cast<uint32_t>(i4) + 16u * g), lane), m0, hi0, lo0);
+    mul_split_512(_mm512_add_epi32(splat16(static_cast<uint32_t>(i4) + 16u * g), lane), m0, hi0, lo0);
     mul_split_512(_mm512_xor_si512(hi0, x2), m1, hi1, lo1);  // after round 0: (a0, a1, hi0 ^ w3 ^ k1, lo0)
     c[g][0] = _mm512_xor_si512(hi1, x0);
     c[g][1] = lo1;
@@ -208,12 +218,14 @@ __attribute__((target("avx2,avx512f,avx512vl"))) void blocks16_512(const RngKey&
     c[g][3] = l3;
   }
   rounds_512<N>(c, 2, k0, k1);
-  for (int g = 0; g < N; ++g)
-    for (int h = 0; h < 2; ++h) {
-      const __m256i half[4] = {_mm512_extracti64x4_epi64(c[g][0], h), _mm512_extracti64x4_epi64(c[g][1], h),
-                               _mm512_extracti64x4_epi64(c[g][2], h), _mm512_extracti64x4_epi64(c[g][3], h)};
-      store_blocks8(half, out + 64 * g + 32 * h);
-    }
+  for (int g = 0; g < N; ++g) {  // blocks 0-7 and 8-15 of the group, each from its words' halves
+    const __m256i low[4] = {_mm512_castsi512_si256(c[g][0]), _mm512_castsi512_si256(c[g][1]),
+                            _mm512_castsi512_si256(c[g][2]), _mm512_castsi512_si256(c[g][3])};
+    const __m256i high[4] = {_mm512_extracti64x4_epi64(c[g][0], 1), _mm512_extracti64x4_epi64(c[g][1], 1),
+                             _mm512_extracti64x4_epi64(c[g][2], 1), _mm512_extracti64x4_epi64(c[g][3], 1)};
+    store_blocks8(low, out + 64 * g);
+    store_blocks8(high, out + 64 * g + 32);
+  }
 }
 
 // Whole blocks [index4, index4 + returned), sixteen then eight at a time, written as consecutive
@@ -307,6 +319,10 @@ __attribute__((target("avx2,avx512f,avx512vl"))) uint64_t words_avx512vl(uint32_
   }
   return l;
 }
+
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");

@@ -10,7 +10,8 @@
 /// machine also has AVX-512 F and VL, the same rounds in fewer operations (masked shuffles split
 /// each product, three-input logic folds the exclusive ors) on sixteen lanes of 512-bit registers,
 /// four groups at a time (consecutive blocks take their first two rounds' products of the words
-/// common to the batch once, in scalars); elsewhere, a plain loop over philox_block(). Pure functions of their arguments: thread-safe.
+/// common to the batch once, in scalars); elsewhere, a plain loop over philox_block(). Pure
+/// functions of their arguments: thread-safe.
 
 #include <cstdint>
 

@@ -227,6 +227,12 @@ __attribute__((target("avx2,popcnt"))) uint64_t sample_avx2(const float* x, cons
   return i;
 }
 
+// GCC 12 warns "may be used uninitialized" inside its own AVX-512 headers, whose intrinsics start
+// from an undefined register (_mm512_undefined_*); the warning is about the header, not this code.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // sample_avx2() sixteen entries at a time in AVX-512 registers: the kept lanes compressed to the
 // front by the instruction that does it, their minimum and maximum by masked operations.
 __attribute__((target("avx2,avx512f,popcnt"))) uint64_t sample_avx512(const float* x, const uint32_t* bits,
@@ -250,6 +256,9 @@ __attribute__((target("avx2,avx512f,popcnt"))) uint64_t sample_avx512(const floa
   kept = k;
   return i;
 }
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 // max_abs()'s first loop as a row: the largest |x| bit pattern (NaN patterns lie above +inf's).
