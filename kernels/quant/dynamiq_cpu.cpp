@@ -27,29 +27,46 @@ struct Strata {
 };
 
 #if defined(CCSIM_HAND_AVX2)
-// feistel_permute(start, ranks, keys) in eight lanes with their own keys: every lane walks its
-// cycle until it lands below `ranks`; a lane that has landed keeps its value.
-__attribute__((target("avx2"))) __m256i feistel8(const Strata& s, const __m256i keys[4]) {
+// feistel_permute(start, ranks, keys) in N vectors of eight lanes with their own keys: every lane
+// walks its cycle until it lands below `ranks`; a lane that has landed keeps its value. The N
+// vectors' walks interleave, so that one vector's multiplies fill the others' latency, and all walk
+// until the last lane has landed.
+template <int N>
+__attribute__((target("avx2"))) void feistel8(const Strata& s, const __m256i (&keys)[N][4], __m256i (&result)[N]) {
   const __m256i mask = _mm256_set1_epi32(static_cast<int>(s.mask)), n = _mm256_set1_epi32(static_cast<int>(s.ranks));
+  const __m256i c1 = _mm256_set1_epi32(static_cast<int>(0x9E3779B1u)), c2 = _mm256_set1_epi32(static_cast<int>(0x85EBCA6Bu));
   const __m128i half = _mm_cvtsi32_si128(static_cast<int>(s.half));
-  __m256i x = _mm256_set1_epi32(static_cast<int>(s.start)), result = _mm256_setzero_si256();
-  __m256i walking = _mm256_set1_epi32(-1);
+  __m256i x[N], walking[N];
+  for (int g = 0; g < N; ++g) {
+    x[g] = _mm256_set1_epi32(static_cast<int>(s.start));
+    result[g] = _mm256_setzero_si256();
+    walking[g] = _mm256_set1_epi32(-1);
+  }
   for (;;) {
-    __m256i l = _mm256_srl_epi32(x, half), r = _mm256_and_si256(x, mask);
-    for (int k = 0; k < 4; ++k) {
-      __m256i h = _mm256_mullo_epi32(_mm256_xor_si256(r, keys[k]), _mm256_set1_epi32(static_cast<int>(0x9E3779B1u)));
-      h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
-      h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA6Bu)));
-      h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
-      const __m256i nl = r;
-      r = _mm256_xor_si256(l, _mm256_and_si256(h, mask));
-      l = nl;
+    __m256i l[N], r[N];
+    for (int g = 0; g < N; ++g) {
+      l[g] = _mm256_srl_epi32(x[g], half);
+      r[g] = _mm256_and_si256(x[g], mask);
     }
-    x = _mm256_or_si256(_mm256_sll_epi32(l, half), r);
-    const __m256i at_or_above = _mm256_cmpeq_epi32(_mm256_max_epu32(x, n), x);  // x >= ranks (unsigned)
-    result = _mm256_blendv_epi8(result, x, _mm256_andnot_si256(at_or_above, walking));
-    walking = _mm256_and_si256(walking, at_or_above);
-    if (_mm256_testz_si256(walking, walking)) return result;
+    for (int k = 0; k < 4; ++k)
+      for (int g = 0; g < N; ++g) {
+        __m256i h = _mm256_mullo_epi32(_mm256_xor_si256(r[g], keys[g][k]), c1);
+        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+        h = _mm256_mullo_epi32(h, c2);
+        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+        const __m256i nl = r[g];
+        r[g] = _mm256_xor_si256(l[g], _mm256_and_si256(h, mask));
+        l[g] = nl;
+      }
+    __m256i any = _mm256_setzero_si256();
+    for (int g = 0; g < N; ++g) {
+      x[g] = _mm256_or_si256(_mm256_sll_epi32(l[g], half), r[g]);
+      const __m256i at_or_above = _mm256_cmpeq_epi32(_mm256_max_epu32(x[g], n), x[g]);  // x >= ranks (unsigned)
+      result[g] = _mm256_blendv_epi8(result[g], x[g], _mm256_andnot_si256(at_or_above, walking[g]));
+      walking[g] = _mm256_and_si256(walking[g], at_or_above);
+      any = _mm256_or_si256(any, walking[g]);
+    }
+    if (_mm256_testz_si256(any, any)) return;
   }
 }
 
@@ -60,25 +77,112 @@ __attribute__((target("avx2"))) __m256i mul_high(__m256i w, __m256i n) {
   return _mm256_blend_epi32(even, odd, 0xAA);
 }
 
-// u[i] = correlated_uniform_from_block({w0[i], w1[i], w2[i], w3[i]}, u[i], rank, ranks), eight
-// entries at a time; returns the entries done (a multiple of 8).
-__attribute__((target("avx2"))) uint64_t correlate_avx2(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2,
-                                                        const uint32_t* w3, uint64_t m, const Strata& s, float* u) {
+// u[i .. i + 8N) = correlated_uniform_from_block({w0[i], w1[i], w2[i], w3[i]}, u[i], rank, ranks).
+template <int N>
+__attribute__((target("avx2"))) void correlate8(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2,
+                                                const uint32_t* w3, const Strata& s, float* u) {
   const __m256i n = _mm256_set1_epi32(static_cast<int>(s.ranks));
   const __m256 step = _mm256_set1_ps(s.step), ranks = _mm256_set1_ps(static_cast<float>(s.ranks));
+  __m256i keys[N][4], d[N], walked[N];
+  for (int g = 0; g < N; ++g) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + 8 * g));
+    d[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w3 + 8 * g));
+    keys[g][0] = a;
+    keys[g][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1 + 8 * g));
+    keys[g][2] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w2 + 8 * g));
+    keys[g][3] = _mm256_xor_si256(a, d[g]);
+  }
+  feistel8<N>(s, keys, walked);
+  for (int g = 0; g < N; ++g) {
+    const __m256i sum = _mm256_add_epi32(walked[g], mul_high(d[g], n));  // both < ranks <= 2^31
+    const __m256i pi = _mm256_min_epu32(sum, _mm256_sub_epi32(sum, n));  // sum mod ranks
+    float* ug = u + 8 * g;
+    const __m256 gm = _mm256_mul_ps(_mm256_floor_ps(_mm256_div_ps(_mm256_loadu_ps(ug), step)), step);
+    _mm256_storeu_ps(ug, _mm256_div_ps(_mm256_add_ps(_mm256_cvtepi32_ps(pi), gm), ranks));
+  }
+}
+
+// correlate8() over entries [0, returned), eight vectors at a time, then one (a multiple of 8).
+__attribute__((target("avx2"))) uint64_t correlate_avx2(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2,
+                                                        const uint32_t* w3, uint64_t m, const Strata& s, float* u) {
   uint64_t i = 0;
-  for (; i + 8 <= m; i += 8) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + i));
-    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w3 + i));
-    const __m256i keys[4] = {a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1 + i)),
-                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w2 + i)), _mm256_xor_si256(a, d)};
-    const __m256i sum = _mm256_add_epi32(feistel8(s, keys), mul_high(d, n));  // both < ranks <= 2^31
-    const __m256i pi = _mm256_min_epu32(sum, _mm256_sub_epi32(sum, n));      // sum mod ranks
-    const __m256 g = _mm256_mul_ps(_mm256_floor_ps(_mm256_div_ps(_mm256_loadu_ps(u + i), step)), step);
-    _mm256_storeu_ps(u + i, _mm256_div_ps(_mm256_add_ps(_mm256_cvtepi32_ps(pi), g), ranks));
+  for (; i + 64 <= m; i += 64) correlate8<8>(w0 + i, w1 + i, w2 + i, w3 + i, s, u + i);
+  for (; i + 8 <= m; i += 8) correlate8<1>(w0 + i, w1 + i, w2 + i, w3 + i, s, u + i);
+  return i;
+}
+
+// GCC 12 warns "may be used uninitialized" inside its own AVX-512 headers (below, grid_round16).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// correlate8<8>() in sixteen AVX-512 lanes a vector, eight vectors at a time (128 entries): the same
+// operations lane by lane, the walking lanes a mask. Returns the entries done (a multiple of 128).
+__attribute__((target("avx2,avx512f"))) uint64_t correlate_avx512(const uint32_t* w0, const uint32_t* w1,
+                                                                  const uint32_t* w2, const uint32_t* w3, uint64_t m,
+                                                                  const Strata& s, float* u) {
+  constexpr int N = 8;
+  const __m512i mask = _mm512_set1_epi32(static_cast<int>(s.mask)), n = _mm512_set1_epi32(static_cast<int>(s.ranks));
+  const __m512i c1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u)), c2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
+  const __m128i half = _mm_cvtsi32_si128(static_cast<int>(s.half));
+  const __m512 step = _mm512_set1_ps(s.step), ranks = _mm512_set1_ps(static_cast<float>(s.ranks));
+  uint64_t i = 0;
+  for (; i + 16 * N <= m; i += 16 * N) {
+    __m512i keys[N][4], d[N], x[N], result[N];
+    __mmask16 walking[N];
+    for (int g = 0; g < N; ++g) {
+      const uint64_t at = i + 16 * g;
+      keys[g][0] = _mm512_loadu_si512(w0 + at);
+      keys[g][1] = _mm512_loadu_si512(w1 + at);
+      keys[g][2] = _mm512_loadu_si512(w2 + at);
+      d[g] = _mm512_loadu_si512(w3 + at);
+      keys[g][3] = _mm512_xor_si512(keys[g][0], d[g]);
+      x[g] = _mm512_set1_epi32(static_cast<int>(s.start));
+      result[g] = _mm512_setzero_si512();
+      walking[g] = 0xFFFF;
+    }
+    for (;;) {
+      __m512i l[N], r[N];
+      for (int g = 0; g < N; ++g) {
+        l[g] = _mm512_srl_epi32(x[g], half);
+        r[g] = _mm512_and_si512(x[g], mask);
+      }
+      for (int k = 0; k < 4; ++k)
+        for (int g = 0; g < N; ++g) {
+          __m512i h = _mm512_mullo_epi32(_mm512_xor_si512(r[g], keys[g][k]), c1);
+          h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 15));
+          h = _mm512_mullo_epi32(h, c2);
+          h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
+          const __m512i nl = r[g];
+          r[g] = _mm512_xor_si512(l[g], _mm512_and_si512(h, mask));
+          l[g] = nl;
+        }
+      __mmask16 any = 0;
+      for (int g = 0; g < N; ++g) {
+        x[g] = _mm512_or_si512(_mm512_sll_epi32(l[g], half), r[g]);
+        const __mmask16 at_or_above = _mm512_cmpge_epu32_mask(x[g], n);
+        result[g] = _mm512_mask_mov_epi32(result[g], static_cast<__mmask16>(walking[g] & ~at_or_above), x[g]);
+        walking[g] = static_cast<__mmask16>(walking[g] & at_or_above);
+        any = static_cast<__mmask16>(any | walking[g]);
+      }
+      if (any == 0) break;
+    }
+    for (int g = 0; g < N; ++g) {
+      const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(d[g], n), 32);
+      const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(d[g], 32), n);
+      const __m512i sum = _mm512_add_epi32(result[g], _mm512_mask_blend_epi32(0xAAAA, even, odd));
+      const __m512i pi = _mm512_min_epu32(sum, _mm512_sub_epi32(sum, n));  // sum mod ranks
+      float* ug = u + i + 16 * g;
+      const __m512 q = _mm512_div_ps(_mm512_loadu_ps(ug), step);
+      const __m512 gm = _mm512_mul_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), step);
+      _mm512_storeu_ps(ug, _mm512_div_ps(_mm512_add_ps(_mm512_cvtepi32_ps(pi), gm), ranks));
+    }
   }
   return i;
 }
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 // std::fmax(best, a) for a best that is never NaN (the running maximum from 0), inline: a NaN `a`
@@ -556,7 +660,9 @@ void dynamiq_uniforms(const RngKey& key, const RngKey& shared, bool correlated, 
   philox_words(w0, w1, w2, w3, m, static_cast<uint32_t>(shared.seed), static_cast<uint32_t>(shared.seed >> 32));
   uint64_t i = 0;
 #if defined(CCSIM_HAND_AVX2)
-  if (hand_avx2()) i = correlate_avx2(w0, w1, w2, w3, m, Strata(rank, ranks), u);
+  const Strata strata(rank, ranks);
+  if (hand_avx512()) i = correlate_avx512(w0, w1, w2, w3, m, strata, u);
+  if (hand_avx2()) i += correlate_avx2(w0 + i, w1 + i, w2 + i, w3 + i, m - i, strata, u + i);
 #endif
   for (; i < m; ++i) u[i] = correlated_uniform_from_block(U32x4{{w0[i], w1[i], w2[i], w3[i]}}, u[i], rank, ranks);
 }

@@ -107,15 +107,17 @@ INSTANTIATE_TEST_SUITE_P(
                          k.correlated ? "corr" : "indep", k.ranks, k.group, k.geometric ? "_geometric" : "");
     });
 
-// The encoder's uniforms drawn at once (AVX2 lanes and the portable loop) equal the element
+// The encoder's uniforms drawn at once (AVX-512 and AVX2 lanes, the portable loop) equal the element
 // functions, bit for bit, at rank counts from 1 to 2^31 (Feistel domains of 2 to 32 bits, cycle
 // walks of every length), at every rank position and across a 2^32 entry-index boundary.
 TEST(DynamiqUniforms, EqualTheElementFunctions) {
   const RngKey key{0x5EEDull << 40 | 77, 9, 0, 3};
   const RngKey shared = dynamiq_shared_key(key);
-  const uint64_t first = (uint64_t{1} << 32) - 37, m = 203;
-  for (const bool portable : {false, true}) {
+  const uint64_t first = (uint64_t{1} << 32) - 37, m = 331;  // two batches of 128, one of 64, 8, 3
+  for (const char* path : {"widest", "avx2", "portable"}) {
+    const bool portable = path[0] == 'p';
     const bool before = philox_batch_force_portable(portable);
+    const bool before_avx2 = philox_batch_force_avx2(path[0] == 'a');
     for (const uint32_t ranks : {1u, 2u, 3u, 5u, 8u, 17u, 1000u, 4099u, 65536u, 16777217u, 2147483647u, 2147483648u}) {
       for (const uint32_t rank : {0u, 1u, ranks / 2, ranks - 1}) {
         RngKey own = key;
@@ -127,11 +129,12 @@ TEST(DynamiqUniforms, EqualTheElementFunctions) {
             const float want = correlated ? correlated_uniform(shared, own, first + j, rank, ranks)
                                           : uniform_at(own, first + j);
             ASSERT_EQ(std::memcmp(&u[j], &want, 4), 0)
-                << "ranks " << ranks << " rank " << rank << " entry " << j << (portable ? " portable" : "");
+                << "ranks " << ranks << " rank " << rank << " entry " << j << " path " << path;
           }
         }
       }
     }
+    philox_batch_force_avx2(before_avx2);
     philox_batch_force_portable(before);
   }
 }
