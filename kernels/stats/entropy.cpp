@@ -171,41 +171,15 @@ struct CompactTable {
     }
   }
 };
-const CompactTable& compact_table() {
-  static const CompactTable table;
-  return table;
-}
-
-// Eight entries at a time: the kept lanes' mask (u < fraction, |x| < inf, NaN never), the lanes
-// permuted to the front and stored whole; the next store starts after the kept ones. Returns the
-// entries done (a multiple of 8); `kept` is advanced.
-__attribute__((target("avx2,popcnt"))) uint64_t select_avx2(const float* x, const float* u, uint64_t count,
-                                                             float fraction, float* out, uint64_t& kept) {
-  const CompactTable& table = compact_table();
-  const __m256 limit = _mm256_set1_ps(fraction), inf = _mm256_set1_ps(INFINITY);
-  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  uint64_t i = 0, k = kept;
-  for (; i + 8 <= count; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 in = _mm256_cmp_ps(_mm256_loadu_ps(u + i), limit, _CMP_LT_OQ);
-    const __m256 finite = _mm256_cmp_ps(_mm256_and_ps(v, magnitude), inf, _CMP_LT_OQ);
-    const int mask = _mm256_movemask_ps(_mm256_and_ps(in, finite));
-    const __m256i lanes = _mm256_load_si256(reinterpret_cast<const __m256i*>(table.lanes[mask]));
-    _mm256_storeu_ps(out + k, _mm256_permutevar8x32_ps(v, lanes));
-    k += static_cast<uint64_t>(__builtin_popcount(static_cast<unsigned>(mask)));
-  }
-  kept = k;
-  return i;
-}
 
 // sample_finite() over one tile, eight entries at a time: kept where bits >> 8 < below (an integer
-// compare, signed being safe below 2^31) and x is finite, compacted as in select_avx2(), each
-// lane's minimum and maximum of its kept entries taken along into lo8 and hi8. Returns the entries
-// done (a multiple of 8).
+// compare, signed being safe below 2^31) and x is finite; the kept lanes permuted to the front and
+// stored whole, the next store starting after them; each lane's minimum and maximum of its kept
+// entries taken along into lo8 and hi8. Returns the entries done (a multiple of 8).
 __attribute__((target("avx2,popcnt"))) uint64_t sample_avx2(const float* x, const uint32_t* bits, uint64_t count,
                                                              uint32_t below, float* out, uint64_t& kept, float* lo8,
                                                              float* hi8) {
-  const CompactTable& table = compact_table();
+  static const CompactTable table;
   const __m256i limit = _mm256_set1_epi32(static_cast<int32_t>(below));
   const __m256 pinf = _mm256_set1_ps(INFINITY), ninf = _mm256_set1_ps(-INFINITY);
   __m256 mn = _mm256_loadu_ps(lo8), mx = _mm256_loadu_ps(hi8);
@@ -360,19 +334,6 @@ double histogram_entropy(const float* x, uint64_t count, uint32_t bins) {
 double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, float fraction, const RngKey& key,
                                  uint64_t index_base) {
   return sampled_entropy(x, count, bins, fraction, key, index_base);
-}
-
-uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out) {
-  uint64_t i = 0, kept = 0;
-#if defined(CCSIM_HAND_AVX2)
-  if (hand_avx2()) i = select_avx2(x, u, count, fraction, out, kept);
-#endif
-  // Every entry is written at the sample's end, which advances past it only when it is kept.
-  for (; i < count; ++i) {
-    out[kept] = x[i];
-    kept += (u[i] < fraction && is_finite(x[i])) ? 1 : 0;
-  }
-  return kept;
 }
 
 uint64_t sample_finite(const RngKey& key, uint64_t index_base, const float* x, uint64_t count, float fraction,

@@ -89,12 +89,7 @@ double histogram_entropy(const float* x, uint64_t count, uint32_t bins);
 double sampled_histogram_entropy(const float* x, uint64_t count, uint32_t bins, float fraction, const RngKey& key,
                                  uint64_t index_base);
 
-/// The entries of a sample in_sample() keeps, given its uniforms: writes to `out`, in index order,
-/// every finite x[i] of x[0, count) with u[i] < fraction, and returns how many. `out` holds
-/// `count` entries and may be written past the returned count (never past `count`).
-uint64_t select_sampled(const float* x, const float* u, uint64_t count, float fraction, float* out);
-
-/// select_sampled() with the sample drawn in the same pass, and its range: writes to `out`, in index
+/// The entries a sample keeps and their range, in one pass: writes to `out`, in index
 /// order, every finite x[i] of x[0, count) with in_sample(key, index_base + i, fraction), returns
 /// how many, and takes lo down and hi up to the smallest and largest of them (finite_range() of the
 /// kept entries when lo and hi come in as +inf and -inf; which zero, as there, is not fixed). `out`

@@ -133,41 +133,8 @@ TEST(Entropy, NonFiniteEntriesAreSkipped) {
   EXPECT_EQ(histogram_bin(0.1f, 0.0f, 1.0f, 10), 1u);  // 0.1f is just above 0.1
 }
 
-// select_sampled() against the definition (finite x[i] with u[i] < fraction, in order), with the
-// AVX2 path and the portable loop, at every length up to 70 and at 1000, on data with NaN, both
-// infinities, signed zeros, denormals and uniforms exactly at the fraction.
-TEST(SelectSampled, KeepsExactlyTheFiniteEntriesBelowTheFractionInOrder) {
-  const RngKey key{17, 0, 0, 5};
-  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f,
-                            -1e-40f, std::numeric_limits<float>::max()};
-  for (const float fraction : {0.0f, 0.25f, 0.5f, 1.0f}) {
-    for (uint64_t n = 0; n <= 1000; n = n < 70 ? n + 1 : n + 930) {  // 0, 1, ..., 70, 1000
-      std::vector<float> x(n), u(n);
-      for (uint64_t i = 0; i < n; ++i) {
-        const uint32_t bits = random_bits_at(key, 2 * i);
-        x[i] = bits % 5 == 0 ? specials[bits % 8] : std::bit_cast<float>(random_bits_at(key, 2 * i + 1));
-        u[i] = bits % 7 == 0 ? fraction : uniform_at(key, 2 * i + 1);
-      }
-      std::vector<float> want;
-      for (uint64_t i = 0; i < n; ++i)
-        if (u[i] < fraction && std::isfinite(x[i])) want.push_back(x[i]);
-      for (const bool portable : {false, true}) {
-        SCOPED_TRACE(fmt::format("fraction {} n {} portable {}", fraction, n, portable));
-        const bool saved = philox_batch_force_portable(portable);
-        std::vector<float> out(n + 1, 7.0f);
-        const uint64_t kept = select_sampled(x.data(), u.data(), n, fraction, out.data());
-        philox_batch_force_portable(saved);
-        ASSERT_EQ(kept, want.size());
-        for (uint64_t k = 0; k < kept; ++k)
-          ASSERT_EQ(std::bit_cast<uint32_t>(out[k]), std::bit_cast<uint32_t>(want[k])) << "entry " << k;
-        EXPECT_EQ(out[n], 7.0f) << "written past count";
-      }
-    }
-  }
-}
-
-// sample_finite() against the separate steps it fuses (uniform_fill(), select_sampled(),
-// finite_range() of what was kept), with the AVX-512, AVX2 and portable paths, at index bases off a
+// sample_finite() against the definition (every finite x[i] with in_sample(key, base + i, fraction),
+// in order, and their range), with the AVX-512, AVX2 and portable paths, at index bases off a
 // Philox block and lengths either side of a tile, on data with NaN, infinities, signed zeros and
 // subnormals, and at fractions equal to uniforms the sample draws (kept only strictly below).
 TEST(SampleFinite, EqualsTheUniformsSelectionAndRange) {
@@ -178,17 +145,21 @@ TEST(SampleFinite, EqualsTheUniformsSelectionAndRange) {
   for (const uint64_t base : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 33 | 6}) {
     const float drawn = uniform_at(key, base + 5);  // a fraction some entry's uniform equals
     for (const float fraction : {0.0f, 0x1p-24f, 0.25f, drawn, std::nextafter(drawn, 1.0f), 1.0f}) {
-      for (const uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{13}, uint64_t{511}, uint64_t{512}, uint64_t{1030}}) {
-        std::vector<float> x(n), u(n);
+      for (const uint64_t n : {0, 1, 7, 8, 9, 13, 16, 17, 70, 511, 512, 1030}) {
+        std::vector<float> x(n);
         for (uint64_t i = 0; i < n; ++i) {
           const uint32_t bits = random_bits_at(RngKey{5, 0, 0, 1}, i);
           x[i] = bits % 6 == 0 ? specials[bits % 8] : std::ldexp(static_cast<float>(bits % 2001) - 1000.0f, -8);
         }
-        uniform_fill(key, base, n, u.data());
-        std::vector<float> want(n + 1);
-        const uint64_t want_kept = select_sampled(x.data(), u.data(), n, fraction, want.data());
-        float want_lo, want_hi;
-        finite_range(want.data(), want_kept, want_lo, want_hi);
+        std::vector<float> want;
+        float want_lo = INFINITY, want_hi = -INFINITY;
+        for (uint64_t i = 0; i < n; ++i)
+          if (in_sample(key, base + i, fraction) && std::isfinite(x[i])) {
+            want.push_back(x[i]);
+            want_lo = std::min(want_lo, x[i]);
+            want_hi = std::max(want_hi, x[i]);
+          }
+        const uint64_t want_kept = want.size();
         for (const char* path : {"widest", "avx2", "portable"}) {
           SCOPED_TRACE(fmt::format("base {} fraction {} n {} path {}", base, fraction, n, path));
           const bool saved = philox_batch_force_portable(path[0] == 'p');
