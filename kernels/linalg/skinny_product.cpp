@@ -1,6 +1,7 @@
 #include "kernels/linalg/skinny_product.hpp"
 
 #include <Eigen/Core>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "kernels/philox_batch.hpp"
 #include "sim/base/check.hpp"
+#include "sim/base/uninit_vector.hpp"
 
 namespace ccsim::kern {
 namespace {
@@ -108,46 +110,6 @@ void rows_sums(int split, uint64_t rows, const float* a, uint32_t r, const float
   }
 }
 
-// bt[k * 8 + l] = src[l * ld + k] (+ add[l * ld + k], when given) for k < d: eight rows of M as a
-// panel of eight columns. Each row's next floats are prefetched while they last (`left` of them
-// from src on, the rest of the row, which the next block of terms reads).
-constexpr uint64_t kPanelAhead = 128;  // floats of each row prefetched ahead of the eight transposed
-
-void transpose_panel(const float* src, const float* add, uint64_t ld, uint64_t d, uint64_t left, float* bt) {
-  const I8 lo{0, 8, 1, 9, 4, 12, 5, 13}, hi{2, 10, 3, 11, 6, 14, 7, 15};
-  const I8 even{0, 1, 8, 9, 4, 5, 12, 13}, odd{2, 3, 10, 11, 6, 7, 14, 15};
-  const I8 low{0, 1, 2, 3, 8, 9, 10, 11}, high{4, 5, 6, 7, 12, 13, 14, 15};
-  uint64_t k = 0;
-  for (; k + 8 <= d; k += 8) {
-    V8 x[8], t[8], u[8];
-    const bool ahead = k + kPanelAhead < left;
-    for (int l = 0; l < 8; ++l) x[l] = load<V8>(src + l * ld + k);
-    if (ahead)
-      for (int l = 0; l < 8; ++l) __builtin_prefetch(src + l * ld + k + kPanelAhead);
-    if (add)
-      for (int l = 0; l < 8; ++l) {
-        x[l] = x[l] + load<V8>(add + l * ld + k);
-        if (ahead) __builtin_prefetch(add + l * ld + k + kPanelAhead);
-      }
-    for (int p = 0; p < 4; ++p) {
-      t[2 * p] = __builtin_shuffle(x[2 * p], x[2 * p + 1], lo);
-      t[2 * p + 1] = __builtin_shuffle(x[2 * p], x[2 * p + 1], hi);
-    }
-    for (int h = 0; h < 2; ++h) {  // rows 4h .. 4h + 3
-      u[4 * h + 0] = __builtin_shuffle(t[4 * h], t[4 * h + 2], even);
-      u[4 * h + 1] = __builtin_shuffle(t[4 * h], t[4 * h + 2], odd);
-      u[4 * h + 2] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], even);
-      u[4 * h + 3] = __builtin_shuffle(t[4 * h + 1], t[4 * h + 3], odd);
-    }
-    for (int q = 0; q < 4; ++q) {  // u[q] holds places q and q + 4 of rows 0-3, u[q + 4] of rows 4-7
-      store<V8>(bt + (k + q) * 8, __builtin_shuffle(u[q], u[q + 4], low));
-      store<V8>(bt + (k + q + 4) * 8, __builtin_shuffle(u[q], u[q + 4], high));
-    }
-  }
-  for (; k < d; ++k)
-    for (int l = 0; l < 8; ++l) bt[k * 8 + l] = add ? src[l * ld + k] + add[l * ld + k] : src[l * ld + k];
-}
-
 // One block's sums of G rows split S ways over `w` columns whose terms are rows of M (b[k * ld + j]),
 // a row of M at a time; acc holds G * S * w floats. Added to t[g * tstride + j].
 constexpr uint64_t kAhead = 8;  // rows of M prefetched ahead of the one summed
@@ -241,38 +203,245 @@ ColumnRuns column_runs(uint64_t n, uint64_t nc) {
   return runs;
 }
 
-// Transposed B (P = M Q): column j's terms are row j of M (+ add). Eight rows of M at a time go
-// through every block of terms in order, so that each row is read from start to end.
-void transposed_sums(const float* a, uint32_t r, const float* m, const float* add, uint64_t depth, uint64_t n,
-                     uint64_t kc, const ColumnRuns& cols, const std::vector<RowRun>& runs, const RowRun& whole, float* t) {
-  std::vector<float> panel(std::min(kc, depth) * 8);
-  // Column j's terms [k2, k2 + d) at stride 1, summed into `buf` when there is an addition.
-  auto column = [&](uint64_t j, uint64_t k2, uint64_t d) {
-    const float* x = m + j * depth + k2;
-    if (!add) return x;
-    const float* e = add + j * depth + k2;
-    for (uint64_t k = 0; k < d; ++k) panel[k] = x[k] + e[k];
-    return static_cast<const float*>(panel.data());
-  };
-  auto in_order = [&](uint64_t j, const std::vector<RowRun>& rs) {
-    for (uint64_t k2 = 0; k2 < depth; k2 += kc) {
-      const uint64_t d = std::min(kc, depth - k2);
-      const float* b = column(j, k2, d);
-      for (const RowRun& run : rs) rows_sums<float>(run.split, run.count, a + k2 * r + run.i, r, b, 1, d, t + run.i * n + j, n);
+// Transposed B (P = M Q): column j's terms are row j of M (+ add), so the sums run along rows of M.
+// The r sums of one row are spread over lanes: a vector of a lane plan holds up to 8 / S ranks
+// whose sums split S ways (row_split), lane g S + s summing rank g's terms at places s modulo S,
+// each lane in order. One step adds S terms of a row to all its lanes: the row's S floats repeated
+// (a broadcast load) times the ranks' matching entries of A, laid out once per block of terms.
+struct LanePlan {
+  int split;
+  std::vector<uint32_t> ranks;  // at most 8 / split
+};
+
+// The ranks of every row block of A (mc) grouped by their split, eight lanes a vector; all in order
+// (split 1) for the columns Eigen does not pack.
+std::vector<LanePlan> lane_plans(uint32_t r, uint64_t mc, bool packed) {
+  std::vector<uint32_t> by_split[5];
+  for (uint64_t i2 = 0; i2 < r; i2 += mc) {
+    const uint64_t rows = std::min<uint64_t>(mc, r - i2);
+    for (uint64_t i = 0; i < rows; ++i) by_split[packed ? row_split(i, rows) : 1].push_back(static_cast<uint32_t>(i2 + i));
+  }
+  std::vector<LanePlan> plans;
+  for (int split : {1, 2, 4}) {
+    const std::vector<uint32_t>& ranks = by_split[split];
+    const size_t per = 8 / static_cast<size_t>(split);
+    for (size_t g = 0; g < ranks.size(); g += per)
+      plans.push_back({split, {ranks.begin() + static_cast<std::ptrdiff_t>(g),
+                               ranks.begin() + static_cast<std::ptrdiff_t>(std::min(ranks.size(), g + per))}});
+  }
+  return plans;
+}
+
+// The places of a block of d terms that the split lanes sum (the rest are added in order after).
+uint64_t split_end(int split, uint64_t d) {
+  return split == 1 ? d : split == 2 ? (d & ~uint64_t{7}) : (d & ~uint64_t{3});
+}
+
+// A's entries for one plan and block [k2, k2 + d): qv[m * 8 + g S + s] = a[(k2 + m S + s) r + ranks[g]]
+// (zero in unused lanes).
+template <int S>
+void plan_entries_split(const LanePlan& plan, const float* a, uint32_t r, uint64_t k2, uint64_t d, float* qv) {
+  const uint64_t steps = split_end(S, d) / S;
+  const size_t used = plan.ranks.size() * S;
+  uint32_t rank[8 / S];
+  std::copy(plan.ranks.begin(), plan.ranks.end(), rank);
+  const float* row = a + k2 * r;
+  for (uint64_t m = 0; m < steps; ++m, qv += 8, row += S * r) {
+    for (size_t g = 0; g < plan.ranks.size(); ++g)
+      for (int s = 0; s < S; ++s) qv[g * S + s] = row[s * r + rank[g]];
+    for (size_t l = used; l < 8; ++l) qv[l] = 0.0f;
+  }
+}
+
+void plan_entries(const LanePlan& plan, const float* a, uint32_t r, uint64_t k2, uint64_t d, float* qv) {
+  if (plan.split == 1) plan_entries_split<1>(plan, a, r, k2, d, qv);
+  else if (plan.split == 2) plan_entries_split<2>(plan, a, r, k2, d, qv);
+  else plan_entries_split<4>(plan, a, r, k2, d, qv);
+}
+
+// Plan p's entries of A for every block of terms: block b at b * lane_block(kc, S) floats.
+uint64_t lane_block(uint64_t kc, int split) { return (kc / static_cast<uint64_t>(split) + 1) * 8; }
+
+// S consecutive floats repeated over eight lanes: one broadcast load.
+template <int S>
+inline __attribute__((always_inline)) V8 repeated(const float* p) {
+  __m256 v;
+  if constexpr (S == 1) v = _mm256_broadcast_ss(p);
+  else if constexpr (S == 2) v = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
+  else v = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+  return reinterpret_cast<V8>(v);
+}
+
+// What the lanes' loop asks for ahead: nothing; the rows' own lines kRowAhead floats ahead (rows
+// read where they are); or the next rows to stage, ahead_lines(S) lines of each of `next` a step,
+// `lines` in all (as many as eight rows' staging needs: one line a step, two for S = 4).
+enum class Ahead { kNone, kRows, kNext };
+struct NextRows {
+  const float* p[2] = {nullptr, nullptr};
+  uint64_t lines = 0;
+};
+constexpr uint64_t kRowAhead = 64;
+constexpr uint64_t ahead_lines(int split) { return split == 4 ? 2 : 1; }
+
+// J rows' lanes over `steps` steps of S terms: out[j] lane g S + s = Σ_m row[j][m S + s] qv[m][g S + s],
+// in order of m.
+template <int S, int J, Ahead A>
+void lane_steps(const float* const* row, const float* qv, uint64_t steps, NextRows next, V8* out) {
+  V8 acc[J];
+  for (int j = 0; j < J; ++j) acc[j] = V8{};
+  for (uint64_t m = 0; m < steps; ++m) {
+    const V8 q = load<V8>(qv + m * 8);
+    if (A == Ahead::kRows && (m * S) % 16 == 0)
+      for (int j = 0; j < J; ++j) __builtin_prefetch(row[j] + m * S + kRowAhead);
+    if (A == Ahead::kNext && ahead_lines(S) * m < next.lines)
+      for (const float* p : next.p)
+        for (uint64_t l = 0; l < ahead_lines(S); ++l) __builtin_prefetch(p + 16 * (ahead_lines(S) * m + l), 0, 2);
+    for (int j = 0; j < J; ++j) acc[j] = acc[j] + repeated<S>(row[j] + m * S) * q;
+  }
+  for (int j = 0; j < J; ++j) out[j] = acc[j];
+}
+
+template <int S, int J>
+void lane_ahead(Ahead ahead, const float* const* row, const float* qv, uint64_t steps, const NextRows& next, V8* out) {
+  if (ahead == Ahead::kRows) lane_steps<S, J, Ahead::kRows>(row, qv, steps, next, out);
+  else if (ahead == Ahead::kNext) lane_steps<S, J, Ahead::kNext>(row, qv, steps, next, out);
+  else lane_steps<S, J, Ahead::kNone>(row, qv, steps, next, out);
+}
+
+template <int J>
+void lane_group(int split, Ahead ahead, const float* const* row, const float* qv, uint64_t steps,
+                const NextRows& next, V8* out) {
+  if (split == 1) lane_ahead<1, J>(ahead, row, qv, steps, next, out);
+  else if (split == 2) lane_ahead<2, J>(ahead, row, qv, steps, next, out);
+  else lane_ahead<4, J>(ahead, row, qv, steps, next, out);
+}
+
+// Each rank's sum from its lanes, as Eigen adds the split sums, then the block's remaining terms
+// in order, then added to t[i * n + j].
+void finish_lanes(const LanePlan& plan, const V8& acc, const float* a, uint32_t r, uint64_t k2, uint64_t d,
+                  const float* row, uint64_t n, uint64_t j, float* t) {
+  float l[8];
+  store<V8>(l, acc);
+  const int S = plan.split;
+  for (size_t g = 0; g < plan.ranks.size(); ++g) {
+    const float* x = l + g * static_cast<size_t>(S);
+    float sum = S == 1 ? x[0] : S == 2 ? x[0] + x[1] : (x[0] + x[1]) + (x[2] + x[3]);
+    const uint32_t i = plan.ranks[g];
+    for (uint64_t k = split_end(S, d); k < d; ++k) sum = sum + a[(k2 + k) * r + i] * row[k];
+    t[i * n + j] = sum + t[i * n + j];
+  }
+}
+
+// Rows [j, j + J) of x + e, terms [k0, k0 + w), summed into buf (row jj at buf + jj w; x's entry
+// first). Whole rows are one stretch of memory; a block of terms is read a line of each row at a time.
+constexpr uint64_t kStageAhead = 128;  // floats of each row prefetched ahead when staging a block
+
+template <int J>
+void stage_sums(const float* x, const float* e, uint64_t depth, uint64_t j, uint64_t k0, uint64_t w, float* buf) {
+  if (w == depth) {
+    const float* xs = x + j * depth;
+    const float* es = e + j * depth;
+    for (uint64_t i = 0; i < J * depth; ++i) buf[i] = xs[i] + es[i];
+    return;
+  }
+  const uint64_t whole = w / 16 * 16;
+  for (uint64_t k = 0; k < whole; k += 16)
+    for (int jj = 0; jj < J; ++jj) {
+      const float* xs = x + (j + jj) * depth + k0 + k;
+      const float* es = e + (j + jj) * depth + k0 + k;
+      __builtin_prefetch(xs + kStageAhead);
+      __builtin_prefetch(es + kStageAhead);
+      for (int h = 0; h < 16; h += 8) store<V8>(buf + jj * w + k + h, load<V8>(xs + h) + load<V8>(es + h));
     }
-  };
+  for (int jj = 0; jj < J; ++jj)
+    for (uint64_t k = whole; k < w; ++k) {
+      const uint64_t at = (j + jj) * depth + k0 + k;
+      buf[jj * w + k] = x[at] + e[at];
+    }
+}
+
+// Rows [j, j + J) of M (+ add) through every block of terms and every lane plan. M's rows are read
+// where they are; M = m + add is summed into `buf` first: whole rows where eight fit in kStageFloats
+// (the next J rows then asked for while the lanes compute), else a block of terms at a time.
+constexpr uint64_t kStageFloats = uint64_t{1} << 16;
+
+template <int J>
+void row_group(const float* a, uint32_t r, const float* m, const float* add, uint64_t depth, uint64_t n, uint64_t kc,
+               const std::vector<LanePlan>& plans, const std::vector<UninitVector<float>>& qv, uint64_t j, float* buf,
+               float* t) {
+  const bool direct = add == nullptr, whole = !direct && 8 * depth <= kStageFloats;
+  NextRows next;
+  if (whole) {
+    stage_sums<J>(m, add, depth, j, 0, depth, buf);
+    if (j + 2 * J <= n) next = {{m + (j + J) * depth, add + (j + J) * depth}, J * depth / 16};
+  }
+  const Ahead ahead = direct ? Ahead::kRows : whole ? Ahead::kNext : Ahead::kNone;
+  for (uint64_t k2 = 0, b = 0; k2 < depth; k2 += kc, ++b) {
+    const uint64_t d = std::min(kc, depth - k2);
+    if (!whole && !direct) stage_sums<J>(m, add, depth, j, k2, d, buf);
+    const float* row[J];
+    for (int jj = 0; jj < J; ++jj)
+      row[jj] = direct ? m + (j + jj) * depth + k2 : whole ? buf + jj * depth + k2 : buf + jj * d;
+    for (size_t p = 0; p < plans.size(); ++p) {
+      V8 acc[J];
+      const int S = plans[p].split;
+      const uint64_t steps = split_end(S, d) / static_cast<uint64_t>(S);
+      // The first plan reads the rows from memory; the others find them in the first-level cache.
+      lane_group<J>(S, p == 0 ? ahead : Ahead::kNone, row, qv[p].data() + b * lane_block(kc, S), steps, next, acc);
+      if (p == 0 && ahead == Ahead::kNext) {  // the lines asked for move on with the steps
+        for (const float*& q : next.p) q += 16 * ahead_lines(S) * steps;
+        next.lines -= std::min(next.lines, ahead_lines(S) * steps);
+      }
+      for (int jj = 0; jj < J; ++jj) finish_lanes(plans[p], acc[jj], a, r, k2, d, row[jj], n, j + jj, t);
+    }
+  }
+}
+
+// transposed_sums' buffers, kept on the thread between calls (a layer's products run every round)
+// unless they grew past kKeptFloats.
+struct LaneScratch {
+  std::vector<UninitVector<float>> packed, in_order;  // each plan's entries of A, a block after another
+  UninitVector<float> rows;                           // the staged rows of x + e
+};
+constexpr uint64_t kKeptFloats = uint64_t{1} << 22;
+
+uint64_t scratch_floats(const LaneScratch& s) {
+  uint64_t n = s.rows.capacity();
+  for (const auto* plans : {&s.packed, &s.in_order})
+    for (const UninitVector<float>& v : *plans) n += v.capacity();
+  return n;
+}
+
+void fill_entries(const std::vector<LanePlan>& plans, const float* a, uint32_t r, uint64_t depth, uint64_t kc,
+                  std::vector<UninitVector<float>>& qv) {
+  if (qv.size() < plans.size()) qv.resize(plans.size());
+  for (size_t p = 0; p < plans.size(); ++p) {
+    const uint64_t per = lane_block(kc, plans[p].split);
+    qv[p].resize((depth + kc - 1) / kc * per);
+    for (uint64_t k2 = 0, b = 0; k2 < depth; k2 += kc, ++b)
+      plan_entries(plans[p], a, r, k2, std::min(kc, depth - k2), qv[p].data() + b * per);
+  }
+}
+
+void transposed_sums(const float* a, uint32_t r, const float* m, const float* add, uint64_t depth, uint64_t n,
+                     const Blocking& bl, const ColumnRuns& cols, float* t) {
+  thread_local LaneScratch scratch;
+  const std::vector<LanePlan> packed = cols.packed.empty() ? std::vector<LanePlan>{} : lane_plans(r, bl.mc, true);
+  const std::vector<LanePlan> in_order = cols.in_order.empty() ? std::vector<LanePlan>{} : lane_plans(r, bl.mc, false);
+  fill_entries(packed, a, r, depth, bl.kc, scratch.packed);
+  fill_entries(in_order, a, r, depth, bl.kc, scratch.in_order);
+  scratch.rows.resize(8 * (8 * depth <= kStageFloats ? depth : std::min(bl.kc, depth)));
+  float* buf = scratch.rows.data();
   for (const auto& [j0, j1] : cols.packed) {
     uint64_t j = j0;
-    for (; j + 8 <= j1; j += 8)
-      for (uint64_t k2 = 0; k2 < depth; k2 += kc) {
-        const uint64_t d = std::min(kc, depth - k2), at = j * depth + k2;
-        transpose_panel(m + at, add ? add + at : nullptr, depth, d, depth - k2, panel.data());
-        for (const RowRun& run : runs)
-          rows_sums<V8>(run.split, run.count, a + k2 * r + run.i, r, panel.data(), 8, d, t + run.i * n + j, n);
-      }
-    for (; j < j1; ++j) in_order(j, runs);
+    // Eight rows at a time keep eight sums in flight; the last few rows go by fours, twos and ones.
+    for (; j + 8 <= j1; j += 8) row_group<8>(a, r, m, add, depth, n, bl.kc, packed, scratch.packed, j, buf, t);
+    for (; j + 4 <= j1; j += 4) row_group<4>(a, r, m, add, depth, n, bl.kc, packed, scratch.packed, j, buf, t);
+    for (; j + 2 <= j1; j += 2) row_group<2>(a, r, m, add, depth, n, bl.kc, packed, scratch.packed, j, buf, t);
+    for (; j < j1; ++j) row_group<1>(a, r, m, add, depth, n, bl.kc, packed, scratch.packed, j, buf, t);
   }
-  for (uint64_t j : cols.in_order) in_order(j, {whole});
+  for (uint64_t j : cols.in_order) row_group<1>(a, r, m, add, depth, n, bl.kc, in_order, scratch.in_order, j, buf, t);
+  if (scratch_floats(scratch) > kKeptFloats) scratch = LaneScratch{};
 }
 
 // B as stored (M^T P): column j's terms are column j of M (+ add). A block of terms at a time, its
@@ -316,12 +485,15 @@ void streamed_sums(const float* a, uint32_t r, const float* m, const float* add,
 void blocked_sums(const float* a, uint32_t r, const float* m, const float* add, float* sum_out, uint64_t depth,
                   uint64_t n, bool b_transposed, const Blocking& bl, float* t) {
   const ColumnRuns cols = column_runs(n, bl.nc);
+  if (b_transposed) {
+    transposed_sums(a, r, m, add, depth, n, bl, cols, t);
+    return;
+  }
   for (uint64_t i2 = 0; i2 < r; i2 += bl.mc) {
     const uint64_t rows = std::min(bl.mc, r - i2);
     const std::vector<RowRun> runs = row_runs(i2, rows);
     const RowRun whole{i2, rows, 1};
-    if (b_transposed) transposed_sums(a, r, m, add, depth, n, bl.kc, cols, runs, whole, t);
-    else streamed_sums(a, r, m, add, sum_out, depth, n, bl.kc, i2 == 0, cols, runs, whole, t);
+    streamed_sums(a, r, m, add, sum_out, depth, n, bl.kc, i2 == 0, cols, runs, whole, t);
   }
 }
 
@@ -411,17 +583,28 @@ bool skinny_outer(const float* p, const float* q, uint64_t rows, uint64_t cols, 
   for (uint64_t j = 0; j < cols; ++j)
     for (uint32_t k = 0; k < r; ++k) qt[k * cols + j] = q[j * r + k];
   const float alpha = subtract ? -1.0f : 1.0f;
+  // Groups of up to four rows, Eigen's row blocks (nc) cut into fours; each row's entries depend on
+  // that row of P alone, so the groups may run in any order.
+  struct Group {
+    uint64_t i, g, packed;
+  };
+  std::vector<Group> groups;
   for (uint64_t i2 = 0; i2 < rows; i2 += bl.nc) {
     const uint64_t block = std::min(bl.nc, rows - i2), packed_end = i2 + block / 4 * 4;
-    for (uint64_t i = i2; i < i2 + block; i += 4) {
-      const uint64_t g = std::min<uint64_t>(4, i2 + block - i), packed = packed_end > i ? packed_end - i : 0;
-      for (uint64_t k2 = 0; k2 < r; k2 += bl.kc) {
-        auto* rows_of = g == 4 ? outer_rows<4> : g == 3 ? outer_rows<3> : g == 2 ? outer_rows<2> : outer_rows<1>;
-        rows_of(p + i * r, q, qt.data(), cols, r, k2, std::min<uint64_t>(bl.kc, r - k2), bl.mc, packed, alpha,
-                !subtract && k2 == 0, out + i * cols);
-      }
-    }
+    for (uint64_t i = i2; i < i2 + block; i += 4)
+      groups.push_back({i, std::min<uint64_t>(4, i2 + block - i), packed_end > i ? packed_end - i : 0});
   }
+  auto run = [&](const Group& gr) {
+    for (uint64_t k2 = 0; k2 < r; k2 += bl.kc) {
+      auto* rows_of = gr.g == 4 ? outer_rows<4> : gr.g == 3 ? outer_rows<3> : gr.g == 2 ? outer_rows<2> : outer_rows<1>;
+      rows_of(p + gr.i * r, q, qt.data(), cols, r, k2, std::min<uint64_t>(bl.kc, r - k2), bl.mc, gr.packed, alpha,
+              !subtract && k2 == 0, out + gr.i * cols);
+    }
+  };
+  // The residual's subtraction follows the pass that formed M front to back: last rows first, while
+  // they are still in cache.
+  if (subtract) std::for_each(groups.rbegin(), groups.rend(), run);
+  else std::for_each(groups.begin(), groups.end(), run);
   return true;
 }
 

@@ -28,9 +28,10 @@
 /// loops forced: kern::philox_batch_force_portable) and builds whose Eigen uses other packets or
 /// fused multiply-adds are not taken: skinny_product() returns false and the caller uses Eigen.
 ///
-/// Speed: P = M Q reads eight rows of M at a time and transposes them in registers; M^T P streams
-/// M a row at a time into sums of up to 512 columns held in the first-level cache, prefetching rows
-/// of M ahead. Neither packs M.
+/// Speed: P = M Q runs along eight rows of M at a time, a row's r sums spread over the lanes of a
+/// vector (each lane one of Eigen's split sums, in its order), so that a step is a broadcast load, a
+/// multiply and an add; M^T P streams M a row at a time into sums of up to 512 columns held in the
+/// first-level cache, prefetching rows of M ahead. Neither packs M.
 
 #include <cstdint>
 
