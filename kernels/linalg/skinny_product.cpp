@@ -42,7 +42,6 @@ int row_split(uint64_t local_row, uint64_t block_rows) {
 #endif
 
 typedef float V8 __attribute__((vector_size(32)));
-typedef int I8 __attribute__((vector_size(32)));
 
 template <class V>
 inline __attribute__((always_inline)) V load(const float* p) {
@@ -55,8 +54,8 @@ inline __attribute__((always_inline)) void store(float* p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// One block's sums of G rows split S ways, for the columns of one panel (V: eight columns, or
-// float: one). a[k * r + g] is row g's k-th term, b[k * stride] the panel's k-th row; the sums are
+// One block's sums of G rows split S ways, for the columns of one panel (V: float, one column; a
+// vector type would take that many columns at once). a[k * r + g] is row g's k-th term, b[k * stride] the panel's k-th row; the sums are
 // added to t[g * tstride]. The same operations, in the same order, as Eigen's kernels.
 template <class V, int G, int S>
 inline __attribute__((always_inline)) void block_sums(const float* a, uint32_t r, const float* b, uint64_t stride,
@@ -265,11 +264,16 @@ uint64_t lane_block(uint64_t kc, int split) { return (kc / static_cast<uint64_t>
 // S consecutive floats repeated over eight lanes: one broadcast load.
 template <int S>
 inline __attribute__((always_inline)) V8 repeated(const float* p) {
-  __m256 v;
-  if constexpr (S == 1) v = _mm256_broadcast_ss(p);
-  else if constexpr (S == 2) v = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
-  else v = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
-  return reinterpret_cast<V8>(v);
+  if constexpr (S == 1) {
+    return reinterpret_cast<V8>(_mm256_broadcast_ss(p));
+  } else if constexpr (S == 2) {
+    typedef double D4 __attribute__((vector_size(32)));
+    double v;  // the two floats' bits, read without a double's aliasing
+    std::memcpy(&v, p, sizeof v);
+    return reinterpret_cast<V8>(D4{v, v, v, v});
+  } else {
+    return reinterpret_cast<V8>(_mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)));  // __m128 may alias
+  }
 }
 
 // What the lanes' loop asks for ahead: nothing; the rows' own lines kRowAhead floats ahead (rows
@@ -291,11 +295,13 @@ void lane_steps(const float* const* row, const float* qv, uint64_t steps, NextRo
   for (int j = 0; j < J; ++j) acc[j] = V8{};
   for (uint64_t m = 0; m < steps; ++m) {
     const V8 q = load<V8>(qv + m * 8);
-    if (A == Ahead::kRows && (m * S) % 16 == 0)
-      for (int j = 0; j < J; ++j) __builtin_prefetch(row[j] + m * S + kRowAhead);
-    if (A == Ahead::kNext && ahead_lines(S) * m < next.lines)
-      for (const float* p : next.p)
-        for (uint64_t l = 0; l < ahead_lines(S); ++l) __builtin_prefetch(p + 16 * (ahead_lines(S) * m + l), 0, 2);
+    if constexpr (A == Ahead::kRows)
+      if ((m * S) % 16 == 0)
+        for (int j = 0; j < J; ++j) __builtin_prefetch(row[j] + m * S + kRowAhead);
+    if constexpr (A == Ahead::kNext)
+      if (ahead_lines(S) * m < next.lines)
+        for (const float* p : next.p)
+          for (uint64_t l = 0; l < ahead_lines(S); ++l) __builtin_prefetch(p + 16 * (ahead_lines(S) * m + l), 0, 2);
     for (int j = 0; j < J; ++j) acc[j] = acc[j] + repeated<S>(row[j] + m * S) * q;
   }
   for (int j = 0; j < J; ++j) out[j] = acc[j];
