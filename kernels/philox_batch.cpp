@@ -191,32 +191,42 @@ __attribute__((target("avx2,avx512f"))) inline void rounds_512(__m512i (&c)[N][4
   }
 }
 
-// N groups of sixteen blocks from i4 on in 512-bit registers, where the blocks' counter word 0
-// does not wrap (words 1 to 3 are then the same in every block). Rounds 0 and 1 take the products
-// of those common words once, in scalars: round 0 multiplies the common word 2 and leaves words 0
-// and 1 common, round 1 multiplies that common word 0, so each has one vector product of the usual
-// two. Rounds 2 to 9 are rounds_512().
+// Rounds 0 and 1 of Philox4x32-10 (keys k0, k1) on N groups of sixteen counters (i0 + lane, w1, w2,
+// w3) held word-wise in 512-bit registers, lane l of group g counter i0 + 16 g + l, where those low
+// words do not wrap (words 1 to 3 are then the same in every counter). The products of the common
+// words are taken once, in scalars: round 0 multiplies the common word 2 and leaves words 0 and 1
+// common, round 1 multiplies that common word 0, so each round has one vector product of the usual
+// two.
 template <int N>
-__attribute__((target("avx2,avx512f,avx512vl"))) void blocks16_512(const RngKey& key, uint64_t i4, uint32_t* out) {
+__attribute__((target("avx2,avx512f,avx512vl"))) inline void first_rounds_512(uint32_t i0, uint32_t w1, uint32_t w2,
+                                                                            uint32_t w3, uint32_t k0, uint32_t k1,
+                                                                            __m512i (&c)[N][4]) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  const uint32_t k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
-  const uint32_t w1 = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
-  const uint64_t p1 = uint64_t{kM1} * key.rank;  // round 0's common product
+  const uint64_t p1 = uint64_t{kM1} * w2;  // round 0's common product
   const uint32_t a0 = static_cast<uint32_t>(p1 >> 32) ^ w1 ^ k0, a1 = static_cast<uint32_t>(p1);
   const uint64_t p0 = uint64_t{kM0} * a0;  // round 1's
-  const __m512i m0 = splat16(kM0), m1 = splat16(kM1), x2 = splat16(key.round ^ k1), x0 = splat16(a1 ^ (k0 + kW0));
+  const __m512i m0 = splat16(kM0), m1 = splat16(kM1), x2 = splat16(w3 ^ k1), x0 = splat16(a1 ^ (k0 + kW0));
   const __m512i x3 = splat16(static_cast<uint32_t>(p0 >> 32) ^ (k1 + kW1)), l3 = splat16(static_cast<uint32_t>(p0));
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512i c[N][4];
   for (int g = 0; g < N; ++g) {
     __m512i hi0, lo0, hi1, lo1;
-    mul_split_512(_mm512_add_epi32(splat16(static_cast<uint32_t>(i4) + 16u * g), lane), m0, hi0, lo0);
+    mul_split_512(_mm512_add_epi32(splat16(i0 + 16u * static_cast<uint32_t>(g)), lane), m0, hi0, lo0);
     mul_split_512(_mm512_xor_si512(hi0, x2), m1, hi1, lo1);  // after round 0: (a0, a1, hi0 ^ w3 ^ k1, lo0)
     c[g][0] = _mm512_xor_si512(hi1, x0);
     c[g][1] = lo1;
     c[g][2] = _mm512_xor_si512(lo0, x3);
     c[g][3] = l3;
   }
+}
+
+// N groups of sixteen blocks from i4 on in 512-bit registers, where the blocks' counter word 0
+// does not wrap: first_rounds_512(), then rounds 2 to 9.
+template <int N>
+__attribute__((target("avx2,avx512f,avx512vl"))) void blocks16_512(const RngKey& key, uint64_t i4, uint32_t* out) {
+  const uint32_t k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
+  const uint32_t w1 = static_cast<uint32_t>((i4 >> 32) & 0xFFu) | (key.stream << 8);
+  __m512i c[N][4];
+  first_rounds_512<N>(static_cast<uint32_t>(i4), w1, key.rank, key.round, k0, k1, c);
   rounds_512<N>(c, 2, k0, k1);
   for (int g = 0; g < N; ++g) {  // blocks 0-7 and 8-15 of the group, each from its words' halves
     const __m256i low[4] = {_mm512_castsi512_si256(c[g][0]), _mm512_castsi512_si256(c[g][1]),
@@ -226,6 +236,22 @@ __attribute__((target("avx2,avx512f,avx512vl"))) void blocks16_512(const RngKey&
     store_blocks8(low, out + 64 * g);
     store_blocks8(high, out + 64 * g + 32);
   }
+}
+
+// philox_counter_words() on [0, returned), sixty-four counters at a time where their low words do
+// not wrap.
+__attribute__((target("avx2,avx512f,avx512vl"))) uint64_t counter_words_512(uint64_t index, uint32_t w2, uint32_t w3,
+                                                                          uint64_t count, uint32_t k0, uint32_t k1,
+                                                                          uint32_t* const (&w)[4]) {
+  uint64_t l = 0;
+  for (; l + 64 <= count && static_cast<uint32_t>(index + l) <= 0xFFFFFFFFu - 63u; l += 64) {
+    __m512i c[4][4];
+    first_rounds_512<4>(static_cast<uint32_t>(index + l), static_cast<uint32_t>((index + l) >> 32), w2, w3, k0, k1, c);
+    rounds_512<4>(c, 2, k0, k1);
+    for (int g = 0; g < 4; ++g)
+      for (int j = 0; j < 4; ++j) _mm512_storeu_si512(w[j] + l + 16 * g, c[g][j]);
+  }
+  return l;
 }
 
 // Whole blocks [index4, index4 + returned), sixteen then eight at a time, written as consecutive
@@ -411,6 +437,21 @@ void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64
     w2[l] = r.v[2];
     w3[l] = r.v[3];
   }
+}
+
+void philox_counter_words(uint64_t index, uint32_t w2, uint32_t w3, uint64_t count, uint32_t key0, uint32_t key1,
+                          uint32_t* w0_out, uint32_t* w1_out, uint32_t* w2_out, uint32_t* w3_out) {
+  uint64_t l = 0;
+#if defined(CCSIM_HAND_AVX2)
+  if (use_avx512vl()) l = counter_words_512(index, w2, w3, count, key0, key1, {w0_out, w1_out, w2_out, w3_out});
+#endif
+  for (uint64_t i = l; i < count; ++i) {  // the rest through philox_words()
+    w0_out[i] = static_cast<uint32_t>(index + i);
+    w1_out[i] = static_cast<uint32_t>((index + i) >> 32);
+    w2_out[i] = w2;
+    w3_out[i] = w3;
+  }
+  philox_words(w0_out + l, w1_out + l, w2_out + l, w3_out + l, count - l, key0, key1);
 }
 
 const char* philox_batch_isa() { return use_avx512vl() ? "avx512vl" : use_avx2() ? "avx2" : "portable"; }

@@ -30,6 +30,12 @@ void uniform_fill(const RngKey& key, uint64_t index, uint64_t count, float* out)
 void philox_words(uint32_t* w0, uint32_t* w1, uint32_t* w2, uint32_t* w3, uint64_t count, uint32_t key0,
                   uint32_t key1);
 
+/// philox_words() of the consecutive counters (index + l, (index + l) >> 32, w2, w3), l in [0, count),
+/// into w0_out..w3_out: DynamiQ's permutation blocks. Where the machine has AVX-512VL, runs of
+/// counters whose low words do not wrap take rounds 0 and 1's products of the common words once.
+void philox_counter_words(uint64_t index, uint32_t w2, uint32_t w3, uint64_t count, uint32_t key0, uint32_t key1,
+                          uint32_t* w0_out, uint32_t* w1_out, uint32_t* w2_out, uint32_t* w3_out);
+
 /// The implementation random_bits_fill() runs on this machine: "avx512vl", "avx2" or "portable".
 const char* philox_batch_isa();
 

@@ -651,13 +651,9 @@ void dynamiq_uniforms(const RngKey& key, const RngKey& shared, bool correlated, 
   thread_local std::vector<uint32_t> w;
   w.resize(4 * m);
   uint32_t *w0 = w.data(), *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
-  for (uint64_t i = 0; i < m; ++i) {  // correlated_block(shared, first + i)'s counter
-    w0[i] = static_cast<uint32_t>(first + i);
-    w1[i] = static_cast<uint32_t>((first + i) >> 32);
-    w2[i] = shared.stream;
-    w3[i] = shared.round;
-  }
-  philox_words(w0, w1, w2, w3, m, static_cast<uint32_t>(shared.seed), static_cast<uint32_t>(shared.seed >> 32));
+  // correlated_block(shared, first + i) for every i.
+  philox_counter_words(first, shared.stream, shared.round, m, static_cast<uint32_t>(shared.seed),
+                       static_cast<uint32_t>(shared.seed >> 32), w0, w1, w2, w3);
   uint64_t i = 0;
 #if defined(CCSIM_HAND_AVX2)
   const Strata strata(rank, ranks);

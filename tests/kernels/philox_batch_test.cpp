@@ -73,6 +73,26 @@ TEST_P(PhiloxBatch, WordsEqualPhilox4x32OfEachCounter) {
   }
 }
 
+TEST_P(PhiloxBatch, CounterWordsEqualPhilox4x32OfConsecutiveCounters) {
+  const ForceImpl force(GetParam());
+  const uint32_t k0 = 0x1BD11BDAu, k1 = 0xA9FC1A22u, w2 = 0x00C0FFEEu, w3 = 7;
+  // Starts that put the low word's wrap before, inside and after runs of sixty-four, and plain ones.
+  for (uint64_t index : {uint64_t{0}, uint64_t{5}, (uint64_t{3} << 32) - 64, (uint64_t{3} << 32) - 100,
+                         (uint64_t{1} << 32) - 1, uint64_t{0xFFFFFFFFFFFFFF00ull}})
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{63}, uint64_t{64}, uint64_t{65}, uint64_t{128},
+                           uint64_t{200}, uint64_t{300}}) {
+      std::array<std::vector<uint32_t>, 4> w;
+      for (auto& v : w) v.assign(count, 0xDEADBEEFu);
+      philox_counter_words(index, w2, w3, count, k0, k1, w[0].data(), w[1].data(), w[2].data(), w[3].data());
+      for (uint64_t l = 0; l < count; ++l) {
+        const uint64_t c = index + l;
+        const U32x4 want =
+            philox4x32<10>(U32x4{{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), w2, w3}}, k0, k1);
+        for (int j = 0; j < 4; ++j) ASSERT_EQ(w[j][l], want.v[j]) << "index " << index << " + " << l << " word " << j;
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Implementations, PhiloxBatch, ::testing::Values(Impl::kNative, Impl::kAvx2, Impl::kPortable),
                          [](const auto& param) {
                            return param.param == Impl::kNative ? std::string("native")
