@@ -409,7 +409,7 @@ struct LaneScratch {
   std::vector<UninitVector<float>> packed, in_order;  // each plan's entries of A, a block after another
   UninitVector<float> rows;                           // the staged rows of x + e
 };
-constexpr uint64_t kKeptFloats = uint64_t{1} << 22;
+constexpr uint64_t kKeptFloats = uint64_t{1} << 20;
 
 uint64_t scratch_floats(const LaneScratch& s) {
   uint64_t n = s.rows.capacity();
