@@ -54,55 +54,54 @@ inline __attribute__((always_inline)) void store(float* p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// One block's sums of G rows split S ways, for the columns of one panel (V: float, one column; a
-// vector type would take that many columns at once). a[k * r + g] is row g's k-th term, b[k * stride] the panel's k-th row; the sums are
-// added to t[g * tstride]. The same operations, in the same order, as Eigen's kernels.
-template <class V, int G, int S>
+// One block's sums of G rows split S ways, for one column. a[k * r + g] is row g's k-th term,
+// b[k * stride] the column's k-th term; the sums are added to t[g * tstride]. The same operations,
+// in the same order, as Eigen's kernels.
+template <int G, int S>
 inline __attribute__((always_inline)) void block_sums(const float* a, uint32_t r, const float* b, uint64_t stride,
                                                       uint64_t d, float* t, uint64_t tstride) {
-  V acc[G][S];
+  float acc[G][S];
   for (int g = 0; g < G; ++g)
-    for (int s = 0; s < S; ++s) acc[g][s] = V{};
+    for (int s = 0; s < S; ++s) acc[g][s] = 0.0f;
   const uint64_t split_end = S == 1 ? 0 : S == 2 ? (d & ~uint64_t{7}) : (d & ~uint64_t{3});
   uint64_t k = 0;
   for (; k < split_end; k += S)
     for (int s = 0; s < S; ++s) {
-      const V bv = load<V>(b + (k + s) * stride);
+      const float bv = b[(k + s) * stride];
       for (int g = 0; g < G; ++g) acc[g][s] = acc[g][s] + a[(k + s) * r + g] * bv;
     }
-  V sum[G];
+  float sum[G];
   for (int g = 0; g < G; ++g) {
     if constexpr (S == 1) sum[g] = acc[g][0];
     if constexpr (S == 2) sum[g] = acc[g][0] + acc[g][1];
     if constexpr (S == 4) sum[g] = (acc[g][0] + acc[g][1]) + (acc[g][2] + acc[g][3]);
   }
   for (; k < d; ++k) {
-    const V bv = load<V>(b + k * stride);
+    const float bv = b[k * stride];
     for (int g = 0; g < G; ++g) sum[g] = sum[g] + a[k * r + g] * bv;
   }
-  for (int g = 0; g < G; ++g) store<V>(t + g * tstride, sum[g] + load<V>(t + g * tstride));
+  for (int g = 0; g < G; ++g) t[g * tstride] = sum[g] + t[g * tstride];
 }
 
-template <class V, int S>
+template <int S>
 inline __attribute__((always_inline)) void group_sums(uint64_t g, const float* a, uint32_t r, const float* b,
                                                       uint64_t stride, uint64_t d, float* t, uint64_t tstride) {
   switch (g) {
-    case 1: block_sums<V, 1, S>(a, r, b, stride, d, t, tstride); break;
-    case 2: block_sums<V, 2, S>(a, r, b, stride, d, t, tstride); break;
-    case 3: block_sums<V, 3, S>(a, r, b, stride, d, t, tstride); break;
-    default: block_sums<V, 4, S>(a, r, b, stride, d, t, tstride); break;
+    case 1: block_sums<1, S>(a, r, b, stride, d, t, tstride); break;
+    case 2: block_sums<2, S>(a, r, b, stride, d, t, tstride); break;
+    case 3: block_sums<3, S>(a, r, b, stride, d, t, tstride); break;
+    default: block_sums<4, S>(a, r, b, stride, d, t, tstride); break;
   }
 }
 
-// `rows` rows of one split, four at a time, for one panel of columns.
-template <class V>
+// `rows` rows of one split, four at a time, for one column.
 void rows_sums(int split, uint64_t rows, const float* a, uint32_t r, const float* b, uint64_t stride, uint64_t d,
                float* t, uint64_t tstride) {
   while (rows > 0) {
     const uint64_t g = std::min<uint64_t>(rows, 4);
-    if (split == 1) group_sums<V, 1>(g, a, r, b, stride, d, t, tstride);
-    else if (split == 2) group_sums<V, 2>(g, a, r, b, stride, d, t, tstride);
-    else group_sums<V, 4>(g, a, r, b, stride, d, t, tstride);
+    if (split == 1) group_sums<1>(g, a, r, b, stride, d, t, tstride);
+    else if (split == 2) group_sums<2>(g, a, r, b, stride, d, t, tstride);
+    else group_sums<4>(g, a, r, b, stride, d, t, tstride);
     rows -= g;
     a += g;
     t += g * tstride;
@@ -479,10 +478,10 @@ void streamed_sums(const float* a, uint32_t r, const float* m, const float* add,
         }
       for (; j < j1; ++j)
         for (const RowRun& run : runs)
-          rows_sums<float>(run.split, run.count, ak + run.i, r, rows + j, n, d, t + run.i * n + j, n);
+          rows_sums(run.split, run.count, ak + run.i, r, rows + j, n, d, t + run.i * n + j, n);
     }
     for (uint64_t j : cols.in_order)
-      rows_sums<float>(1, whole.count, ak + whole.i, r, rows + j, n, d, t + whole.i * n + j, n);
+      rows_sums(1, whole.count, ak + whole.i, r, rows + j, n, d, t + whole.i * n + j, n);
   }
 }
 
