@@ -331,13 +331,40 @@ Status DynamiqCompressor::can_implement(const TensorSpec& spec) const {
 }
 
 template <typename Fn>
-void DynamiqCompressor::for_each_sg(const TensorSpec& spec, Fn&& fn) const {
+void DynamiqCompressor::for_each_run(const TensorSpec& spec, Fn&& fn) const {
   CCSIM_CHECK(can_implement(spec).ok(), "{}", can_implement(spec).message());
   const uint64_t S = options_.super_group, k0 = spec.offset / S, k1 = (spec.offset + spec.count + S - 1) / S;
-  kern::parallel_for(k1 - k0, 16, [&](uint64_t b, uint64_t e) {
-    for (uint64_t k = k0 + b; k < k0 + e; ++k) {
+  kern::parallel_for(k1 - k0, kSgRun, [&](uint64_t b, uint64_t e) {
+    for (uint64_t k = k0 + b; k < k0 + e; k += kSgRun) fn(k0, k, std::min(k + kSgRun, k0 + e));
+  });
+}
+
+template <typename Fn>
+void DynamiqCompressor::for_each_sg(const TensorSpec& spec, Fn&& fn) const {
+  const uint64_t S = options_.super_group;
+  for_each_run(spec, [&](uint64_t k0, uint64_t ka, uint64_t kb) {
+    for (uint64_t k = ka; k < kb; ++k) {
       const uint32_t j = order_[k];
       fn(k, k * S - spec.offset, sg_count(j), coding(widths_[j]), block_offset_[k] - block_offset_[k0]);
+    }
+  });
+}
+
+template <typename Fn>
+void DynamiqCompressor::for_each_sg_drawn(const TensorSpec& spec, const kern::RngKey& key, uint32_t ranks,
+                                          Fn&& fn) const {
+  const kern::RngKey shared = kern::dynamiq_shared_key(key);
+  const uint64_t S = options_.super_group;
+  for_each_run(spec, [&](uint64_t k0, uint64_t ka, uint64_t kb) {
+    thread_local std::vector<float> u;
+    uint64_t entries = 0;
+    for (uint64_t k = ka; k < kb; ++k) entries += sg_count(order_[k]);
+    u.resize(entries);
+    kern::dynamiq_uniforms(key, shared, options_.correlated, key.rank, ranks, ka * S, entries, u.data());
+    for (uint64_t k = ka; k < kb; ++k) {
+      const uint32_t j = order_[k];
+      fn(k, k * S - spec.offset, sg_count(j), coding(widths_[j]), block_offset_[k] - block_offset_[k0],
+         u.data() + (k - ka) * S);
     }
   });
 }
@@ -355,24 +382,24 @@ uint64_t DynamiqCompressor::payload_bytes(const TensorSpec& spec, const HopConte
 
 void DynamiqCompressor::encode(std::span<const float> x, const TensorSpec& spec, const HopContext& hop,
                                const kern::RngKey& key, std::span<uint8_t> out) {
-  const kern::RngKey shared = kern::dynamiq_shared_key(key);
   const uint64_t G = options_.super_group / options_.group;
-  for_each_sg(spec, [&](uint64_t k, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {
-    kern::dynamiq_encode_sg_batched(x.data() + at, m, c, key, shared, key.rank, hop.ranks, k * options_.super_group, k * G,
-                            out.data() + byte);
-  });
+  for_each_sg_drawn(spec, key, hop.ranks,
+                    [&](uint64_t k, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte,
+                        const float* u) {
+                      kern::dynamiq_encode_sg_drawn(x.data() + at, m, c, key, k * G, u, out.data() + byte);
+                    });
 }
 
 void DynamiqCompressor::decode_accumulate_encode(std::span<const uint8_t> in, const TensorSpec& spec,
                                                  const HopContext&, std::span<float> acc, const HopContext& hop_out,
                                                  const kern::RngKey& key, std::span<uint8_t> out) {
-  const kern::RngKey shared = kern::dynamiq_shared_key(key);
   const uint64_t G = options_.super_group / options_.group;
-  for_each_sg(spec, [&](uint64_t k, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte) {
-    kern::dynamiq_decode_sg_table(in.data() + byte, m, c, true, acc.data() + at);
-    kern::dynamiq_encode_sg_batched(acc.data() + at, m, c, key, shared, key.rank, hop_out.ranks,
-                                    k * options_.super_group, k * G, out.data() + byte);
-  });
+  for_each_sg_drawn(spec, key, hop_out.ranks,
+                    [&](uint64_t k, uint64_t at, uint64_t m, const kern::DynamiqSgCoding& c, uint64_t byte,
+                        const float* u) {
+                      kern::dynamiq_decode_sg_table(in.data() + byte, m, c, true, acc.data() + at);
+                      kern::dynamiq_encode_sg_drawn(acc.data() + at, m, c, key, k * G, u, out.data() + byte);
+                    });
 }
 
 void DynamiqCompressor::decode(std::span<const uint8_t> in, const TensorSpec& spec, const HopContext&,

@@ -148,8 +148,19 @@ class DynamiqCompressor final : public Compressor {
   kern::DynamiqSgCoding coding(uint32_t width) const;
   const float* levels(uint32_t width) const;
   uint64_t sg_count(uint64_t j) const;  // entries of original super-group j
+  // The super-groups of a chunk, in runs of up to kSgRun consecutive ones: fn(k0, ka, kb) for the
+  // runs [ka, kb) of the chunk's [k0, k1), spread over the worker threads.
+  static constexpr uint64_t kSgRun = 16;
+  template <typename Fn>
+  void for_each_run(const TensorSpec& spec, Fn&& fn) const;
+  // fn(k, entry offset in the chunk, entries, coding, byte offset in the message) for each super-group.
   template <typename Fn>
   void for_each_sg(const TensorSpec& spec, Fn&& fn) const;
+  // for_each_sg() with the super-group's uniforms as a last argument, drawn for a run of
+  // super-groups at once (their entries are consecutive, and an entry's draw depends on its index
+  // alone, so the bytes are those of one draw per super-group).
+  template <typename Fn>
+  void for_each_sg_drawn(const TensorSpec& spec, const kern::RngKey& key, uint32_t ranks, Fn&& fn) const;
 
   Options options_;
   std::vector<float> levels4_, levels8_, levels16_;

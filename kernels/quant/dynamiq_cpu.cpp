@@ -116,69 +116,193 @@ __attribute__((target("avx2"))) uint64_t correlate_avx2(const uint32_t* w0, cons
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// correlate8<8>() in sixteen AVX-512 lanes a vector, eight vectors at a time (128 entries): the same
-// operations lane by lane, the walking lanes a mask. Returns the entries done (a multiple of 128).
+// The Feistel cycle walk in sixteen AVX-512 lanes a vector, compacted: every entry takes the walk's
+// first step; the entries whose value is still at or above `ranks` (a fraction 1 - ranks / 4^half of
+// them, half at eight ranks) are queued, with their index, round keys and value, and the queue takes
+// steps until it is empty, keeping only the entries still walking. So each entry takes as many steps
+// as its own walk needs, not as many as the longest walk among the lanes it shares registers with
+// (about seven, for 128 lanes at eight ranks).
+struct WalkQueue {
+  static constexpr int kArrays = 6;  // entry index, the four round keys, the walk's value
+  static constexpr uint64_t kSlack = 64;  // a step's stores and masked loads stay inside the arrays
+  std::vector<uint32_t> data;
+  uint32_t* a[kArrays] = {};
+  void reserve(uint64_t m) {
+    data.resize(kArrays * (m + kSlack));
+    for (int j = 0; j < kArrays; ++j) a[j] = data.data() + j * (m + kSlack);
+  }
+};
+
+// One step of feistel_permute()'s walk (its do-loop body) in N vectors, interleaved so that one
+// vector's multiplies fill the others' latency.
+template <int N>
+__attribute__((target("avx2,avx512f"), always_inline)) inline void
+walk_step(const Strata& s, const __m512i (&key)[4][N], __m512i (&x)[N]) {
+  const __m512i mask = _mm512_set1_epi32(static_cast<int>(s.mask));
+  const __m512i c1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u)), c2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
+  const __m128i half = _mm_cvtsi32_si128(static_cast<int>(s.half));
+  __m512i l[N], r[N];
+  for (int g = 0; g < N; ++g) {
+    l[g] = _mm512_srl_epi32(x[g], half);
+    r[g] = _mm512_and_si512(x[g], mask);
+  }
+  for (int k = 0; k < 4; ++k)
+    for (int g = 0; g < N; ++g) {
+      __m512i h = _mm512_mullo_epi32(_mm512_xor_si512(r[g], key[k][g]), c1);
+      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 15));
+      h = _mm512_mullo_epi32(h, c2);
+      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
+      const __m512i nl = r[g];
+      r[g] = _mm512_xor_si512(l[g], _mm512_and_si512(h, mask));
+      l[g] = nl;
+    }
+  for (int g = 0; g < N; ++g) x[g] = _mm512_or_si512(_mm512_sll_epi32(l[g], half), r[g]);
+}
+
+// Appends the lanes `keep` of an entry's vectors (index, keys, value) at `count`; returns the new
+// count. Whole-vector stores of the compressed lanes (a compressing store to memory is slow on some
+// machines); the queue's slack takes what lies past the kept lanes.
+__attribute__((target("avx2,avx512f"), always_inline)) inline uint64_t
+enqueue(WalkQueue& q, uint64_t count, __mmask16 keep, const __m512i (&v)[WalkQueue::kArrays]) {
+  for (int j = 0; j < WalkQueue::kArrays; ++j)
+    _mm512_storeu_si512(q.a[j] + count, _mm512_maskz_compress_epi32(keep, v[j]));
+  return count + static_cast<uint64_t>(__builtin_popcount(keep));
+}
+
+// The first step for the N vectors at entry i: the value of each entry that lands goes to walked[],
+// the others to the queue (appended at `count`; returns the new count).
+template <int N>
+__attribute__((target("avx2,avx512f"), always_inline)) inline uint64_t
+walk_first(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uint32_t* w3, uint64_t i, const Strata& s,
+    WalkQueue& q, uint64_t count, uint32_t* walked) {
+  const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i key[4][N], x[N];
+  for (int g = 0; g < N; ++g) {
+    const uint64_t at = i + 16 * g;
+    key[0][g] = _mm512_loadu_si512(w0 + at);
+    key[1][g] = _mm512_loadu_si512(w1 + at);
+    key[2][g] = _mm512_loadu_si512(w2 + at);
+    key[3][g] = _mm512_xor_si512(key[0][g], _mm512_loadu_si512(w3 + at));
+    x[g] = _mm512_set1_epi32(static_cast<int>(s.start));
+  }
+  walk_step<N>(s, key, x);
+  for (int g = 0; g < N; ++g) {
+    const uint64_t at = i + 16 * g;
+    _mm512_storeu_si512(walked + at, x[g]);  // the queued lanes are overwritten when they land
+    const __mmask16 walking = _mm512_cmpge_epu32_mask(x[g], n);
+    if (walking == 0) continue;
+    const __m512i v[WalkQueue::kArrays] = {_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(at)), iota),
+                                           key[0][g], key[1][g], key[2][g], key[3][g], x[g]};
+    count = enqueue(q, count, walking, v);
+  }
+  return count;
+}
+
+// One step for every queued entry, N vectors at a time: the entries that land write their value to
+// walked[] (at their index), the others are queued again, in place (a group's stores land at or
+// before the lanes it has already loaded). Returns the new count.
+template <int N>
+__attribute__((target("avx2,avx512f"), always_inline)) inline uint64_t
+walk_queued(WalkQueue& q, uint64_t count, const Strata& s, uint32_t* walked) {
+  const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
+  uint64_t out = 0;
+  for (uint64_t j = 0; j < count; j += 16 * N) {
+    __m512i v[N][WalkQueue::kArrays], key[4][N], x[N];
+    __mmask16 valid[N];
+    for (int g = 0; g < N; ++g) {
+      const uint64_t at = j + 16 * g, left = at < count ? count - at : 0;
+      valid[g] = left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1u);
+      for (int a = 0; a < WalkQueue::kArrays; ++a) v[g][a] = _mm512_maskz_loadu_epi32(valid[g], q.a[a] + at);
+      for (int k = 0; k < 4; ++k) key[k][g] = v[g][1 + k];
+      x[g] = v[g][5];
+    }
+    walk_step<N>(s, key, x);
+    for (int g = 0; g < N; ++g) {
+      const __mmask16 walking = _mm512_mask_cmpge_epu32_mask(valid[g], x[g], n);
+      _mm512_mask_i32scatter_epi32(walked, static_cast<__mmask16>(valid[g] & ~walking), v[g][0], x[g], 4);
+      if (walking == 0) continue;
+      v[g][5] = x[g];
+      out = enqueue(q, out, walking, v[g]);
+    }
+  }
+  return out;
+}
+
+// u[i .. i + 16) from the walk's values there: the rotation, then γ (correlated_uniform_from_block()).
+__attribute__((target("avx2,avx512f"), always_inline)) inline void
+correlate16(const uint32_t* w3, __m512i walked, uint64_t i, const Strata& s, float* u) {
+  const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
+  const __m512 step = _mm512_set1_ps(s.step), ranks = _mm512_set1_ps(static_cast<float>(s.ranks));
+  const __m512i d = _mm512_loadu_si512(w3 + i);
+  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(d, n), 32);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(d, 32), n);
+  const __m512i sum = _mm512_add_epi32(walked, _mm512_mask_blend_epi32(0xAAAA, even, odd));
+  const __m512i pi = _mm512_min_epu32(sum, _mm512_sub_epi32(sum, n));  // sum mod ranks
+  const __m512 q = _mm512_div_ps(_mm512_loadu_ps(u + i), step);
+  const __m512 gm = _mm512_mul_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), step);
+  _mm512_storeu_ps(u + i, _mm512_div_ps(_mm512_add_ps(_mm512_cvtepi32_ps(pi), gm), ranks));
+}
+
+// correlate8<N>() for the N vectors at entry i, the walk in lock step: every lane steps until the
+// last of them has landed, a landed lane keeping its value. Cheapest where every walk is short.
+template <int N>
+__attribute__((target("avx2,avx512f"), always_inline)) inline void
+correlate_lockstep(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uint32_t* w3, uint64_t i,
+    const Strata& s, float* u) {
+  const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
+  __m512i key[4][N], x[N], result[N];
+  __mmask16 walking[N];
+  for (int g = 0; g < N; ++g) {
+    const uint64_t at = i + 16 * g;
+    key[0][g] = _mm512_loadu_si512(w0 + at);
+    key[1][g] = _mm512_loadu_si512(w1 + at);
+    key[2][g] = _mm512_loadu_si512(w2 + at);
+    key[3][g] = _mm512_xor_si512(key[0][g], _mm512_loadu_si512(w3 + at));
+    x[g] = _mm512_set1_epi32(static_cast<int>(s.start));
+    result[g] = _mm512_setzero_si512();
+    walking[g] = 0xFFFF;
+  }
+  for (;;) {
+    walk_step<N>(s, key, x);
+    __mmask16 any = 0;
+    for (int g = 0; g < N; ++g) {
+      const __mmask16 at_or_above = _mm512_cmpge_epu32_mask(x[g], n);
+      result[g] = _mm512_mask_mov_epi32(result[g], static_cast<__mmask16>(walking[g] & ~at_or_above), x[g]);
+      walking[g] = static_cast<__mmask16>(walking[g] & at_or_above);
+      any = static_cast<__mmask16>(any | walking[g]);
+    }
+    if (any == 0) break;
+  }
+  for (int g = 0; g < N; ++g) correlate16(w3, result[g], i + 16 * g, s, u);
+}
+
+// correlate8<8>() in sixteen AVX-512 lanes; returns the entries done (a multiple of 16). The walk in
+// lock step where at most two values of the domain lie at or above `ranks` (every walk then ends
+// within three steps: at two, three and four ranks, at every power of four and just below one),
+// compacted (above) otherwise: at eight ranks a lock step of 128 lanes takes about seven steps, the
+// compacted walk about two an entry.
 __attribute__((target("avx2,avx512f"))) uint64_t correlate_avx512(const uint32_t* w0, const uint32_t* w1,
                                                                   const uint32_t* w2, const uint32_t* w3, uint64_t m,
                                                                   const Strata& s, float* u) {
   constexpr int N = 8;
-  const __m512i mask = _mm512_set1_epi32(static_cast<int>(s.mask)), n = _mm512_set1_epi32(static_cast<int>(s.ranks));
-  const __m512i c1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u)), c2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
-  const __m128i half = _mm_cvtsi32_si128(static_cast<int>(s.half));
-  const __m512 step = _mm512_set1_ps(s.step), ranks = _mm512_set1_ps(static_cast<float>(s.ranks));
+  const uint64_t full = m / 16 * 16;
   uint64_t i = 0;
-  for (; i + 16 * N <= m; i += 16 * N) {
-    __m512i keys[N][4], d[N], x[N], result[N];
-    __mmask16 walking[N];
-    for (int g = 0; g < N; ++g) {
-      const uint64_t at = i + 16 * g;
-      keys[g][0] = _mm512_loadu_si512(w0 + at);
-      keys[g][1] = _mm512_loadu_si512(w1 + at);
-      keys[g][2] = _mm512_loadu_si512(w2 + at);
-      d[g] = _mm512_loadu_si512(w3 + at);
-      keys[g][3] = _mm512_xor_si512(keys[g][0], d[g]);
-      x[g] = _mm512_set1_epi32(static_cast<int>(s.start));
-      result[g] = _mm512_setzero_si512();
-      walking[g] = 0xFFFF;
-    }
-    for (;;) {
-      __m512i l[N], r[N];
-      for (int g = 0; g < N; ++g) {
-        l[g] = _mm512_srl_epi32(x[g], half);
-        r[g] = _mm512_and_si512(x[g], mask);
-      }
-      for (int k = 0; k < 4; ++k)
-        for (int g = 0; g < N; ++g) {
-          __m512i h = _mm512_mullo_epi32(_mm512_xor_si512(r[g], keys[g][k]), c1);
-          h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 15));
-          h = _mm512_mullo_epi32(h, c2);
-          h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
-          const __m512i nl = r[g];
-          r[g] = _mm512_xor_si512(l[g], _mm512_and_si512(h, mask));
-          l[g] = nl;
-        }
-      __mmask16 any = 0;
-      for (int g = 0; g < N; ++g) {
-        x[g] = _mm512_or_si512(_mm512_sll_epi32(l[g], half), r[g]);
-        const __mmask16 at_or_above = _mm512_cmpge_epu32_mask(x[g], n);
-        result[g] = _mm512_mask_mov_epi32(result[g], static_cast<__mmask16>(walking[g] & ~at_or_above), x[g]);
-        walking[g] = static_cast<__mmask16>(walking[g] & at_or_above);
-        any = static_cast<__mmask16>(any | walking[g]);
-      }
-      if (any == 0) break;
-    }
-    for (int g = 0; g < N; ++g) {
-      const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(d[g], n), 32);
-      const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(d[g], 32), n);
-      const __m512i sum = _mm512_add_epi32(result[g], _mm512_mask_blend_epi32(0xAAAA, even, odd));
-      const __m512i pi = _mm512_min_epu32(sum, _mm512_sub_epi32(sum, n));  // sum mod ranks
-      float* ug = u + i + 16 * g;
-      const __m512 q = _mm512_div_ps(_mm512_loadu_ps(ug), step);
-      const __m512 gm = _mm512_mul_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), step);
-      _mm512_storeu_ps(ug, _mm512_div_ps(_mm512_add_ps(_mm512_cvtepi32_ps(pi), gm), ranks));
-    }
+  if ((uint64_t{1} << (2 * s.half)) - s.ranks <= 2) {
+    for (; i + 16 * N <= full; i += 16 * N) correlate_lockstep<N>(w0, w1, w2, w3, i, s, u);
+    for (; i < full; i += 16) correlate_lockstep<1>(w0, w1, w2, w3, i, s, u);
+    return full;
   }
-  return i;
+  thread_local WalkQueue q;
+  thread_local std::vector<uint32_t> walked;
+  q.reserve(full);
+  walked.resize(full);
+  uint64_t count = 0;
+  for (; i + 16 * N <= full; i += 16 * N) count = walk_first<N>(w0, w1, w2, w3, i, s, q, count, walked.data());
+  for (; i < full; i += 16) count = walk_first<1>(w0, w1, w2, w3, i, s, q, count, walked.data());
+  while (count > 0) count = walk_queued<4>(q, count, s, walked.data());
+  for (i = 0; i < full; i += 16) correlate16(w3, _mm512_loadu_si512(walked.data() + i), i, s, u);
+  return full;
 }
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -666,10 +790,16 @@ void dynamiq_uniforms(const RngKey& key, const RngKey& shared, bool correlated, 
 void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,
                                uint64_t first_group, uint8_t* out) {
-  thread_local std::vector<float> u, gmax, div;
-  thread_local std::vector<uint8_t> codes;
+  thread_local std::vector<float> u;
   u.resize(m);
   dynamiq_uniforms(key, shared, c.correlated, rank, ranks, first, m, u.data());
+  dynamiq_encode_sg_drawn(x, m, c, key, first_group, u.data(), out);
+}
+
+void dynamiq_encode_sg_drawn(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
+                             uint64_t first_group, const float* u, uint8_t* out) {
+  thread_local std::vector<float> gmax, div;
+  thread_local std::vector<uint8_t> codes;
   if (c.width > 8) {  // 16-bit codes: the reference's loop over the drawn uniforms
     dynamiq_encode_sg_with(x, m, c, key, first_group, out, [&](uint64_t i) { return u[i]; });
     return;
@@ -681,8 +811,8 @@ void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding
   const bool by_group = hand_avx512() && c.group % 16 == 0;
   if (!by_group) fill_divisors(gmax, c.group, m, div);
 #if defined(CCSIM_HAND_AVX2)
-  if (by_group) i = code_row_avx512(x, gmax.data(), c.group, u.data(), m, c.width, c.levels, codes.data());
-  else if (hand_avx2()) i = code_row_avx2(x, div.data(), u.data(), m, c.width, c.levels, codes.data());
+  if (by_group) i = code_row_avx512(x, gmax.data(), c.group, u, m, c.width, c.levels, codes.data());
+  else if (hand_avx2()) i = code_row_avx2(x, div.data(), u, m, c.width, c.levels, codes.data());
 #endif
   for (; i < m; ++i) {
     const float d = by_group ? gmax[i / c.group] : div[i];

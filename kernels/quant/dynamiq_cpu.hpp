@@ -25,6 +25,11 @@ void dynamiq_encode_sg_batched(const float* x, uint64_t m, const DynamiqSgCoding
                                const RngKey& shared, uint32_t rank, uint32_t ranks, uint64_t first,
                                uint64_t first_group, uint8_t* out);
 
+/// dynamiq_encode_sg_batched() with the uniforms already drawn: u[j] as dynamiq_uniforms() draws it
+/// for entry first + j (an encoder of many super-groups draws their consecutive entries at once).
+void dynamiq_encode_sg_drawn(const float* x, uint64_t m, const DynamiqSgCoding& c, const RngKey& key,
+                             uint64_t first_group, const float* u, uint8_t* out);
+
 /// dynamiq_decode_sg() through a table of the width's signed levels (a code's value is its table
 /// entry times the group's scale, the reference's product exactly); same output bits.
 void dynamiq_decode_sg_table(const uint8_t* in, uint64_t m, const DynamiqSgCoding& c, bool accumulate, float* out);

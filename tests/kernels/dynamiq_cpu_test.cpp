@@ -109,12 +109,16 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The encoder's uniforms drawn at once (AVX-512 and AVX2 lanes, the portable loop) equal the element
 // functions, bit for bit, at rank counts from 1 to 2^31 (Feistel domains of 2 to 32 bits, cycle
-// walks of every length), at every rank position and across a 2^32 entry-index boundary.
+// walks of every length), at every rank position and across a 2^32 entry-index boundary. Two
+// lengths: 331 entries (AVX-512: twenty walking vectors, the last 11 entries in AVX2 lanes and
+// alone; AVX2: batches of 64 and 8, and 3) and 2085, whose compacted walk queues hundreds of
+// entries at two ranks and re-queues them over several steps.
 TEST(DynamiqUniforms, EqualTheElementFunctions) {
   const RngKey key{0x5EEDull << 40 | 77, 9, 0, 3};
   const RngKey shared = dynamiq_shared_key(key);
-  const uint64_t first = (uint64_t{1} << 32) - 37, m = 331;  // two batches of 128, one of 64, 8, 3
+  for (const uint64_t m : {uint64_t{331}, uint64_t{2085}})
   for (const char* path : {"widest", "avx2", "portable"}) {
+    const uint64_t first = (uint64_t{1} << 32) - 37;
     const bool portable = path[0] == 'p';
     const bool before = philox_batch_force_portable(portable);
     const bool before_avx2 = philox_batch_force_avx2(path[0] == 'a');
@@ -129,7 +133,7 @@ TEST(DynamiqUniforms, EqualTheElementFunctions) {
             const float want = correlated ? correlated_uniform(shared, own, first + j, rank, ranks)
                                           : uniform_at(own, first + j);
             ASSERT_EQ(std::memcmp(&u[j], &want, 4), 0)
-                << "ranks " << ranks << " rank " << rank << " entry " << j << " path " << path;
+                << "ranks " << ranks << " rank " << rank << " entry " << j << " of " << m << " path " << path;
           }
         }
       }
