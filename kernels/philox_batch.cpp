@@ -355,8 +355,11 @@ bool have_avx2() {
   return yes;
 }
 
+// F and VL for the Philox lanes; BW too, for the 16-bit lanes of DynamiQ's walk (every machine with VL
+// so far has BW).
 bool have_avx512vl() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  static const bool yes =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   return yes;
 }
 #endif

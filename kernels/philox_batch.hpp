@@ -51,7 +51,7 @@ bool philox_batch_force_avx2(bool force);
 /// not forced.
 bool hand_avx2();
 
-/// Whether kernels/' hand-written AVX-512 paths run: the machine has AVX-512 F and VL and neither
+/// Whether kernels/' hand-written AVX-512 paths run: the machine has AVX-512 F, VL and BW and neither
 /// the portable loops nor the AVX2 ones are forced (philox_batch_force_avx2 switches them too).
 bool hand_avx512();
 

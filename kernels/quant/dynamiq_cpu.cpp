@@ -133,29 +133,43 @@ struct WalkQueue {
   }
 };
 
-// One step of feistel_permute()'s walk (its do-loop body) in N vectors, interleaved so that one
-// vector's multiplies fill the others' latency.
+// feistel_permute()'s four rounds on the halves (l, r) of N vectors, interleaved so that one
+// vector's multiplies fill the others' latency. A round keeps only the low `half` bits of its hash
+// h ^ (h >> 13), bits below 16 of h when half <= 3; those bits of the second product depend only on
+// the low 16 bits of its factors, so kNarrow (half <= 3) takes it in 16-bit lanes (the upper half
+// of each 32-bit lane then holds another product, whose bits the shift and the mask never reach),
+// at half a 32-bit multiply's cost.
+template <int N, bool kNarrow>
+__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline void
+feistel_rounds(const Strata& s, const __m512i (&key)[4][N], __m512i (&l)[N], __m512i (&r)[N]) {
+  const __m512i mask = _mm512_set1_epi32(static_cast<int>(s.mask));
+  const __m512i c1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u));
+  const __m512i c2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
+  for (int k = 0; k < 4; ++k)
+    for (int g = 0; g < N; ++g) {
+      __m512i h = _mm512_mullo_epi32(_mm512_xor_si512(r[g], key[k][g]), c1);
+      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 15));
+      h = kNarrow ? _mm512_mullo_epi16(h, c2) : _mm512_mullo_epi32(h, c2);
+      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
+      const __m512i nl = r[g];
+      r[g] = _mm512_xor_si512(l[g], _mm512_and_si512(h, mask));
+      l[g] = nl;
+    }
+}
+
+// One step of feistel_permute()'s walk (its do-loop body) in N vectors.
 template <int N>
-__attribute__((target("avx2,avx512f"), always_inline)) inline void
+__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline void
 walk_step(const Strata& s, const __m512i (&key)[4][N], __m512i (&x)[N]) {
   const __m512i mask = _mm512_set1_epi32(static_cast<int>(s.mask));
-  const __m512i c1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u)), c2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
   const __m128i half = _mm_cvtsi32_si128(static_cast<int>(s.half));
   __m512i l[N], r[N];
   for (int g = 0; g < N; ++g) {
     l[g] = _mm512_srl_epi32(x[g], half);
     r[g] = _mm512_and_si512(x[g], mask);
   }
-  for (int k = 0; k < 4; ++k)
-    for (int g = 0; g < N; ++g) {
-      __m512i h = _mm512_mullo_epi32(_mm512_xor_si512(r[g], key[k][g]), c1);
-      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 15));
-      h = _mm512_mullo_epi32(h, c2);
-      h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
-      const __m512i nl = r[g];
-      r[g] = _mm512_xor_si512(l[g], _mm512_and_si512(h, mask));
-      l[g] = nl;
-    }
+  if (s.half <= 3) feistel_rounds<N, true>(s, key, l, r);
+  else feistel_rounds<N, false>(s, key, l, r);
   for (int g = 0; g < N; ++g) x[g] = _mm512_or_si512(_mm512_sll_epi32(l[g], half), r[g]);
 }
 
@@ -172,7 +186,7 @@ enqueue(WalkQueue& q, uint64_t count, __mmask16 keep, const __m512i (&v)[WalkQue
 // The first step for the N vectors at entry i: the value of each entry that lands goes to walked[],
 // the others to the queue (appended at `count`; returns the new count).
 template <int N>
-__attribute__((target("avx2,avx512f"), always_inline)) inline uint64_t
+__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline uint64_t
 walk_first(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uint32_t* w3, uint64_t i, const Strata& s,
     WalkQueue& q, uint64_t count, uint32_t* walked) {
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
@@ -203,7 +217,7 @@ walk_first(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uin
 // walked[] (at their index), the others are queued again, in place (a group's stores land at or
 // before the lanes it has already loaded). Returns the new count.
 template <int N>
-__attribute__((target("avx2,avx512f"), always_inline)) inline uint64_t
+__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline uint64_t
 walk_queued(WalkQueue& q, uint64_t count, const Strata& s, uint32_t* walked) {
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
   uint64_t out = 0;
@@ -247,7 +261,7 @@ correlate16(const uint32_t* w3, __m512i walked, uint64_t i, const Strata& s, flo
 // correlate8<N>() for the N vectors at entry i, the walk in lock step: every lane steps until the
 // last of them has landed, a landed lane keeping its value. Cheapest where every walk is short.
 template <int N>
-__attribute__((target("avx2,avx512f"), always_inline)) inline void
+__attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline void
 correlate_lockstep(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uint32_t* w3, uint64_t i,
     const Strata& s, float* u) {
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
@@ -282,7 +296,7 @@ correlate_lockstep(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, c
 // within three steps: at two, three and four ranks, at every power of four and just below one),
 // compacted (above) otherwise: at eight ranks a lock step of 128 lanes takes about seven steps, the
 // compacted walk about two an entry.
-__attribute__((target("avx2,avx512f"))) uint64_t correlate_avx512(const uint32_t* w0, const uint32_t* w1,
+__attribute__((target("avx2,avx512f,avx512bw"))) uint64_t correlate_avx512(const uint32_t* w0, const uint32_t* w1,
                                                                   const uint32_t* w2, const uint32_t* w3, uint64_t m,
                                                                   const Strata& s, float* u) {
   constexpr int N = 8;
