@@ -15,7 +15,7 @@ namespace {
 // The constants of correlated_uniform_from_block() that depend on the rank count only.
 struct Strata {
   uint32_t ranks, start, half, mask;  // start: the permuted rank (rank % ranks); half: Feistel half width
-  float step;                         // γ's truncation step
+  float step, per_step;               // γ's truncation step, and 1 / step (both powers of two)
   Strata(uint32_t rank, uint32_t n) : ranks(n), start(rank % n) {
     uint32_t bits = 2, int_bits = 0;
     while ((uint64_t{1} << bits) < n) bits += 2;
@@ -23,6 +23,7 @@ struct Strata {
     half = bits / 2;
     mask = (1u << half) - 1u;
     step = exact_pow2(-(24 - static_cast<int>(int_bits)));
+    per_step = exact_pow2(24 - static_cast<int>(int_bits));
   }
 };
 
@@ -125,11 +126,16 @@ __attribute__((target("avx2"))) uint64_t correlate_avx2(const uint32_t* w0, cons
 struct WalkQueue {
   static constexpr int kArrays = 6;  // entry index, the four round keys, the walk's value
   static constexpr uint64_t kSlack = 64;  // a step's stores and masked loads stay inside the arrays
+  // The arrays, passed by value: pointers the walk's stores cannot alias stay in registers.
+  struct Arrays {
+    uint32_t* a[kArrays];
+  };
   std::vector<uint32_t> data;
-  uint32_t* a[kArrays] = {};
-  void reserve(uint64_t m) {
+  Arrays reserve(uint64_t m) {
     data.resize(kArrays * (m + kSlack));
-    for (int j = 0; j < kArrays; ++j) a[j] = data.data() + j * (m + kSlack);
+    Arrays q;
+    for (int j = 0; j < kArrays; ++j) q.a[j] = data.data() + j * (m + kSlack);
+    return q;
   }
 };
 
@@ -177,7 +183,7 @@ walk_step(const Strata& s, const __m512i (&key)[4][N], __m512i (&x)[N]) {
 // count. Whole-vector stores of the compressed lanes (a compressing store to memory is slow on some
 // machines); the queue's slack takes what lies past the kept lanes.
 __attribute__((target("avx2,avx512f"), always_inline)) inline uint64_t
-enqueue(WalkQueue& q, uint64_t count, __mmask16 keep, const __m512i (&v)[WalkQueue::kArrays]) {
+enqueue(WalkQueue::Arrays q, uint64_t count, __mmask16 keep, const __m512i (&v)[WalkQueue::kArrays]) {
   for (int j = 0; j < WalkQueue::kArrays; ++j)
     _mm512_storeu_si512(q.a[j] + count, _mm512_maskz_compress_epi32(keep, v[j]));
   return count + static_cast<uint64_t>(__builtin_popcount(keep));
@@ -188,7 +194,7 @@ enqueue(WalkQueue& q, uint64_t count, __mmask16 keep, const __m512i (&v)[WalkQue
 template <int N>
 __attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline uint64_t
 walk_first(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uint32_t* w3, uint64_t i, const Strata& s,
-    WalkQueue& q, uint64_t count, uint32_t* walked) {
+    WalkQueue::Arrays q, uint64_t count, uint32_t* walked) {
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i key[4][N], x[N];
@@ -218,7 +224,7 @@ walk_first(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uin
 // before the lanes it has already loaded). Returns the new count.
 template <int N>
 __attribute__((target("avx2,avx512f,avx512bw"), always_inline)) inline uint64_t
-walk_queued(WalkQueue& q, uint64_t count, const Strata& s, uint32_t* walked) {
+walk_queued(WalkQueue::Arrays q, uint64_t count, const Strata& s, uint32_t* walked) {
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
   uint64_t out = 0;
   for (uint64_t j = 0; j < count; j += 16 * N) {
@@ -248,12 +254,13 @@ __attribute__((target("avx2,avx512f"), always_inline)) inline void
 correlate16(const uint32_t* w3, __m512i walked, uint64_t i, const Strata& s, float* u) {
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
   const __m512 step = _mm512_set1_ps(s.step), ranks = _mm512_set1_ps(static_cast<float>(s.ranks));
+  const __m512 per_step = _mm512_set1_ps(s.per_step);
   const __m512i d = _mm512_loadu_si512(w3 + i);
   const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(d, n), 32);
   const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(d, 32), n);
   const __m512i sum = _mm512_add_epi32(walked, _mm512_mask_blend_epi32(0xAAAA, even, odd));
   const __m512i pi = _mm512_min_epu32(sum, _mm512_sub_epi32(sum, n));  // sum mod ranks
-  const __m512 q = _mm512_div_ps(_mm512_loadu_ps(u + i), step);
+  const __m512 q = _mm512_mul_ps(_mm512_loadu_ps(u + i), per_step);  // u / step exactly (a power of two)
   const __m512 gm = _mm512_mul_ps(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), step);
   _mm512_storeu_ps(u + i, _mm512_div_ps(_mm512_add_ps(_mm512_cvtepi32_ps(pi), gm), ranks));
 }
@@ -299,23 +306,25 @@ correlate_lockstep(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, c
 __attribute__((target("avx2,avx512f,avx512bw"))) uint64_t correlate_avx512(const uint32_t* w0, const uint32_t* w1,
                                                                   const uint32_t* w2, const uint32_t* w3, uint64_t m,
                                                                   const Strata& s, float* u) {
-  constexpr int N = 8;
   const uint64_t full = m / 16 * 16;
   uint64_t i = 0;
   if ((uint64_t{1} << (2 * s.half)) - s.ranks <= 2) {
+    constexpr int N = 8;
     for (; i + 16 * N <= full; i += 16 * N) correlate_lockstep<N>(w0, w1, w2, w3, i, s, u);
     for (; i < full; i += 16) correlate_lockstep<1>(w0, w1, w2, w3, i, s, u);
     return full;
   }
-  thread_local WalkQueue q;
+  thread_local WalkQueue queue;
   thread_local std::vector<uint32_t> walked;
-  q.reserve(full);
+  const WalkQueue::Arrays q = queue.reserve(full);
   walked.resize(full);
   uint64_t count = 0;
-  for (; i + 16 * N <= full; i += 16 * N) count = walk_first<N>(w0, w1, w2, w3, i, s, q, count, walked.data());
-  for (; i < full; i += 16) count = walk_first<1>(w0, w1, w2, w3, i, s, q, count, walked.data());
-  while (count > 0) count = walk_queued<4>(q, count, s, walked.data());
-  for (i = 0; i < full; i += 16) correlate16(w3, _mm512_loadu_si512(walked.data() + i), i, s, u);
+  uint32_t* const landed = walked.data();
+  constexpr int N = 4;  // the first step's vectors at once: eight would spill their keys
+  for (; i + 16 * N <= full; i += 16 * N) count = walk_first<N>(w0, w1, w2, w3, i, s, q, count, landed);
+  for (; i < full; i += 16) count = walk_first<1>(w0, w1, w2, w3, i, s, q, count, landed);
+  while (count > 0) count = walk_queued<4>(q, count, s, landed);
+  for (i = 0; i < full; i += 16) correlate16(w3, _mm512_loadu_si512(landed + i), i, s, u);
   return full;
 }
 #if !defined(__clang__)
