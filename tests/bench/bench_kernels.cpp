@@ -1,6 +1,7 @@
 // Google Benchmark suite for the CPU reference compression kernels (built with
 // -DCCSIM_BUILD_BENCHMARKS=ON; not a test). For every registered scheme at its default parameters
-// (and a few named variants), on one worker thread, over a 2^22-entry chunk of gradient-like data:
+// (and a few named variants), on one worker thread, over a 2^22-entry chunk of gradient-like data,
+// the collective of 2 ranks (dynamiq_8ranks: 8, where DynamiQ's correlated rounding walks longer):
 //   BM_Kernel/<scheme>/encode                  leaf: x -> message
 //   BM_Kernel/<scheme>/decode                  message -> x
 //   BM_Kernel/<scheme>/decode_accumulate       acc += decode(message)
@@ -103,7 +104,7 @@ class CopyBaseline {
 
 enum class Op { kEncode, kDecode, kDecodeAccumulate, kFused };
 
-void BM_Kernel(benchmark::State& state, std::string name, nlohmann::json params, Op op) {
+void BM_Kernel(benchmark::State& state, std::string name, nlohmann::json params, Op op, uint32_t ranks) {
   kern::set_worker_threads(1);
   auto c = ready(name, params);
   if (!c) {
@@ -114,7 +115,7 @@ void BM_Kernel(benchmark::State& state, std::string name, nlohmann::json params,
   std::vector<float> x(n), acc(n);
   c->prepare(data(0), x, 0, 2, kern::RngKey{1, 0, 0, 0});
   const algo::TensorSpec spec{0, n};
-  const algo::HopContext leaf{1, 2}, full{2, 2};
+  const algo::HopContext leaf{1, ranks}, full{2, ranks};
   std::vector<uint8_t> msg(c->wire_bytes(spec, leaf)), out(c->wire_bytes(spec, full));
   c->encode(x, spec, leaf, kern::RngKey{1, 0, 0, 1}, msg);
   uint32_t stream = 2;
@@ -182,11 +183,13 @@ int register_all() {
   struct Variant {
     std::string label, name;
     nlohmann::json params;
+    uint32_t ranks = 2;  // the collective's ranks as the kernels see them (DynamiQ's correlated rounding)
   };
   std::vector<Variant> variants;
   for (const auto& info : algo::CompressorRegistry::global().all())
     variants.push_back({info.name, info.name, nlohmann::json::object()});
   variants.push_back({"dynamiq_uncorrelated", "dynamiq", {{"correlated", false}}});
+  variants.push_back({"dynamiq_8ranks", "dynamiq", nlohmann::json::object(), 8});
   variants.push_back({"equarx_e4m3", "equarx", {{"format", "e4m3"}}});
   variants.push_back({"qsgd_8bit", "qsgd", {{"bits", 8}}});
   variants.push_back({"tfp_k12_rr", "tfp", {{"k", 12}, {"random_rounding", true}}});
@@ -196,7 +199,8 @@ int register_all() {
                                               {"decode_accumulate", Op::kDecodeAccumulate},
                                               {"decode_accumulate_encode", Op::kFused}};
     for (const auto& [label, op] : ops)
-      benchmark::RegisterBenchmark(("BM_Kernel/" + v.label + "/" + label).c_str(), BM_Kernel, v.name, v.params, op)
+      benchmark::RegisterBenchmark(("BM_Kernel/" + v.label + "/" + label).c_str(), BM_Kernel, v.name, v.params, op,
+                                   v.ranks)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     auto c = algo::CompressorRegistry::global().create(v.name, v.params);
