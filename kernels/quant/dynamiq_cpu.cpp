@@ -189,6 +189,22 @@ enqueue(WalkQueue::Arrays q, uint64_t count, __mmask16 keep, const __m512i (&v)[
   return count + static_cast<uint64_t>(__builtin_popcount(keep));
 }
 
+// The round keys of the N vectors at entry i (feistel_permute()'s keys from the permutation block:
+// w0, w1, w2, w0 ^ w3) and the walk's start.
+template <int N>
+__attribute__((target("avx2,avx512f"), always_inline)) inline void
+walk_start(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uint32_t* w3, uint64_t i, const Strata& s,
+    __m512i (&key)[4][N], __m512i (&x)[N]) {
+  for (int g = 0; g < N; ++g) {
+    const uint64_t at = i + 16 * g;
+    key[0][g] = _mm512_loadu_si512(w0 + at);
+    key[1][g] = _mm512_loadu_si512(w1 + at);
+    key[2][g] = _mm512_loadu_si512(w2 + at);
+    key[3][g] = _mm512_xor_si512(key[0][g], _mm512_loadu_si512(w3 + at));
+    x[g] = _mm512_set1_epi32(static_cast<int>(s.start));
+  }
+}
+
 // The first step for the N vectors at entry i: the value of each entry that lands goes to walked[],
 // the others to the queue (appended at `count`; returns the new count).
 template <int N>
@@ -198,14 +214,7 @@ walk_first(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, const uin
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i key[4][N], x[N];
-  for (int g = 0; g < N; ++g) {
-    const uint64_t at = i + 16 * g;
-    key[0][g] = _mm512_loadu_si512(w0 + at);
-    key[1][g] = _mm512_loadu_si512(w1 + at);
-    key[2][g] = _mm512_loadu_si512(w2 + at);
-    key[3][g] = _mm512_xor_si512(key[0][g], _mm512_loadu_si512(w3 + at));
-    x[g] = _mm512_set1_epi32(static_cast<int>(s.start));
-  }
+  walk_start<N>(w0, w1, w2, w3, i, s, key, x);
   walk_step<N>(s, key, x);
   for (int g = 0; g < N; ++g) {
     const uint64_t at = i + 16 * g;
@@ -274,13 +283,8 @@ correlate_lockstep(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, c
   const __m512i n = _mm512_set1_epi32(static_cast<int>(s.ranks));
   __m512i key[4][N], x[N], result[N];
   __mmask16 walking[N];
+  walk_start<N>(w0, w1, w2, w3, i, s, key, x);
   for (int g = 0; g < N; ++g) {
-    const uint64_t at = i + 16 * g;
-    key[0][g] = _mm512_loadu_si512(w0 + at);
-    key[1][g] = _mm512_loadu_si512(w1 + at);
-    key[2][g] = _mm512_loadu_si512(w2 + at);
-    key[3][g] = _mm512_xor_si512(key[0][g], _mm512_loadu_si512(w3 + at));
-    x[g] = _mm512_set1_epi32(static_cast<int>(s.start));
     result[g] = _mm512_setzero_si512();
     walking[g] = 0xFFFF;
   }
