@@ -357,7 +357,7 @@ bool have_avx2() {
 
 // F and VL for the Philox lanes; BW too, for the 16-bit lanes of DynamiQ's walk (every machine with VL
 // so far has BW).
-bool have_avx512vl() {
+bool have_avx512() {
   static const bool yes =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   return yes;
@@ -374,7 +374,7 @@ bool use_avx2() {
 
 bool use_avx512vl() {
 #if defined(CCSIM_HAND_AVX2)
-  return use_avx2() && have_avx512vl() && !g_force_avx2.load(std::memory_order_relaxed);
+  return use_avx2() && have_avx512() && !g_force_avx2.load(std::memory_order_relaxed);
 #else
   return false;
 #endif

@@ -122,7 +122,7 @@ __attribute__((target("avx2"))) uint64_t correlate_avx2(const uint32_t* w0, cons
 // them, half at eight ranks) are queued, with their index, round keys and value, and the queue takes
 // steps until it is empty, keeping only the entries still walking. So each entry takes as many steps
 // as its own walk needs, not as many as the longest walk among the lanes it shares registers with
-// (about seven, for 128 lanes at eight ranks).
+// (about six, for 128 lanes at eight ranks).
 struct WalkQueue {
   static constexpr int kArrays = 6;  // entry index, the four round keys, the walk's value
   static constexpr uint64_t kSlack = 64;  // a step's stores and masked loads stay inside the arrays
@@ -305,7 +305,7 @@ correlate_lockstep(const uint32_t* w0, const uint32_t* w1, const uint32_t* w2, c
 // correlate8<8>() in sixteen AVX-512 lanes; returns the entries done (a multiple of 16). The walk in
 // lock step where at most two values of the domain lie at or above `ranks` (every walk then ends
 // within three steps: at two, three and four ranks, at every power of four and just below one),
-// compacted (above) otherwise: at eight ranks a lock step of 128 lanes takes about seven steps, the
+// compacted (above) otherwise: at eight ranks a lock step of 128 lanes takes about six steps, the
 // compacted walk about two an entry.
 __attribute__((target("avx2,avx512f,avx512bw"))) uint64_t correlate_avx512(const uint32_t* w0, const uint32_t* w1,
                                                                   const uint32_t* w2, const uint32_t* w3, uint64_t m,
